@@ -1,0 +1,338 @@
+//! Consumers: named readers with a durable cursor.
+//!
+//! A consumer reads frames straight out of a memory map of the segment and
+//! hands out events as slices of it (`Bytes`), so reading copies nothing and
+//! holds no segment on the heap. Sealed segments are mapped once and shared;
+//! the active one is re-mapped as its acknowledged end grows. Every frame's
+//! CRC is checked before any of its events is handed out.
+
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use tracing::warn;
+
+use super::error::{LogError, Result};
+use super::format::{self, Decoded, EventIter, SEGMENT_HEADER_LEN};
+use super::state::{LossReason, State};
+use super::writer::Msg;
+use super::Log;
+
+/// One event as stored in the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub seq: u64,
+    /// When its frame was appended, in unix milliseconds.
+    pub append_ms: u64,
+    /// The bytes given to [`Batch::push`](super::Batch::push).
+    pub data: Bytes,
+}
+
+/// Where a consumer will start the first time it is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    /// The oldest event still in the log.
+    Oldest,
+    /// Only events appended from now on.
+    Latest,
+}
+
+/// A named reader. Reading is in sequence order; [`commit`](Self::commit)
+/// records how far processing has finished, which is what survives a restart.
+pub struct Consumer {
+    log: Log,
+    name: String,
+    /// The segment being read and the offset of the next frame in it.
+    seg_base: u64,
+    offset: u64,
+    /// The next sequence number to hand out.
+    next_seq: u64,
+    frame: Option<FrameCursor>,
+}
+
+/// The rest of a frame that has been decoded but not fully handed out.
+struct FrameCursor {
+    map: Bytes,
+    payload: Range<usize>,
+    at: usize,
+    seq: u64,
+    append_ms: u64,
+}
+
+impl FrameCursor {
+    fn peek(&self) -> Option<Range<usize>> {
+        let p = &self.map[self.payload.clone()];
+        EventIter::new(&p[self.at - self.payload.start..])
+            .next()
+            .map(|r| r.start + self.at..r.end + self.at)
+    }
+
+    fn take(&mut self, r: Range<usize>) -> Event {
+        self.at = r.end;
+        let e = Event {
+            seq: self.seq,
+            append_ms: self.append_ms,
+            data: self.map.slice(r),
+        };
+        self.seq += 1;
+        e
+    }
+}
+
+impl Consumer {
+    pub(crate) fn new(log: Log, name: String, at: u64) -> Consumer {
+        Consumer {
+            log,
+            name,
+            seg_base: u64::MAX,
+            offset: 0,
+            next_seq: at,
+            frame: None,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The next sequence number this reader will hand out.
+    pub fn position(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The committed position: everything below it is done.
+    pub fn committed(&self) -> u64 {
+        let st = self.log.shared().lock();
+        st.consumers
+            .get(&self.name)
+            .map_or(st.floor(), |c| st.effective(c))
+    }
+
+    /// Moves the reader back to the committed position, e.g. to re-read
+    /// events whose delivery was abandoned.
+    pub fn rewind(&mut self) {
+        self.next_seq = self.committed();
+        self.seg_base = u64::MAX;
+        self.frame = None;
+    }
+
+    /// Records that every event below `next_seq` is done. Commits never move
+    /// backwards (a lower value is ignored) and never past the acknowledged
+    /// end of the log. They reach disk at the next cursor sync, or at once
+    /// with [`Log::sync_cursors`].
+    pub fn commit(&self, next_seq: u64) -> Result<()> {
+        let shared = self.log.shared();
+        let mut st = shared.lock();
+        if next_seq > st.next_seq {
+            return Err(LogError::CommitBeyondDurable {
+                consumer: self.name.clone(),
+                seq: next_seq,
+                durable: st.next_seq,
+            });
+        }
+        let c = st.consumers.entry(self.name.clone()).or_default();
+        if next_seq <= c.committed {
+            return Ok(());
+        }
+        c.committed = next_seq;
+        let frees_segment = st.segments.len() > 1 && next_seq >= st.end_of(0);
+        drop(st);
+        if frees_segment && !shared.maintain_queued.swap(true, Ordering::AcqRel) {
+            self.log.send(Msg::Maintain);
+        }
+        Ok(())
+    }
+
+    /// Waits until there is something to read beyond this reader's position
+    /// (or the log is closed).
+    pub async fn wait(&self) {
+        let mut rx = self.log.shared().durable.subscribe();
+        let next = self.next_seq;
+        let shared = self.log.shared();
+        let _ = rx.wait_for(|&end| end > next || shared.lock().closed).await;
+    }
+
+    /// Reads up to `max_events` events and about `max_bytes` of event data
+    /// (always at least one event if any is available). Returns an empty
+    /// batch when caught up; never blocks on new data.
+    pub fn read(&mut self, max_events: usize, max_bytes: usize) -> Result<Vec<Event>> {
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        if self.next_seq < self.log.shared().lock().floor() {
+            // What this reader held was evicted (and counted) meanwhile.
+            self.frame = None;
+        }
+        while out.len() < max_events {
+            if let Some(f) = &mut self.frame {
+                if let Some(r) = f.peek() {
+                    if !out.is_empty() && bytes + r.len() > max_bytes {
+                        break;
+                    }
+                    bytes += r.len();
+                    let e = f.take(r);
+                    self.next_seq = e.seq + 1;
+                    out.push(e);
+                    continue;
+                }
+                self.frame = None;
+            }
+            if !self.next_frame()? {
+                break;
+            }
+        }
+        let shared = self.log.shared();
+        let mut st = shared.lock();
+        if let Some(c) = st.consumers.get_mut(&self.name) {
+            c.read_next = c.read_next.max(self.next_seq);
+        }
+        Ok(out)
+    }
+
+    /// Like [`read`](Self::read), but waits for at least one event.
+    pub async fn read_wait(&mut self, max_events: usize, max_bytes: usize) -> Result<Vec<Event>> {
+        loop {
+            let batch = self.read(max_events, max_bytes)?;
+            if !batch.is_empty() {
+                return Ok(batch);
+            }
+            if self.log.shared().lock().closed {
+                return Err(LogError::Closed);
+            }
+            self.wait().await;
+        }
+    }
+
+    /// Positions `self.frame` on the next frame holding events at or after
+    /// `next_seq`. False when caught up with the acknowledged end.
+    fn next_frame(&mut self) -> Result<bool> {
+        loop {
+            let shared = self.log.shared().clone();
+            let (map, sealed) = {
+                let mut st = shared.lock();
+                self.reposition(&mut st);
+                let Some(i) = st.index_of(self.seg_base) else {
+                    return Ok(false);
+                };
+                let seg = &st.segments[i];
+                if self.offset >= seg.readable_len {
+                    if !seg.sealed {
+                        return Ok(false);
+                    }
+                    // On to the next segment; a gap between the end of this
+                    // one and the start of the next is events lost to damage
+                    // or to a deleted file.
+                    let next_base = st.segments[i + 1].base_seq;
+                    if next_base > self.next_seq {
+                        let path = seg.path.display().to_string();
+                        self.lose(&mut st, next_base, &path, "events missing between segments");
+                    }
+                    self.seg_base = next_base;
+                    self.offset = SEGMENT_HEADER_LEN as u64;
+                    continue;
+                }
+                let sealed = seg.sealed;
+                (st.segments[i].map()?, sealed)
+            };
+            let at = self.offset as usize;
+            match format::decode_frame(&map[at..]) {
+                Decoded::Frame {
+                    header,
+                    payload,
+                    len,
+                } => {
+                    self.offset += len as u64;
+                    if header.end_seq() <= self.next_seq {
+                        continue;
+                    }
+                    if header.first_seq > self.next_seq {
+                        let mut st = shared.lock();
+                        let path = st
+                            .segments
+                            .iter()
+                            .find(|s| s.base_seq == self.seg_base)
+                            .map(|s| s.path.display().to_string())
+                            .unwrap_or_default();
+                        self.lose(
+                            &mut st,
+                            header.first_seq,
+                            &path,
+                            "events missing before a frame",
+                        );
+                    }
+                    let start = at + format::FRAME_HEADER_LEN;
+                    let mut f = FrameCursor {
+                        map: map.clone(),
+                        payload: start..start + payload.len(),
+                        at: start,
+                        seq: header.first_seq,
+                        append_ms: header.append_ms,
+                    };
+                    while f.seq < self.next_seq {
+                        match f.peek() {
+                            Some(r) => f.at = r.end,
+                            None => break,
+                        }
+                        f.seq += 1;
+                    }
+                    self.frame = Some(f);
+                    return Ok(true);
+                }
+                Decoded::End => return Ok(false),
+                damage => {
+                    // Bad bytes inside the readable part of a segment: skip
+                    // to the next valid frame (or the segment's end) and
+                    // count what could not be read.
+                    let reason = match damage {
+                        Decoded::Damaged(d) => d.to_string(),
+                        _ => "segment ends inside a frame".to_string(),
+                    };
+                    let resume = format::resync(&map, at + 1, self.next_seq).unwrap_or(map.len());
+                    let mut st = shared.lock();
+                    let key = (self.seg_base, at as u64);
+                    if st.damage_seen.insert(key) {
+                        st.counters.corrupt_frames += 1;
+                        st.counters.corrupt_bytes += (resume - at) as u64;
+                        let path = st
+                            .index_of(self.seg_base)
+                            .map(|i| st.segments[i].path.display().to_string());
+                        warn!(segment = path.unwrap_or_default(), offset = at, %reason, sealed,
+                            skipped_bytes = resume - at, "skipping damaged data in the log");
+                    }
+                    self.offset = resume as u64;
+                }
+            }
+        }
+    }
+
+    /// Follows evictions and deletions: a reader whose segment is gone moves
+    /// to the segment that now holds its position.
+    fn reposition(&mut self, st: &mut State) {
+        let floor = st.floor();
+        if self.next_seq < floor {
+            // Eviction already counted these events for this consumer.
+            self.next_seq = floor;
+            self.seg_base = u64::MAX;
+            self.frame = None;
+        }
+        if st.index_of(self.seg_base).is_none() {
+            let i = st.index_containing(self.next_seq);
+            self.seg_base = st.segments[i].base_seq;
+            self.offset = SEGMENT_HEADER_LEN as u64;
+        }
+    }
+
+    /// Skips this consumer forward to `to`, counting the skipped events as lost.
+    fn lose(&mut self, st: &mut State, to: u64, segment: &str, what: &str) {
+        let n = to - self.next_seq;
+        if let Some(c) = st.consumers.get_mut(&self.name) {
+            // Count each loss once per consumer even if the reader rewinds.
+            if c.read_next < to {
+                let counted_from = c.read_next.max(self.next_seq);
+                c.add_lost(LossReason::Corrupt, to - counted_from);
+                c.read_next = to;
+            }
+        }
+        warn!(consumer = %self.name, %segment, from = self.next_seq, to, events = n, "{what}: they cannot be delivered");
+        self.next_seq = to;
+    }
+}

@@ -1,0 +1,205 @@
+//! Durable consumer cursors, in two checksummed slots.
+//!
+//! All cursors are written together into `cursors.0` or `cursors.1`,
+//! alternating, each write carrying a generation number one higher than the
+//! last. A write overwrites the older slot in place and is synced before the
+//! next write may touch the other slot, so a crash mid-write leaves the other,
+//! complete slot: on open the valid slot with the highest generation wins.
+//! A torn write therefore costs at most one persist interval of progress
+//! (redelivered events), never a wrong position. One file for all consumers
+//! means one sync per interval however many sinks there are.
+//!
+//! ```text
+//!   0  4  magic        "HFCU"
+//!   4  2  version      1
+//!   6  2  reserved     0
+//!   8  8  generation
+//!  16  4  entry count
+//!  20  …  entries      u8 name length, name bytes, u64 next sequence to read
+//!   …  4  CRC-32 of every byte before it
+//! ```
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use super::error::{LogError, Result};
+
+const MAGIC: [u8; 4] = *b"HFCU";
+const VERSION: u16 = 1;
+const SLOT_NAMES: [&str; 2] = ["cursors.0", "cursors.1"];
+
+/// Consumer name → the first sequence number it has not finished.
+pub type CursorMap = BTreeMap<String, u64>;
+
+/// What was found on disk.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub generation: u64,
+    pub cursors: CursorMap,
+    /// One message per damaged slot, for the operator.
+    pub damaged: Vec<String>,
+    /// True when slots existed but none was readable: every consumer starts
+    /// again from the oldest event.
+    pub all_lost: bool,
+}
+
+pub fn slot_paths(dir: &Path) -> [PathBuf; 2] {
+    [dir.join(SLOT_NAMES[0]), dir.join(SLOT_NAMES[1])]
+}
+
+pub fn is_slot_file(name: &str) -> bool {
+    SLOT_NAMES.contains(&name)
+}
+
+pub fn encode(generation: u64, cursors: &CursorMap) -> Vec<u8> {
+    let mut b = Vec::with_capacity(24 + cursors.len() * 40);
+    b.extend_from_slice(&MAGIC);
+    b.extend_from_slice(&VERSION.to_le_bytes());
+    b.extend_from_slice(&0u16.to_le_bytes());
+    b.extend_from_slice(&generation.to_le_bytes());
+    b.extend_from_slice(&(cursors.len() as u32).to_le_bytes());
+    for (name, seq) in cursors {
+        // Names are validated to at most 64 bytes when a consumer is created.
+        b.push(name.len() as u8);
+        b.extend_from_slice(name.as_bytes());
+        b.extend_from_slice(&seq.to_le_bytes());
+    }
+    let crc = crc32fast::hash(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
+}
+
+pub fn decode(b: &[u8]) -> Result<(u64, CursorMap), String> {
+    if b.len() < 24 {
+        return Err(format!("{} bytes is too short for a cursor file", b.len()));
+    }
+    let (body, crc) = b.split_at(b.len() - 4);
+    if crc32fast::hash(body) != u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]) {
+        return Err("checksum mismatch".into());
+    }
+    if body[0..4] != MAGIC {
+        return Err("bad magic".into());
+    }
+    let version = u16::from_le_bytes([body[4], body[5]]);
+    if version != VERSION {
+        return Err(format!("unsupported cursor format version {version}"));
+    }
+    let generation = u64::from_le_bytes(body[8..16].try_into().expect("8 bytes"));
+    let count = u32::from_le_bytes(body[16..20].try_into().expect("4 bytes"));
+    let mut at = 20;
+    let mut cursors = CursorMap::new();
+    for _ in 0..count {
+        let n = *body.get(at).ok_or("entry runs past the end")? as usize;
+        at += 1;
+        let name = body.get(at..at + n).ok_or("entry runs past the end")?;
+        let name = std::str::from_utf8(name).map_err(|_| "consumer name is not UTF-8")?;
+        at += n;
+        let seq = body.get(at..at + 8).ok_or("entry runs past the end")?;
+        at += 8;
+        cursors.insert(
+            name.to_string(),
+            u64::from_le_bytes(seq.try_into().expect("8 bytes")),
+        );
+    }
+    if at != body.len() {
+        return Err("trailing bytes after the last entry".into());
+    }
+    Ok((generation, cursors))
+}
+
+/// Reads both slots and keeps the newest valid one.
+pub fn load(dir: &Path) -> Result<Loaded> {
+    let mut best: Option<(u64, CursorMap)> = None;
+    let mut loaded = Loaded::default();
+    let mut present = 0;
+    for path in slot_paths(dir) {
+        let mut bytes = Vec::new();
+        match File::open(&path) {
+            Ok(mut f) => {
+                f.read_to_end(&mut bytes)
+                    .map_err(|e| LogError::io("reading cursor file", &path, e))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(LogError::io("opening cursor file", &path, e)),
+        }
+        present += 1;
+        match decode(&bytes) {
+            Ok((generation, cursors)) => {
+                if best.as_ref().is_none_or(|(g, _)| generation > *g) {
+                    best = Some((generation, cursors));
+                }
+            }
+            Err(reason) => loaded.damaged.push(format!(
+                "cursor file {} is damaged: {reason}",
+                path.display()
+            )),
+        }
+    }
+    match best {
+        Some((generation, cursors)) => {
+            loaded.generation = generation;
+            loaded.cursors = cursors;
+        }
+        None => loaded.all_lost = present > 0,
+    }
+    Ok(loaded)
+}
+
+/// Writes `cursors` as generation `generation` into its slot, syncing it
+/// (and the directory, the first time the slot is created) when `sync`.
+pub fn store(dir: &Path, generation: u64, cursors: &CursorMap, sync: bool) -> Result<()> {
+    let path = &slot_paths(dir)[(generation % 2) as usize];
+    let created = !path.exists();
+    let bytes = encode(generation, cursors);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| LogError::io("opening cursor file", path, e))?;
+    f.write_all(&bytes)
+        .map_err(|e| LogError::io("writing cursor file", path, e))?;
+    f.set_len(bytes.len() as u64)
+        .map_err(|e| LogError::io("truncating cursor file", path, e))?;
+    if sync {
+        f.sync_data()
+            .map_err(|e| LogError::io("syncing cursor file", path, e))?;
+        if created {
+            super::segment::sync_dir(dir)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newest_valid_slot_wins_and_damage_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = CursorMap::new();
+        c.insert("a".into(), 5);
+        store(dir.path(), 1, &c, true).unwrap();
+        c.insert("a".into(), 9);
+        store(dir.path(), 2, &c, true).unwrap();
+        let l = load(dir.path()).unwrap();
+        assert_eq!((l.generation, l.cursors["a"]), (2, 9));
+
+        // Tear the newest slot: the older one is used and the damage reported.
+        let p = &slot_paths(dir.path())[0];
+        let len = std::fs::metadata(p).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(p)
+            .unwrap()
+            .set_len(len - 3)
+            .unwrap();
+        let l = load(dir.path()).unwrap();
+        assert_eq!((l.generation, l.cursors["a"]), (1, 5));
+        assert_eq!(l.damaged.len(), 1);
+        assert!(!l.all_lost);
+    }
+}

@@ -1,0 +1,412 @@
+/*!
+The segment log: holdfast's durable, bounded, append-only store.
+
+Sources append batches of opaque events; each event gets the next 64-bit
+sequence number. Consumers (one per sink) read in sequence order from their
+own cursor and commit "everything below N is done". Nothing here knows what
+an event means.
+
+```no_run
+# async fn demo() -> Result<(), holdfast::seglog::LogError> {
+use holdfast::seglog::{Batch, Log, LogOptions, StartAt};
+
+let log = Log::open("/var/lib/holdfast/log", LogOptions::default())?;
+let mut batch = Batch::new();
+batch.push(b"first event");
+batch.push(b"second event");
+let range = log.append(batch).await?; // durable under the fsync policy
+
+let mut consumer = log.consumer("my-sink", StartAt::Oldest)?;
+let events = consumer.read_wait(1000, 1 << 20).await?;
+consumer.commit(events.last().unwrap().seq + 1)?;
+log.close().await?;
+# Ok(()) }
+```
+
+# On disk
+
+A log directory holds:
+
+* `LOCK` — held with `flock` by the process that has the log open; a second
+  process fails with [`LogError::Locked`].
+* `NNNNNNNNNNNNNNNNNNNN.seg` — segments, named by the sequence number of
+  their first event (20 digits, so they sort). The newest is the *active*
+  segment; the others are *sealed* and never change again.
+* `cursors.0`, `cursors.1` — every consumer's committed position, written
+  alternately with a generation number and a CRC (see `cursor.rs`).
+
+A segment is a 32-byte header followed by frames; a frame is one group
+commit: a 28-byte header (length, CRC-32 of everything after the CRC, first
+sequence number, event count, append time) and its events, each a u32 length
+and the bytes. The exact layout is in `format.rs` and
+`docs/on-disk-format.md`. A frame never spans segments.
+
+# Invariants
+
+1. An append returns its [`SeqRange`] only once its frame is written and,
+   under [`FsyncPolicy::Always`], `fdatasync`ed; many concurrent appends share
+   one write and one sync (group commit). Creating or deleting a segment is
+   followed by a directory sync (except under `Never`).
+2. Sequence numbers increase by one per event, across segments and restarts,
+   and are never reused.
+3. Consumers see only acknowledged events; a commit can never point past them.
+4. No frame whose CRC fails is ever handed to a consumer. On open, a torn or
+   partial last frame of the active segment is truncated (and logged with the
+   segment and offset); damage followed by valid frames, anywhere, is skipped
+   and counted, and the events it held are counted as lost for each consumer.
+5. A sealed segment is deleted once every consumer has committed past it, or
+   by eviction: `max_age` always applies, `max_bytes` applies under
+   [`WhenFull::DropOldest`]; the active segment is never evicted. Every event
+   a consumer had not yet read when it was evicted is counted per consumer and
+   [`LossReason`].
+6. Opening reads only the headers of sealed segments and scans the active one,
+   so its cost depends on the active segment's size, not the log's.
+
+# Limits
+
+* One append is at most one frame: its events must fit in one segment
+  (`segment_bytes` − 60 bytes) and in 64 MiB.
+* `max_bytes` must be at least two segments.
+* Cursors reach disk every `cursor_sync_interval` and at [`Log::close`]; a
+  crash replays at most that much progress (at-least-once delivery).
+*/
+
+mod consumer;
+mod cursor;
+mod error;
+pub mod format;
+mod options;
+mod recovery;
+mod segment;
+mod state;
+mod stats;
+mod writer;
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, BytesMut};
+use tokio::sync::{oneshot, watch};
+
+pub use consumer::{Consumer, Event, StartAt};
+pub use error::{LogError, Result};
+pub use options::{FsyncPolicy, LogOptions, WhenFull};
+pub use state::{Counters, LossReason, FSYNC_BUCKETS_SECONDS};
+pub use stats::{ConsumerStats, LogStats};
+
+use format::{EVENT_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
+use state::Shared;
+use writer::{AppendReq, Msg, Reply, Writer};
+
+/// A half-open range of sequence numbers, `start..end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqRange {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl SeqRange {
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+}
+
+/// Events to append together. Each [`push`](Self::push) frames the event into
+/// one buffer in the caller's task, so the writer thread only has to hand the
+/// buffer to the kernel.
+#[derive(Debug, Default)]
+pub struct Batch {
+    buf: BytesMut,
+    count: u32,
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A batch with room for `bytes` of event data without reallocating.
+    pub fn with_capacity(bytes: usize) -> Self {
+        Batch {
+            buf: BytesMut::with_capacity(bytes),
+            count: 0,
+        }
+    }
+
+    pub fn push(&mut self, event: &[u8]) {
+        self.buf.reserve(EVENT_HEADER_LEN + event.len());
+        self.buf.put_u32_le(event.len() as u32);
+        self.buf.put_slice(event);
+        self.count += 1;
+    }
+
+    /// Number of events.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes this batch occupies in a frame's payload.
+    pub fn encoded_len(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// A handle to an open log; cheap to clone. The log stays open while any
+/// handle or consumer exists. Dropping the last one without [`close`](Self::close)
+/// stops the writer as a crash would: every acknowledged append is on disk
+/// (per the fsync policy) but cursor progress since the last sync is not.
+#[derive(Clone)]
+pub struct Log {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    /// Requests to the writer thread; the thread stops on `Close`, `Stop`
+    /// or when every sender is gone.
+    tx: Sender<Msg>,
+    /// Joined on drop so that the directory lock is free once the last
+    /// handle is gone.
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Msg::Stop);
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Log {
+    /// Opens (creating if needed) the log in `dir`, recovering from whatever
+    /// state the last process left. Blocking: call it from `spawn_blocking`
+    /// in async code.
+    pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<Log> {
+        opts.validate().map_err(LogError::Options)?;
+        let dir = dir.as_ref().to_path_buf();
+        let sync = opts.fsync.syncs_directory();
+        let rec = recovery::recover(&dir, sync)?;
+        let next_seq = rec.state.next_seq;
+        let active_len = rec.state.segments.back().map_or(0, |s| s.readable_len);
+        let stored: cursor::CursorMap = rec
+            .state
+            .consumers
+            .iter()
+            .map(|(n, c)| (n.clone(), c.committed))
+            .collect();
+        let (durable, _) = watch::channel(next_seq);
+        let shared = Arc::new(Shared {
+            dir,
+            opts,
+            state: Mutex::new(rec.state),
+            durable,
+            maintain_queued: AtomicBool::new(false),
+            _lock: rec.lock,
+        });
+        let (tx, rx) = mpsc::channel();
+        let writer = Writer {
+            shared: shared.clone(),
+            rx,
+            active: rec.active,
+            active_len,
+            repair_to: None,
+            next_seq,
+            pending: VecDeque::new(),
+            unsynced: false,
+            last_sync: Instant::now(),
+            last_cursor_store: Instant::now(),
+            last_age_check: Instant::now() - Duration::from_secs(60),
+            cursor_generation: rec.cursor_generation,
+            stored_cursors: stored,
+            blocked_since: None,
+        };
+        let thread = std::thread::Builder::new()
+            .name("seglog-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| LogError::io("starting the writer thread for", shared.dir.clone(), e))?;
+        Ok(Log {
+            inner: Arc::new(Inner {
+                shared,
+                tx,
+                thread: Mutex::new(Some(thread)),
+            }),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.inner.shared.dir
+    }
+
+    pub fn options(&self) -> &LogOptions {
+        &self.inner.shared.opts
+    }
+
+    /// One past the newest acknowledged event.
+    pub fn next_seq(&self) -> u64 {
+        self.inner.shared.lock().next_seq
+    }
+
+    /// Appends a batch; returns the sequence numbers it was given once it is
+    /// durable under the fsync policy. Under `when_full = "block"` waits up
+    /// to the configured `append_timeout` for space.
+    pub async fn append(&self, batch: Batch) -> Result<SeqRange> {
+        self.append_timeout(batch, self.inner.shared.opts.append_timeout)
+            .await
+    }
+
+    /// [`append`](Self::append) with the caller's own wait for space; zero
+    /// fails at once with [`LogError::Full`] when there is none.
+    pub async fn append_timeout(&self, batch: Batch, wait: Duration) -> Result<SeqRange> {
+        let rx = self.submit(batch, wait)?;
+        rx.await.unwrap_or(Err(LogError::Closed))
+    }
+
+    /// [`append`](Self::append) for threads outside an async runtime.
+    pub fn append_blocking(&self, batch: Batch) -> Result<SeqRange> {
+        let rx = self.submit(batch, self.inner.shared.opts.append_timeout)?;
+        rx.blocking_recv().unwrap_or(Err(LogError::Closed))
+    }
+
+    fn submit(&self, batch: Batch, wait: Duration) -> Result<oneshot::Receiver<Result<SeqRange>>> {
+        if batch.is_empty() {
+            return Err(LogError::Empty);
+        }
+        let max =
+            (self.inner.shared.opts.segment_bytes as usize - SEGMENT_HEADER_LEN - FRAME_HEADER_LEN)
+                .min(MAX_FRAME_PAYLOAD);
+        if batch.buf.len() > max {
+            return Err(LogError::TooLarge {
+                bytes: batch.buf.len() as u64,
+                max: max as u64,
+            });
+        }
+        let (reply, rx) = oneshot::channel();
+        let req = AppendReq {
+            payload: batch.buf.freeze(),
+            count: batch.count,
+            deadline: Instant::now() + wait,
+            reply,
+        };
+        self.inner
+            .tx
+            .send(Msg::Append(req))
+            .map_err(|_| LogError::Closed)?;
+        Ok(rx)
+    }
+
+    /// Opens the named consumer, registering it at `start` if it is new.
+    /// Registration is persisted at once, so that the log keeps the
+    /// consumer's unread events from then on.
+    pub fn consumer(&self, name: &str, start: StartAt) -> Result<Consumer> {
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        {
+            return Err(LogError::BadConsumerName { name: name.into() });
+        }
+        let (at, new) = {
+            let mut st = self.inner.shared.lock();
+            let at = match start {
+                StartAt::Oldest => st.floor(),
+                StartAt::Latest => st.next_seq,
+            };
+            match st.consumers.get(name) {
+                Some(c) => (st.effective(c), false),
+                None => {
+                    st.consumers
+                        .insert(name.to_string(), state::ConsumerState::at(at));
+                    (at, true)
+                }
+            }
+        };
+        if new {
+            self.sync_cursors_blocking()?;
+        }
+        Ok(Consumer::new(self.clone(), name.to_string(), at))
+    }
+
+    /// Forgets a consumer: its cursor no longer holds back deletion.
+    pub fn remove_consumer(&self, name: &str) -> Result<()> {
+        let removed = self.inner.shared.lock().consumers.remove(name).is_some();
+        if removed {
+            self.sync_cursors_blocking()?;
+            self.send(Msg::Maintain);
+        }
+        Ok(())
+    }
+
+    /// Names of the registered consumers.
+    pub fn consumers(&self) -> Vec<String> {
+        self.inner.shared.lock().consumers.keys().cloned().collect()
+    }
+
+    /// Writes every consumer's committed position to disk now.
+    pub async fn sync_cursors(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .tx
+            .send(Msg::PersistCursors(Reply::Async(tx)))
+            .map_err(|_| LogError::Closed)?;
+        rx.await.unwrap_or(Err(LogError::Closed))
+    }
+
+    /// [`sync_cursors`](Self::sync_cursors) for threads outside an async
+    /// runtime (or rare calls inside one: it blocks the calling thread).
+    pub fn sync_cursors_blocking(&self) -> Result<()> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.inner
+            .tx
+            .send(Msg::PersistCursors(Reply::Blocking(tx)))
+            .map_err(|_| LogError::Closed)?;
+        rx.recv().unwrap_or(Err(LogError::Closed))
+    }
+
+    /// Segments, bytes, positions, per-consumer lag and the counters.
+    pub fn stats(&self) -> LogStats {
+        stats::collect(&mut self.inner.shared.lock())
+    }
+
+    /// Writes what is queued, syncs, persists every cursor and stops the
+    /// writer. Appends after this fail with [`LogError::Closed`].
+    pub async fn close(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        if self.inner.tx.send(Msg::Close(Reply::Async(tx))).is_err() {
+            return Ok(());
+        }
+        rx.await.unwrap_or(Ok(()))
+    }
+
+    /// [`close`](Self::close) for threads outside an async runtime.
+    pub fn close_blocking(&self) -> Result<()> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        if self.inner.tx.send(Msg::Close(Reply::Blocking(tx))).is_err() {
+            return Ok(());
+        }
+        rx.recv().unwrap_or(Ok(()))
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
+    pub(crate) fn send(&self, msg: Msg) {
+        let _ = self.inner.tx.send(msg);
+    }
+}

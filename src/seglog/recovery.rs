@@ -1,0 +1,258 @@
+//! Opening a log directory: lock it, find the segments, check the sealed
+//! ones' headers, scan the active one frame by frame (truncating a torn
+//! tail), and load the cursors. Only the active segment is read in full, so
+//! opening time depends on its size, not on the size of the log.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use tracing::{error, info, warn};
+
+use super::cursor;
+use super::error::{LogError, Result};
+use super::format::{SegmentHeader, SEGMENT_HEADER_LEN};
+use super::segment::{self, Segment};
+use super::state::{now_ms, ConsumerState, Counters, State};
+
+const LOCK_FILE: &str = "LOCK";
+
+/// Everything the writer needs to carry on where the last process stopped.
+pub struct Recovered {
+    pub state: State,
+    pub lock: File,
+    /// The active segment, open for appending.
+    pub active: File,
+    pub cursor_generation: u64,
+}
+
+pub fn lock_dir(dir: &Path) -> Result<File> {
+    std::fs::create_dir_all(dir).map_err(|e| LogError::io("creating log directory", dir, e))?;
+    let path = dir.join(LOCK_FILE);
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| LogError::io("opening lock file", &path, e))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(LogError::Locked { dir: dir.into() }),
+        Err(std::fs::TryLockError::Error(e)) => Err(LogError::io("locking", &path, e)),
+    }
+}
+
+/// Lists segment base sequences in order, reporting files that do not belong.
+pub fn list_segments(dir: &Path) -> Result<Vec<u64>> {
+    let mut bases = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| LogError::io("listing", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| LogError::io("listing", dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if let Some(base) = segment::parse_name(&name) {
+            bases.push(base);
+        } else if name != LOCK_FILE && !cursor::is_slot_file(&name) {
+            warn!(file = %entry.path().display(), "unexpected file in the log directory; ignoring it");
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+pub fn recover(dir: &Path, sync: bool) -> Result<Recovered> {
+    let lock = lock_dir(dir)?;
+    let mut counters = Counters::default();
+    let mut damage_seen = HashSet::new();
+    let loaded = cursor::load(dir)?;
+    for msg in &loaded.damaged {
+        warn!("{msg}");
+    }
+    counters.damaged_cursor_files = loaded.damaged.len() as u64;
+    if loaded.all_lost {
+        error!(
+            dir = %dir.display(),
+            "no readable cursor file: every consumer starts again from the oldest event (expect redelivery)"
+        );
+    }
+
+    let mut bases = list_segments(dir)?;
+    if bases.is_empty() {
+        // A log whose segments were all removed by hand still never reuses a
+        // sequence number a consumer has already seen.
+        let start = loaded.cursors.values().copied().max().unwrap_or(0);
+        segment::create(dir, start, now_ms(), sync)?;
+        if sync {
+            segment::sync_dir(dir)?;
+        }
+        bases.push(start);
+    }
+
+    let mut segments = VecDeque::with_capacity(bases.len());
+    let mut total_bytes = 0;
+    let last = bases.len() - 1;
+    for &base in &bases[..last] {
+        let path = dir.join(segment::file_name(base));
+        let mut file = File::open(&path).map_err(|e| LogError::io("opening segment", &path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| LogError::io("reading metadata of", &path, e))?
+            .len();
+        let mut head = [0u8; SEGMENT_HEADER_LEN];
+        let head_len =
+            read_up_to(&mut file, &mut head).map_err(|e| LogError::io("reading", &path, e))?;
+        let created_ms = match SegmentHeader::decode(&head[..head_len]) {
+            Ok(h) => {
+                if h.base_seq != base {
+                    warn!(segment = %path.display(), header_base = h.base_seq,
+                        "segment header names another base sequence than its file name; trusting the file name");
+                }
+                h.created_ms
+            }
+            Err(reason) => {
+                counters.corrupt_headers += 1;
+                warn!(segment = %path.display(), %reason,
+                    "damaged segment header; its frames are still checked one by one as they are read");
+                modified_ms(&file)
+            }
+        };
+        total_bytes += len;
+        segments.push_back(Segment {
+            base_seq: base,
+            path,
+            readable_len: len,
+            sealed: true,
+            created_ms,
+            file: Arc::new(file),
+            map: None,
+        });
+    }
+
+    // The active segment: scan it whole.
+    let base = bases[last];
+    let path = dir.join(segment::file_name(base));
+    let mut active = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| LogError::io("opening segment", &path, e))?;
+    let mut len = active
+        .metadata()
+        .map_err(|e| LogError::io("reading metadata of", &path, e))?
+        .len();
+    let mut created_ms = now_ms();
+    if len < SEGMENT_HEADER_LEN as u64 {
+        // Torn while being created: nothing was ever acknowledged in it.
+        warn!(segment = %path.display(), len, "segment header incomplete (torn while being created); rewriting it");
+        active
+            .set_len(0)
+            .and_then(|_| {
+                active.write_all(
+                    &SegmentHeader {
+                        base_seq: base,
+                        created_ms,
+                    }
+                    .encode(),
+                )
+            })
+            .and_then(|_| if sync { active.sync_data() } else { Ok(()) })
+            .map_err(|e| LogError::io("rewriting segment header", &path, e))?;
+        len = SEGMENT_HEADER_LEN as u64;
+    }
+    let map = segment::map_file(&active, len as usize, &path)?;
+    match SegmentHeader::decode(&map) {
+        Ok(h) => created_ms = h.created_ms,
+        Err(reason) => {
+            counters.corrupt_headers += 1;
+            warn!(segment = %path.display(), %reason, "damaged header on the active segment; scanning its frames anyway");
+        }
+    }
+    let scan = segment::scan(&map, base);
+    drop(map);
+    for (offset, damage, skipped) in &scan.damaged {
+        warn!(segment = %path.display(), offset, %damage, skipped_bytes = skipped,
+            "skipping a damaged frame; later frames are intact");
+        counters.corrupt_frames += 1;
+        counters.corrupt_bytes += skipped;
+        damage_seen.insert((base, *offset));
+    }
+    if let Some((offset, bytes)) = scan.torn {
+        warn!(segment = %path.display(), offset, bytes,
+            "truncating torn tail of segment (an append that was never acknowledged)");
+        active
+            .set_len(offset)
+            .and_then(|_| if sync { active.sync_data() } else { Ok(()) })
+            .map_err(|e| LogError::io("truncating torn tail of", &path, e))?;
+        counters.torn_tails += 1;
+        counters.torn_bytes += bytes;
+        len = offset;
+    }
+    total_bytes += len;
+    let next_seq = scan.next_seq;
+    let read_handle = File::open(&path).map_err(|e| LogError::io("opening segment", &path, e))?;
+    segments.push_back(Segment {
+        base_seq: base,
+        path,
+        readable_len: len,
+        sealed: false,
+        created_ms,
+        file: Arc::new(read_handle),
+        map: None,
+    });
+
+    let floor = segments.front().map_or(next_seq, |s| s.base_seq);
+    let mut consumers = BTreeMap::new();
+    for (name, seq) in loaded.cursors {
+        let seq = if seq > next_seq {
+            warn!(consumer = %name, cursor = seq, end = next_seq,
+                "cursor points past the end of the log (data lost in a power cut under a weak fsync policy?); moving it to the end");
+            next_seq
+        } else if seq < floor {
+            info!(consumer = %name, cursor = seq, oldest = floor,
+                "the events this consumer had not finished were evicted before the restart; it continues from the oldest event");
+            floor
+        } else {
+            seq
+        };
+        consumers.insert(name, ConsumerState::at(seq));
+    }
+
+    info!(dir = %dir.display(), segments = segments.len(), bytes = total_bytes, first_seq = floor, next_seq,
+        consumers = consumers.len(), "log recovered");
+
+    Ok(Recovered {
+        state: State {
+            segments,
+            next_seq,
+            consumers,
+            total_bytes,
+            counters,
+            damage_seen,
+            closed: false,
+        },
+        lock,
+        active,
+        cursor_generation: loaded.generation,
+    })
+}
+
+fn read_up_to(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+fn modified_ms(f: &File) -> u64 {
+    f.metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or_else(now_ms, |d| d.as_millis() as u64)
+}

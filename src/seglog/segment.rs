@@ -1,0 +1,229 @@
+//! Segment files: naming, creation, memory maps, and the scan that recovers
+//! the active segment after a crash.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::error::{LogError, Result};
+use super::format::{self, Damage, Decoded, SegmentHeader, SEGMENT_HEADER_LEN};
+
+const SUFFIX: &str = ".seg";
+
+/// `00000000000000001234.seg`: the base sequence, zero-padded so that a
+/// directory listing sorts in log order.
+pub fn file_name(base_seq: u64) -> String {
+    format!("{base_seq:020}{SUFFIX}")
+}
+
+pub fn parse_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(SUFFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Makes creations, renames and deletions in `dir` durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| LogError::io("syncing directory", dir, e))
+}
+
+/// One segment as the log tracks it in memory.
+#[derive(Debug)]
+pub struct Segment {
+    pub base_seq: u64,
+    pub path: PathBuf,
+    /// Bytes readers may see: the whole file once sealed; for the active
+    /// segment, the end of the last acknowledged frame.
+    pub readable_len: u64,
+    pub sealed: bool,
+    pub created_ms: u64,
+    /// A read-only handle, shared by readers for mapping.
+    pub file: Arc<File>,
+    /// The most recent map of this segment, shared by readers. For a sealed
+    /// segment it covers the whole file; for the active one it may be shorter
+    /// than `readable_len` and is replaced when a reader needs more.
+    pub map: Option<Bytes>,
+}
+
+impl Segment {
+    /// A map covering at least `readable_len`, reusing the cached one.
+    pub fn map(&mut self) -> Result<Bytes> {
+        if let Some(m) = &self.map {
+            if m.len() as u64 >= self.readable_len {
+                return Ok(m.clone());
+            }
+        }
+        let m = map_file(&self.file, self.readable_len as usize, &self.path)?;
+        self.map = Some(m.clone());
+        Ok(m)
+    }
+}
+
+/// Maps the first `len` bytes of a segment file read-only.
+pub fn map_file(file: &File, len: usize, path: &Path) -> Result<Bytes> {
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    // SAFETY: a segment file never shrinks below a length that has been made
+    // readable. The log truncates only during recovery, before any map of
+    // that segment exists, and when undoing a failed write, which only cuts
+    // bytes beyond `readable_len`; `len` never exceeds `readable_len`. The
+    // data-directory lock keeps other holdfast processes from writing, and
+    // deleting a file leaves existing maps valid on Linux.
+    let map = unsafe { memmap2::MmapOptions::new().len(len).map(file) }
+        .map_err(|e| LogError::io("mapping segment", path, e))?;
+    Ok(Bytes::from_owner(map))
+}
+
+/// Creates a new segment file with its header and returns a handle for
+/// appending. The caller syncs the directory.
+pub fn create(dir: &Path, base_seq: u64, created_ms: u64, sync: bool) -> Result<(PathBuf, File)> {
+    let path = dir.join(file_name(base_seq));
+    let mut f = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| LogError::io("creating segment", &path, e))?;
+    let header = SegmentHeader {
+        base_seq,
+        created_ms,
+    }
+    .encode();
+    let written = f
+        .write_all(&header)
+        .and_then(|_| if sync { f.sync_data() } else { Ok(()) });
+    if let Err(e) = written {
+        // Leave no half-made segment behind; the next attempt starts over.
+        let _ = std::fs::remove_file(&path);
+        return Err(LogError::io("writing segment header", &path, e));
+    }
+    Ok((path, f))
+}
+
+/// What recovery found in a segment's frames.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// Offset just past the last valid frame.
+    pub valid_end: u64,
+    /// One past the last sequence number found (the base if no frame).
+    pub next_seq: u64,
+    /// Append time of the newest valid frame.
+    pub last_append_ms: Option<u64>,
+    /// Damaged regions followed by valid frames: (offset, what, bytes skipped).
+    pub damaged: Vec<(u64, Damage, u64)>,
+    /// Events known to be missing because of skipped damage.
+    pub events_skipped: u64,
+    /// A torn tail: (offset, bytes after it).
+    pub torn: Option<(u64, u64)>,
+}
+
+/// Walks every frame of a segment image, checking each CRC. Damage followed
+/// by a valid frame is skipped and reported; damage or a partial frame with
+/// nothing valid after it is a torn tail, to be truncated.
+pub fn scan(buf: &[u8], base_seq: u64) -> Scan {
+    let mut s = Scan {
+        valid_end: SEGMENT_HEADER_LEN.min(buf.len()) as u64,
+        next_seq: base_seq,
+        ..Scan::default()
+    };
+    let mut at = SEGMENT_HEADER_LEN;
+    while at <= buf.len() {
+        match format::decode_frame(&buf[at..]) {
+            Decoded::Frame { header, len, .. } if header.first_seq >= s.next_seq => {
+                s.events_skipped += header.first_seq - s.next_seq;
+                s.next_seq = header.end_seq();
+                s.last_append_ms = Some(header.append_ms);
+                at += len;
+                s.valid_end = at as u64;
+            }
+            Decoded::End => break,
+            Decoded::Frame { .. } | Decoded::Truncated | Decoded::Damaged(_) => {
+                let damage = match format::decode_frame(&buf[at..]) {
+                    Decoded::Damaged(d) => d,
+                    _ => Damage::BadPayload,
+                };
+                match format::resync(buf, at + 1, s.next_seq) {
+                    Some(next) => {
+                        s.damaged.push((at as u64, damage, (next - at) as u64));
+                        at = next;
+                    }
+                    None => {
+                        s.torn = Some((at as u64, (buf.len() - at) as u64));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seglog::format::FrameHeader;
+    use std::io::IoSlice;
+
+    fn image(frames: &[(u64, &[&[u8]])]) -> Vec<u8> {
+        let mut b = SegmentHeader {
+            base_seq: 0,
+            created_ms: 1,
+        }
+        .encode()
+        .to_vec();
+        for (first, events) in frames {
+            let mut p = Vec::new();
+            for e in *events {
+                p.extend_from_slice(&(e.len() as u32).to_le_bytes());
+                p.extend_from_slice(e);
+            }
+            let h = FrameHeader {
+                first_seq: *first,
+                count: events.len() as u32,
+                append_ms: 5,
+            };
+            b.extend_from_slice(&h.encode(&[IoSlice::new(&p)]));
+            b.extend_from_slice(&p);
+        }
+        b
+    }
+
+    #[test]
+    fn names_sort_and_parse() {
+        assert_eq!(file_name(42), "00000000000000000042.seg");
+        assert_eq!(parse_name(&file_name(42)), Some(42));
+        assert_eq!(parse_name("42.seg"), None);
+        assert_eq!(parse_name("cursors.0"), None);
+    }
+
+    #[test]
+    fn scan_truncates_a_torn_tail() {
+        let full = image(&[(0, &[b"a", b"b"]), (2, &[b"c"])]);
+        let cut = full.len() - 2;
+        let s = scan(&full[..cut], 0);
+        assert_eq!(s.next_seq, 2);
+        assert!(s.torn.is_some());
+        assert_eq!(s.valid_end as usize + s.torn.unwrap().1 as usize, cut);
+    }
+
+    #[test]
+    fn scan_skips_damage_followed_by_valid_frames() {
+        let mut b = image(&[(0, &[b"a"]), (1, &[b"b"]), (2, &[b"c"])]);
+        let second = SEGMENT_HEADER_LEN + 8 + 20 + 5;
+        b[second + 30] ^= 0x10; // payload bit of the second frame
+        let s = scan(&b, 0);
+        assert_eq!(s.next_seq, 3);
+        assert_eq!(s.damaged.len(), 1);
+        assert_eq!(s.events_skipped, 1);
+        assert_eq!(s.torn, None);
+        assert_eq!(s.valid_end as usize, b.len());
+    }
+}

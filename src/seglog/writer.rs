@@ -1,0 +1,625 @@
+//! The writer thread: the only code that writes segment files.
+//!
+//! Appenders send requests over a channel and wait on a oneshot. The thread
+//! takes every request that has queued up, writes them as one frame with one
+//! vectored `write`, syncs once (under `fsync = "always"`), and only then
+//! answers them all — group commit: while one sync is in progress the next
+//! group gathers, so concurrency raises throughput instead of queueing on the
+//! disk. The same thread rolls segments, deletes consumed ones, evicts by
+//! size and age, syncs on an interval and persists cursors, so no two pieces
+//! of code ever race on the files.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{IoSlice, Write};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+use tracing::{debug, error, warn};
+
+use super::cursor::{self, CursorMap};
+use super::error::{LogError, Result};
+use super::format::{FrameHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use super::options::{FsyncPolicy, WhenFull};
+use super::segment::{self, Segment};
+use super::state::{now_ms, LossReason, Shared};
+use super::SeqRange;
+
+/// A group never grows beyond this many payload bytes, so one slow write
+/// does not hold back the acknowledgement of everything queued behind it.
+const MAX_GROUP_BYTES: usize = 8 << 20;
+/// How often the writer wakes with nothing to do, to check age and timers.
+const TICK: Duration = Duration::from_millis(200);
+
+pub struct AppendReq {
+    /// Events already framed by [`Batch`](super::Batch): u32 length + bytes each.
+    pub payload: Bytes,
+    pub count: u32,
+    pub deadline: Instant,
+    pub reply: oneshot::Sender<Result<SeqRange>>,
+}
+
+/// Where the writer answers a control request: an async waiter, or a plain
+/// thread (a std channel, which may block even inside a runtime's thread —
+/// used only for rare calls like consumer registration).
+pub enum Reply {
+    Async(oneshot::Sender<Result<()>>),
+    Blocking(std::sync::mpsc::SyncSender<Result<()>>),
+}
+
+impl Reply {
+    pub fn send(self, r: Result<()>) {
+        match self {
+            Reply::Async(tx) => {
+                let _ = tx.send(r);
+            }
+            Reply::Blocking(tx) => {
+                let _ = tx.send(r);
+            }
+        }
+    }
+}
+
+pub enum Msg {
+    Append(AppendReq),
+    /// A commit may have freed a segment.
+    Maintain,
+    PersistCursors(Reply),
+    Close(Reply),
+    /// The last handle was dropped without `close`: stop as a crash would,
+    /// without persisting cursors.
+    Stop,
+}
+
+pub struct Writer {
+    pub shared: Arc<Shared>,
+    pub rx: Receiver<Msg>,
+    pub active: File,
+    /// Bytes in the active segment file (acknowledged or not).
+    pub active_len: u64,
+    /// The active file must be cut back to this length before the next write:
+    /// set when a write or sync failed part-way.
+    pub repair_to: Option<u64>,
+    pub next_seq: u64,
+    pub pending: VecDeque<AppendReq>,
+    pub unsynced: bool,
+    pub last_sync: Instant,
+    pub last_cursor_store: Instant,
+    pub last_age_check: Instant,
+    pub cursor_generation: u64,
+    pub stored_cursors: CursorMap,
+    /// Set while the front of `pending` waits for space under `block`.
+    pub blocked_since: Option<Instant>,
+}
+
+impl Writer {
+    pub fn run(mut self) {
+        loop {
+            let msg = match self.rx.recv_timeout(self.wait_time()) {
+                Ok(m) => Some(m),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return self.stop(),
+            };
+            let mut close = None;
+            let mut stop = false;
+            let mut next = msg;
+            while let Some(m) = next.take().or_else(|| self.rx.try_recv().ok()) {
+                match m {
+                    Msg::Append(r) => self.pending.push_back(r),
+                    Msg::Maintain => self.shared.maintain_queued.store(false, Ordering::Release),
+                    Msg::PersistCursors(reply) => reply.send(self.store_cursors(true)),
+                    Msg::Close(reply) => close = Some(reply),
+                    Msg::Stop => stop = true,
+                }
+            }
+            self.maintain();
+            self.write_pending();
+            if let Some(reply) = close {
+                reply.send(self.close());
+                return;
+            }
+            if stop {
+                return self.stop();
+            }
+        }
+    }
+
+    fn wait_time(&self) -> Duration {
+        let mut t = TICK;
+        if let FsyncPolicy::Interval(i) = self.shared.opts.fsync {
+            if self.unsynced {
+                t = t.min(i.saturating_sub(self.last_sync.elapsed()));
+            }
+        }
+        if self.blocked_since.is_some() {
+            if let Some(r) = self.pending.front() {
+                t = t.min(r.deadline.saturating_duration_since(Instant::now()));
+            }
+        }
+        t.max(Duration::from_millis(1))
+    }
+
+    fn stop(mut self) {
+        for r in self.pending.drain(..) {
+            let _ = r.reply.send(Err(LogError::Closed));
+        }
+        self.shared.lock().closed = true;
+        self.shared.durable.send_modify(|_| {});
+    }
+
+    fn close(&mut self) -> Result<()> {
+        // Everything queued before `close` is written; later appends find
+        // the channel closed.
+        while !self.pending.is_empty() && self.blocked_since.is_none() {
+            self.write_pending();
+        }
+        for r in self.pending.drain(..) {
+            let _ = r.reply.send(Err(LogError::Closed));
+        }
+        let synced = if self.unsynced || self.shared.opts.fsync != FsyncPolicy::Always {
+            self.sync_active()
+        } else {
+            Ok(())
+        };
+        let stored = self.store_cursors(true);
+        self.shared.lock().closed = true;
+        self.shared.durable.send_modify(|_| {});
+        synced.and(stored)
+    }
+
+    /// Timers and retention: interval sync, cursor persistence, deletion of
+    /// consumed segments, age and size eviction.
+    fn maintain(&mut self) {
+        let shared = self.shared.clone();
+        let opts = &shared.opts;
+        if let FsyncPolicy::Interval(i) = opts.fsync {
+            if self.unsynced && self.last_sync.elapsed() >= i {
+                if let Err(e) = self.sync_active() {
+                    error!(error = %e, "interval fsync failed: appends acknowledged since the last sync may not survive a power cut");
+                }
+            }
+        }
+        if self.last_cursor_store.elapsed() >= opts.cursor_sync_interval {
+            if let Err(e) = self.store_cursors(opts.fsync.syncs_directory()) {
+                warn!(error = %e, "could not persist consumer cursors; will retry");
+            }
+        }
+        self.delete_consumed();
+        if let Some(max_age) = opts.max_age {
+            if self.last_age_check.elapsed() >= Duration::from_secs(1) {
+                self.last_age_check = Instant::now();
+                self.evict_by_age(max_age);
+            }
+        }
+    }
+
+    fn store_cursors(&mut self, sync: bool) -> Result<()> {
+        self.last_cursor_store = Instant::now();
+        let current: CursorMap = {
+            let st = self.shared.lock();
+            st.consumers
+                .iter()
+                .map(|(n, c)| (n.clone(), st.effective(c)))
+                .collect()
+        };
+        if current == self.stored_cursors && self.cursor_generation > 0 {
+            return Ok(());
+        }
+        let generation = self.cursor_generation + 1;
+        cursor::store(&self.shared.dir, generation, &current, sync)?;
+        self.cursor_generation = generation;
+        self.stored_cursors = current;
+        Ok(())
+    }
+
+    /// Deletes sealed segments that every consumer has passed.
+    fn delete_consumed(&mut self) {
+        loop {
+            let st = self.shared.lock();
+            let passed =
+                st.segments.len() > 1 && st.min_needed().is_some_and(|m| m >= st.end_of(0));
+            drop(st);
+            if !passed {
+                return;
+            }
+            self.delete_front(None);
+        }
+    }
+
+    fn evict_by_age(&mut self, max_age: Duration) {
+        let cutoff = now_ms().saturating_sub(max_age.as_millis() as u64);
+        loop {
+            // Every event of a sealed segment was appended before the next
+            // segment was created, so the next one's creation time bounds
+            // the age of its newest event without reading it.
+            let expired = {
+                let st = self.shared.lock();
+                st.segments.len() > 1 && st.segments[1].created_ms < cutoff
+            };
+            if !expired {
+                return;
+            }
+            self.delete_front(Some(LossReason::Age));
+        }
+    }
+
+    /// Removes the oldest segment. With a reason, what each consumer had not
+    /// yet read from it is counted as lost.
+    fn delete_front(&mut self, reason: Option<LossReason>) {
+        let seg = {
+            let mut st = self.shared.lock();
+            let end = st.end_of(0);
+            let Some(seg) = st.segments.pop_front() else {
+                return;
+            };
+            st.total_bytes -= seg.readable_len;
+            if let Some(reason) = reason {
+                st.counters.segments_evicted += 1;
+                for (name, c) in st.consumers.iter_mut() {
+                    let from = c.committed.max(c.read_next).max(seg.base_seq);
+                    if from < end {
+                        c.add_lost(reason, end - from);
+                        warn!(consumer = %name, events = end - from, reason = reason.as_str(),
+                            segment = %seg.path.display(), "evicted events this consumer had not read");
+                    }
+                }
+            } else {
+                st.counters.segments_deleted += 1;
+            }
+            seg
+        };
+        debug!(segment = %seg.path.display(), "deleting segment");
+        if let Err(e) = std::fs::remove_file(&seg.path) {
+            error!(segment = %seg.path.display(), error = %e, "could not delete segment; it will be found again at the next start");
+        } else if self.shared.opts.fsync.syncs_directory() {
+            if let Err(e) = segment::sync_dir(&self.shared.dir) {
+                warn!(error = %e, "directory sync after deleting a segment failed");
+            }
+        }
+    }
+
+    fn segment_room(&self) -> u64 {
+        self.shared
+            .opts
+            .segment_bytes
+            .saturating_sub(self.active_len)
+    }
+
+    fn active_has_frames(&self) -> bool {
+        self.active_len > SEGMENT_HEADER_LEN as u64
+    }
+
+    /// Writes as many groups as the queue, the segment and the byte budget allow.
+    fn write_pending(&mut self) {
+        while let Some(front) = self.pending.front() {
+            let front_len = (FRAME_HEADER_LEN + front.payload.len()) as u64;
+            let rolling = self.active_has_frames() && front_len > self.segment_room();
+            let room = if rolling {
+                self.shared.opts.segment_bytes - SEGMENT_HEADER_LEN as u64
+            } else {
+                self.segment_room()
+            };
+            let needed = front_len
+                + if rolling {
+                    SEGMENT_HEADER_LEN as u64
+                } else {
+                    0
+                };
+            if !self.make_space(needed) {
+                self.expire_blocked();
+                return;
+            }
+            self.blocked_since = None;
+            // Gather the group: as many queued appends as fit the segment,
+            // the group cap and the byte budget.
+            let budget = {
+                let st = self.shared.lock();
+                self.shared
+                    .opts
+                    .max_bytes
+                    .saturating_sub(st.total_bytes)
+                    .saturating_sub(if rolling {
+                        SEGMENT_HEADER_LEN as u64
+                    } else {
+                        0
+                    })
+            };
+            let limit = room
+                .min(budget)
+                .min((FRAME_HEADER_LEN + MAX_GROUP_BYTES) as u64);
+            let mut group_len = FRAME_HEADER_LEN as u64;
+            let mut n = 0;
+            for r in &self.pending {
+                let l = r.payload.len() as u64;
+                if n > 0 && group_len + l > limit {
+                    break;
+                }
+                group_len += l;
+                n += 1;
+            }
+            if rolling {
+                if let Err(e) = self.roll() {
+                    error!(error = %e, "could not start a new segment; failing the waiting appends");
+                    self.fail(n, &e);
+                    continue;
+                }
+            }
+            let group: Vec<AppendReq> = self.pending.drain(..n).collect();
+            self.write_group(group);
+        }
+    }
+
+    /// Ensures `needed` more bytes fit in `max_bytes`: deletes consumed
+    /// segments, then evicts under `drop_oldest`. False while blocked.
+    fn make_space(&mut self, needed: u64) -> bool {
+        let max = self.shared.opts.max_bytes;
+        let fits = |w: &Self| w.shared.lock().total_bytes + needed <= max;
+        if fits(self) {
+            return true;
+        }
+        self.delete_consumed();
+        if fits(self) {
+            return true;
+        }
+        if self.shared.opts.when_full == WhenFull::DropOldest {
+            while !fits(self) && self.shared.lock().segments.len() > 1 {
+                self.delete_front(Some(LossReason::Size));
+            }
+            // The active segment alone always fits, since max_bytes is at
+            // least two segments.
+            return true;
+        }
+        if self.blocked_since.is_none() {
+            self.blocked_since = Some(Instant::now());
+            warn!(
+                max_bytes = max,
+                "the log is full; appends wait for consumers to catch up (when_full = \"block\")"
+            );
+        }
+        false
+    }
+
+    /// Under `block`, answers `Full` to appends whose wait has run out.
+    fn expire_blocked(&mut self) {
+        let now = Instant::now();
+        let since = self.blocked_since.unwrap_or(now);
+        let max_bytes = self.shared.opts.max_bytes;
+        let mut expired = 0;
+        self.pending.retain_mut(|r| {
+            if r.deadline > now {
+                return true;
+            }
+            expired += 1;
+            let (tx, _) = oneshot::channel();
+            let reply = std::mem::replace(&mut r.reply, tx);
+            let _ = reply.send(Err(LogError::Full {
+                max_bytes,
+                waited: now - since,
+            }));
+            false
+        });
+        if expired > 0 {
+            self.shared.lock().counters.full_rejections += expired;
+        }
+    }
+
+    fn fail(&mut self, n: usize, e: &LogError) {
+        for r in self.pending.drain(..n) {
+            let _ = r.reply.send(Err(copy_error(e)));
+        }
+    }
+
+    /// Seals the active segment and starts the next one.
+    fn roll(&mut self) -> Result<()> {
+        self.repair()?;
+        let policy = self.shared.opts.fsync;
+        if policy != FsyncPolicy::Always && self.unsynced {
+            // Sealing is a natural sync point for the weaker policies.
+            self.sync_active()?;
+        }
+        let dir = &self.shared.dir;
+        let sync = policy.syncs_directory();
+        let created_ms = now_ms();
+        let (path, file) = segment::create(dir, self.next_seq, created_ms, sync)?;
+        if sync {
+            if let Err(e) = segment::sync_dir(dir) {
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
+        }
+        let read_handle =
+            File::open(&path).map_err(|e| LogError::io("opening segment", &path, e))?;
+        {
+            let mut st = self.shared.lock();
+            if let Some(old) = st.segments.back_mut() {
+                old.sealed = true;
+            }
+            st.segments.push_back(Segment {
+                base_seq: self.next_seq,
+                path,
+                readable_len: SEGMENT_HEADER_LEN as u64,
+                sealed: false,
+                created_ms,
+                file: Arc::new(read_handle),
+                map: None,
+            });
+            st.total_bytes += SEGMENT_HEADER_LEN as u64;
+        }
+        self.active = file;
+        self.active_len = SEGMENT_HEADER_LEN as u64;
+        Ok(())
+    }
+
+    /// Cuts off the remains of a failed write, if any.
+    fn repair(&mut self) -> Result<()> {
+        if let Some(len) = self.repair_to {
+            if let Err(e) = self.active.set_len(len) {
+                return Err(LogError::io(
+                    "cutting back a failed write in",
+                    self.active_path(),
+                    e,
+                ));
+            }
+            self.active_len = len;
+            self.repair_to = None;
+        }
+        Ok(())
+    }
+
+    fn active_path(&self) -> std::path::PathBuf {
+        let st = self.shared.lock();
+        st.segments
+            .back()
+            .map(|s| s.path.clone())
+            .unwrap_or_default()
+    }
+
+    fn sync_active(&mut self) -> Result<()> {
+        let started = Instant::now();
+        let r = self.active.sync_data();
+        let mut st = self.shared.lock();
+        match r {
+            Ok(()) => {
+                st.counters.record_fsync(started.elapsed());
+                self.unsynced = false;
+                self.last_sync = Instant::now();
+                Ok(())
+            }
+            Err(e) => {
+                st.counters.sync_errors += 1;
+                let path = st
+                    .segments
+                    .back()
+                    .map(|s| s.path.clone())
+                    .unwrap_or_default();
+                Err(LogError::io("syncing segment", path, e))
+            }
+        }
+    }
+
+    fn write_group(&mut self, group: Vec<AppendReq>) {
+        if let Err(e) = self.repair() {
+            for r in group {
+                let _ = r.reply.send(Err(copy_error(&e)));
+            }
+            return;
+        }
+        let count: u32 = group.iter().map(|r| r.count).sum();
+        let payload: Vec<IoSlice<'_>> = group.iter().map(|r| IoSlice::new(&r.payload)).collect();
+        let header = FrameHeader {
+            first_seq: self.next_seq,
+            count,
+            append_ms: now_ms(),
+        }
+        .encode(&payload);
+        let mut slices = Vec::with_capacity(group.len() + 1);
+        slices.push(IoSlice::new(&header));
+        slices.extend(payload.iter().copied());
+        let frame_len: u64 = slices.iter().map(|s| s.len() as u64).sum();
+        let start_len = self.active_len;
+
+        let mut result =
+            write_all_vectored(&mut self.active, &mut slices).map_err(|e| ("writing segment", e));
+        if result.is_ok() && self.shared.opts.fsync == FsyncPolicy::Always {
+            let started = Instant::now();
+            result = self.active.sync_data().map_err(|e| ("syncing segment", e));
+            if result.is_ok() {
+                self.shared.lock().counters.record_fsync(started.elapsed());
+            }
+        }
+        drop(slices);
+        drop(payload);
+
+        let mut st = self.shared.lock();
+        let path = st
+            .segments
+            .back()
+            .map(|s| s.path.clone())
+            .unwrap_or_default();
+        if let Err((op, e)) = result {
+            // Nothing of this group is acknowledged; cut the file back so a
+            // later group does not sit behind a half-written frame.
+            if op == "syncing segment" {
+                st.counters.sync_errors += 1;
+            } else {
+                st.counters.write_errors += 1;
+            }
+            drop(st);
+            self.repair_to = Some(start_len);
+            let _ = self.repair();
+            error!(segment = %path.display(), error = %e, "{op} failed; the appends in this group were not acknowledged");
+            let err = LogError::io(op, &path, e);
+            for r in group {
+                let _ = r.reply.send(Err(copy_error(&err)));
+            }
+            return;
+        }
+        self.active_len = start_len + frame_len;
+        let first = self.next_seq;
+        self.next_seq += count as u64;
+        if self.shared.opts.fsync != FsyncPolicy::Always {
+            self.unsynced = true;
+        }
+        if let Some(active) = st.segments.back_mut() {
+            active.readable_len = self.active_len;
+        }
+        st.next_seq = self.next_seq;
+        st.total_bytes += frame_len;
+        st.counters.frames_written += 1;
+        st.counters.bytes_written += frame_len;
+        st.counters.appended_events += count as u64;
+        st.counters.appended_bytes += group
+            .iter()
+            .map(|r| r.payload.len() as u64 - 4 * r.count as u64)
+            .sum::<u64>();
+        drop(st);
+        self.shared.durable.send_replace(self.next_seq);
+
+        let mut seq = first;
+        for r in group {
+            let range = SeqRange {
+                start: seq,
+                end: seq + r.count as u64,
+            };
+            seq = range.end;
+            let _ = r.reply.send(Ok(range));
+        }
+    }
+}
+
+fn write_all_vectored(f: &mut File, mut slices: &mut [IoSlice<'_>]) -> std::io::Result<()> {
+    while !slices.is_empty() {
+        match f.write_vectored(slices) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// `io::Error` is not `Clone`; every appender of a failed group gets an
+/// error with the same kind and message.
+fn copy_error(e: &LogError) -> LogError {
+    match e {
+        LogError::Io { op, path, source } => LogError::Io {
+            op,
+            path: path.clone(),
+            source: std::io::Error::new(source.kind(), source.to_string()),
+        },
+        LogError::Full { max_bytes, waited } => LogError::Full {
+            max_bytes: *max_bytes,
+            waited: *waited,
+        },
+        other => LogError::Io {
+            op: "appending",
+            path: Default::default(),
+            source: std::io::Error::other(other.to_string()),
+        },
+    }
+}
