@@ -30,7 +30,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         move || Log::open(dir, opts)
     })
     .await??;
-    println!("log at {} holds sequence numbers {}..{}", dir.display(), log.stats().first_seq, log.next_seq());
+    println!(
+        "log at {} holds sequence numbers {}..{}",
+        dir.display(),
+        log.stats().first_seq,
+        log.next_seq()
+    );
 
     // Eight producers, each appending 1,000 batches of 10 events: every
     // `append` returns only once its events are fdatasynced, and concurrent
@@ -70,7 +75,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         read += events.len() as u64;
         consumer.commit(last.seq + 1)?;
     }
-    println!("consumer 'example' read {read} events and committed up to {}", consumer.committed());
+    println!(
+        "consumer 'example' read {read} events and committed up to {}",
+        consumer.committed()
+    );
 
     let s = log.stats();
     println!(

@@ -159,3 +159,53 @@ async fn concurrent_appends_share_frames() {
         s.counters.fsyncs
     );
 }
+
+#[tokio::test]
+async fn a_read_only_view_works_beside_the_writer_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogOptions::default()).unwrap();
+    log.append(batch(&["a", "b", "c"])).await.unwrap();
+    let c = log.consumer("sink", StartAt::Oldest).unwrap();
+    c.commit(1).unwrap();
+    log.sync_cursors().await.unwrap();
+
+    let view = Log::open_read_only(dir.path()).unwrap();
+    let s = view.stats();
+    assert_eq!((s.first_seq, s.next_seq), (0, 3));
+    assert_eq!(s.consumers[0].name, "sink");
+    assert_eq!(
+        (s.consumers[0].committed, s.consumers[0].lag_events),
+        (1, 2)
+    );
+    let mut r = view.reader(1);
+    assert_eq!(texts(&r.read(10, usize::MAX).unwrap()), ["b", "c"]);
+    assert!(matches!(r.commit(2), Err(LogError::ReadOnly)));
+    assert!(matches!(
+        view.append(batch(&["x"])).await,
+        Err(LogError::ReadOnly)
+    ));
+    assert!(matches!(
+        view.consumer("other", StartAt::Oldest),
+        Err(LogError::ReadOnly)
+    ));
+
+    // The writer carries on undisturbed.
+    assert_eq!(log.append(batch(&["d"])).await.unwrap().start, 3);
+}
+
+#[tokio::test]
+async fn eviction_counts_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small(WhenFull::DropOldest)).unwrap();
+    let c = log.consumer("slow", StartAt::Oldest).unwrap();
+    let ev = "z".repeat(500);
+    for _ in 0..60 {
+        log.append(batch(&[&ev])).await.unwrap();
+    }
+    let lost = log.stats().consumers[0].lost[0].1;
+    assert!(lost > 0);
+    log.close().await.unwrap();
+    drop((c, log));
+    let view = Log::open_read_only(dir.path()).unwrap();
+    assert_eq!(view.stats().consumers[0].lost[0], (LossReason::Size, lost));
+}

@@ -41,6 +41,7 @@ pub enum StartAt {
 /// records how far processing has finished, which is what survives a restart.
 pub struct Consumer {
     log: Log,
+    /// Empty for a reader without a cursor ([`Log::reader`]).
     name: String,
     /// The segment being read and the offset of the next frame in it.
     seg_base: u64,
@@ -91,6 +92,10 @@ impl Consumer {
         }
     }
 
+    pub(crate) fn unregistered(log: Log, at: u64) -> Consumer {
+        Consumer::new(log, String::new(), at)
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -121,6 +126,12 @@ impl Consumer {
     /// end of the log. They reach disk at the next cursor sync, or at once
     /// with [`Log::sync_cursors`].
     pub fn commit(&self, next_seq: u64) -> Result<()> {
+        if self.log.is_read_only() {
+            return Err(LogError::ReadOnly);
+        }
+        if self.name.is_empty() {
+            return Err(LogError::NoCursor);
+        }
         let shared = self.log.shared();
         let mut st = shared.lock();
         if next_seq > st.next_seq {
@@ -286,7 +297,11 @@ impl Consumer {
                         Decoded::Damaged(d) => d.to_string(),
                         _ => "segment ends inside a frame".to_string(),
                     };
-                    let resume = format::resync(&map, at + 1, self.next_seq).unwrap_or(map.len());
+                    // Resync to the very next valid frame of this segment,
+                    // not the next one starting at or after `next_seq`: the
+                    // reader may stand inside a later intact frame (after a
+                    // restart or a rewind), which must not be skipped.
+                    let resume = format::resync(&map, at + 1, self.seg_base).unwrap_or(map.len());
                     let mut st = shared.lock();
                     let key = (self.seg_base, at as u64);
                     if st.damage_seen.insert(key) {

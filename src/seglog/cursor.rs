@@ -9,13 +9,18 @@
 //! (redelivered events), never a wrong position. One file for all consumers
 //! means one sync per interval however many sinks there are.
 //!
+//! Each entry also carries the consumer's loss counts, so that the
+//! `holdfast_log_evicted_events_total` counters survive restarts and
+//! `holdfast inspect` can show them while the daemon is down.
+//!
 //! ```text
 //!   0  4  magic        "HFCU"
 //!   4  2  version      1
 //!   6  2  reserved     0
 //!   8  8  generation
 //!  16  4  entry count
-//!  20  …  entries      u8 name length, name bytes, u64 next sequence to read
+//!  20  …  entries      u8 name length, name bytes, u64 next sequence to read,
+//!                      u64 events lost to size, u64 to age, u64 to corruption
 //!   …  4  CRC-32 of every byte before it
 //! ```
 
@@ -30,8 +35,17 @@ const MAGIC: [u8; 4] = *b"HFCU";
 const VERSION: u16 = 1;
 const SLOT_NAMES: [&str; 2] = ["cursors.0", "cursors.1"];
 
-/// Consumer name → the first sequence number it has not finished.
-pub type CursorMap = BTreeMap<String, u64>;
+/// One consumer's durable state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Entry {
+    /// The first sequence number it has not finished.
+    pub next: u64,
+    /// Events lost without being read, indexed like [`LossReason::ALL`](super::LossReason::ALL).
+    pub lost: [u64; 3],
+}
+
+/// Consumer name → its durable state.
+pub type CursorMap = BTreeMap<String, Entry>;
 
 /// What was found on disk.
 #[derive(Debug, Default)]
@@ -60,11 +74,14 @@ pub fn encode(generation: u64, cursors: &CursorMap) -> Vec<u8> {
     b.extend_from_slice(&0u16.to_le_bytes());
     b.extend_from_slice(&generation.to_le_bytes());
     b.extend_from_slice(&(cursors.len() as u32).to_le_bytes());
-    for (name, seq) in cursors {
+    for (name, e) in cursors {
         // Names are validated to at most 64 bytes when a consumer is created.
         b.push(name.len() as u8);
         b.extend_from_slice(name.as_bytes());
-        b.extend_from_slice(&seq.to_le_bytes());
+        b.extend_from_slice(&e.next.to_le_bytes());
+        for n in e.lost {
+            b.extend_from_slice(&n.to_le_bytes());
+        }
     }
     let crc = crc32fast::hash(&b);
     b.extend_from_slice(&crc.to_le_bytes());
@@ -96,11 +113,18 @@ pub fn decode(b: &[u8]) -> Result<(u64, CursorMap), String> {
         let name = body.get(at..at + n).ok_or("entry runs past the end")?;
         let name = std::str::from_utf8(name).map_err(|_| "consumer name is not UTF-8")?;
         at += n;
-        let seq = body.get(at..at + 8).ok_or("entry runs past the end")?;
-        at += 8;
+        let mut fields = [0u64; 4];
+        for f in &mut fields {
+            let b = body.get(at..at + 8).ok_or("entry runs past the end")?;
+            *f = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+            at += 8;
+        }
         cursors.insert(
             name.to_string(),
-            u64::from_le_bytes(seq.try_into().expect("8 bytes")),
+            Entry {
+                next: fields[0],
+                lost: [fields[1], fields[2], fields[3]],
+            },
         );
     }
     if at != body.len() {
@@ -180,13 +204,17 @@ mod tests {
     #[test]
     fn newest_valid_slot_wins_and_damage_is_reported() {
         let dir = tempfile::tempdir().unwrap();
+        let at = |next| Entry {
+            next,
+            lost: [1, 2, 3],
+        };
         let mut c = CursorMap::new();
-        c.insert("a".into(), 5);
+        c.insert("a".into(), at(5));
         store(dir.path(), 1, &c, true).unwrap();
-        c.insert("a".into(), 9);
+        c.insert("a".into(), at(9));
         store(dir.path(), 2, &c, true).unwrap();
         let l = load(dir.path()).unwrap();
-        assert_eq!((l.generation, l.cursors["a"]), (2, 9));
+        assert_eq!((l.generation, l.cursors["a"]), (2, at(9)));
 
         // Tear the newest slot: the older one is used and the damage reported.
         let p = &slot_paths(dir.path())[0];
@@ -198,7 +226,7 @@ mod tests {
             .set_len(len - 3)
             .unwrap();
         let l = load(dir.path()).unwrap();
-        assert_eq!((l.generation, l.cursors["a"]), (1, 5));
+        assert_eq!((l.generation, l.cursors["a"]), (1, at(5)));
         assert_eq!(l.damaged.len(), 1);
         assert!(!l.all_lost);
     }

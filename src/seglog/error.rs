@@ -63,6 +63,14 @@ pub enum LogError {
     #[error("invalid log options: {0}")]
     Options(String),
 
+    /// The log was opened read-only (`holdfast inspect`, `dump`).
+    #[error("the log is open read-only; only the daemon that holds its lock may change it")]
+    ReadOnly,
+
+    /// A reader made with `Log::reader` has no cursor to commit.
+    #[error("this reader has no cursor: open a named consumer to commit")]
+    NoCursor,
+
     /// The log was closed, or its writer stopped after an unrecoverable error.
     #[error("the log is closed")]
     Closed,

@@ -181,6 +181,7 @@ struct Inner {
     /// Joined on drop so that the directory lock is free once the last
     /// handle is gone.
     thread: Mutex<Option<JoinHandle<()>>>,
+    read_only: bool,
 }
 
 impl Drop for Inner {
@@ -200,14 +201,23 @@ impl Log {
         opts.validate().map_err(LogError::Options)?;
         let dir = dir.as_ref().to_path_buf();
         let sync = opts.fsync.syncs_directory();
-        let rec = recovery::recover(&dir, sync)?;
+        let rec = recovery::recover(&dir, recovery::Mode::ReadWrite { sync })?;
+        let Some(active) = rec.active else {
+            return Err(LogError::Closed);
+        };
         let next_seq = rec.state.next_seq;
         let active_len = rec.state.segments.back().map_or(0, |s| s.readable_len);
         let stored: cursor::CursorMap = rec
             .state
             .consumers
             .iter()
-            .map(|(n, c)| (n.clone(), c.committed))
+            .map(|(n, c)| {
+                let e = cursor::Entry {
+                    next: c.committed,
+                    lost: c.lost_all(),
+                };
+                (n.clone(), e)
+            })
             .collect();
         let (durable, _) = watch::channel(next_seq);
         let shared = Arc::new(Shared {
@@ -222,7 +232,7 @@ impl Log {
         let writer = Writer {
             shared: shared.clone(),
             rx,
-            active: rec.active,
+            active,
             active_len,
             repair_to: None,
             next_seq,
@@ -244,8 +254,46 @@ impl Log {
                 shared,
                 tx,
                 thread: Mutex::new(Some(thread)),
+                read_only: false,
             }),
         })
+    }
+
+    /// Opens a read-only view of the log in `dir` for operator tools: takes
+    /// no lock and changes nothing, so it works beside a running daemon. The
+    /// view is a snapshot of the moment it was opened. Appends, consumer
+    /// registration and commits fail with [`LogError::ReadOnly`]; use
+    /// [`reader`](Self::reader) and [`stats`](Self::stats).
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Log> {
+        let dir = dir.as_ref().to_path_buf();
+        let rec = recovery::recover(&dir, recovery::Mode::ReadOnly)?;
+        let (durable, _) = watch::channel(rec.state.next_seq);
+        let mut state = rec.state;
+        state.closed = true;
+        let shared = Arc::new(Shared {
+            dir,
+            opts: LogOptions::default(),
+            state: Mutex::new(state),
+            durable,
+            maintain_queued: AtomicBool::new(false),
+            _lock: None,
+        });
+        // No writer: every request finds the channel closed.
+        let (tx, _) = mpsc::channel();
+        Ok(Log {
+            inner: Arc::new(Inner {
+                shared,
+                tx,
+                thread: Mutex::new(None),
+                read_only: true,
+            }),
+        })
+    }
+
+    /// A reader without a cursor, starting at `seq` (or the oldest event if
+    /// that was evicted): for `holdfast dump` and debugging. It cannot commit.
+    pub fn reader(&self, seq: u64) -> Consumer {
+        Consumer::unregistered(self.clone(), seq)
     }
 
     pub fn dir(&self) -> &Path {
@@ -283,6 +331,7 @@ impl Log {
     }
 
     fn submit(&self, batch: Batch, wait: Duration) -> Result<oneshot::Receiver<Result<SeqRange>>> {
+        self.writable()?;
         if batch.is_empty() {
             return Err(LogError::Empty);
         }
@@ -321,6 +370,7 @@ impl Log {
         {
             return Err(LogError::BadConsumerName { name: name.into() });
         }
+        self.writable()?;
         let (at, new) = {
             let mut st = self.inner.shared.lock();
             let at = match start {
@@ -400,6 +450,17 @@ impl Log {
             return Ok(());
         }
         rx.recv().unwrap_or(Ok(()))
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(LogError::ReadOnly);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.inner.read_only
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {

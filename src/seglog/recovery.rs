@@ -22,10 +22,23 @@ const LOCK_FILE: &str = "LOCK";
 /// Everything the writer needs to carry on where the last process stopped.
 pub struct Recovered {
     pub state: State,
-    pub lock: File,
-    /// The active segment, open for appending.
-    pub active: File,
+    /// The directory lock; `None` when opened read-only.
+    pub lock: Option<File>,
+    /// The active segment, open for appending; `None` when opened read-only.
+    pub active: Option<File>,
     pub cursor_generation: u64,
+}
+
+/// How a directory is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Lock, repair (truncate torn tails, rewrite torn headers) and append.
+    ReadWrite { sync: bool },
+    /// Change nothing and take no lock, so `holdfast inspect` and `dump` work
+    /// beside a running daemon. The active segment is read into memory (it
+    /// may be cut back by the daemon, which a map would not survive) and a
+    /// torn tail is only reported: it may be an append in progress.
+    ReadOnly,
 }
 
 pub fn lock_dir(dir: &Path) -> Result<File> {
@@ -62,8 +75,21 @@ pub fn list_segments(dir: &Path) -> Result<Vec<u64>> {
     Ok(bases)
 }
 
-pub fn recover(dir: &Path, sync: bool) -> Result<Recovered> {
-    let lock = lock_dir(dir)?;
+pub fn recover(dir: &Path, mode: Mode) -> Result<Recovered> {
+    let (lock, sync) = match mode {
+        Mode::ReadWrite { sync } => (Some(lock_dir(dir)?), sync),
+        Mode::ReadOnly => {
+            if !dir.is_dir() {
+                return Err(LogError::io(
+                    "opening log directory",
+                    dir,
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                ));
+            }
+            (None, false)
+        }
+    };
+    let read_only = mode == Mode::ReadOnly;
     let mut counters = Counters::default();
     let mut damage_seen = HashSet::new();
     let loaded = cursor::load(dir)?;
@@ -79,10 +105,17 @@ pub fn recover(dir: &Path, sync: bool) -> Result<Recovered> {
     }
 
     let mut bases = list_segments(dir)?;
+    if bases.is_empty() && read_only {
+        return Err(LogError::Corrupt {
+            path: dir.into(),
+            offset: 0,
+            reason: "no segment files: not a holdfast log directory, or never opened".into(),
+        });
+    }
     if bases.is_empty() {
         // A log whose segments were all removed by hand still never reuses a
         // sequence number a consumer has already seen.
-        let start = loaded.cursors.values().copied().max().unwrap_or(0);
+        let start = loaded.cursors.values().map(|e| e.next).max().unwrap_or(0);
         segment::create(dir, start, now_ms(), sync)?;
         if sync {
             segment::sync_dir(dir)?;
@@ -135,7 +168,7 @@ pub fn recover(dir: &Path, sync: bool) -> Result<Recovered> {
     let path = dir.join(segment::file_name(base));
     let mut active = OpenOptions::new()
         .read(true)
-        .append(true)
+        .append(!read_only)
         .open(&path)
         .map_err(|e| LogError::io("opening segment", &path, e))?;
     let mut len = active
@@ -143,7 +176,7 @@ pub fn recover(dir: &Path, sync: bool) -> Result<Recovered> {
         .map_err(|e| LogError::io("reading metadata of", &path, e))?
         .len();
     let mut created_ms = now_ms();
-    if len < SEGMENT_HEADER_LEN as u64 {
+    if len < SEGMENT_HEADER_LEN as u64 && !read_only {
         // Torn while being created: nothing was ever acknowledged in it.
         warn!(segment = %path.display(), len, "segment header incomplete (torn while being created); rewriting it");
         active
@@ -161,7 +194,15 @@ pub fn recover(dir: &Path, sync: bool) -> Result<Recovered> {
             .map_err(|e| LogError::io("rewriting segment header", &path, e))?;
         len = SEGMENT_HEADER_LEN as u64;
     }
-    let map = segment::map_file(&active, len as usize, &path)?;
+    let map = if read_only {
+        let mut buf = Vec::with_capacity(len as usize);
+        active
+            .read_to_end(&mut buf)
+            .map_err(|e| LogError::io("reading", &path, e))?;
+        bytes::Bytes::from(buf)
+    } else {
+        segment::map_file(&active, len as usize, &path)?
+    };
     match SegmentHeader::decode(&map) {
         Ok(h) => created_ms = h.created_ms,
         Err(reason) => {
@@ -170,6 +211,7 @@ pub fn recover(dir: &Path, sync: bool) -> Result<Recovered> {
         }
     }
     let scan = segment::scan(&map, base);
+    let kept_image = read_only.then(|| map.slice(..scan.valid_end as usize));
     drop(map);
     for (offset, damage, skipped) in &scan.damaged {
         warn!(segment = %path.display(), offset, %damage, skipped_bytes = skipped,
@@ -178,7 +220,11 @@ pub fn recover(dir: &Path, sync: bool) -> Result<Recovered> {
         counters.corrupt_bytes += skipped;
         damage_seen.insert((base, *offset));
     }
-    if let Some((offset, bytes)) = scan.torn {
+    if let (Some((offset, bytes)), true) = (scan.torn, read_only) {
+        info!(segment = %path.display(), offset, bytes,
+            "the active segment ends in an incomplete frame (an append in progress, or a torn tail the daemon will truncate)");
+        len = offset;
+    } else if let Some((offset, bytes)) = scan.torn {
         warn!(segment = %path.display(), offset, bytes,
             "truncating torn tail of segment (an append that was never acknowledged)");
         active
@@ -199,12 +245,13 @@ pub fn recover(dir: &Path, sync: bool) -> Result<Recovered> {
         sealed: false,
         created_ms,
         file: Arc::new(read_handle),
-        map: None,
+        map: kept_image,
     });
 
     let floor = segments.front().map_or(next_seq, |s| s.base_seq);
     let mut consumers = BTreeMap::new();
-    for (name, seq) in loaded.cursors {
+    for (name, entry) in loaded.cursors {
+        let seq = entry.next;
         let seq = if seq > next_seq {
             warn!(consumer = %name, cursor = seq, end = next_seq,
                 "cursor points past the end of the log (data lost in a power cut under a weak fsync policy?); moving it to the end");
@@ -216,7 +263,7 @@ pub fn recover(dir: &Path, sync: bool) -> Result<Recovered> {
         } else {
             seq
         };
-        consumers.insert(name, ConsumerState::at(seq));
+        consumers.insert(name, ConsumerState::restored(seq, entry.lost));
     }
 
     info!(dir = %dir.display(), segments = segments.len(), bytes = total_bytes, first_seq = floor, next_seq,
@@ -233,7 +280,7 @@ pub fn recover(dir: &Path, sync: bool) -> Result<Recovered> {
             closed: false,
         },
         lock,
-        active,
+        active: (!read_only).then_some(active),
         cursor_generation: loaded.generation,
     })
 }

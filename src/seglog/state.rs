@@ -61,6 +61,19 @@ impl ConsumerState {
         }
     }
 
+    /// Restores a consumer from its durable entry.
+    pub fn restored(seq: u64, lost: [u64; 3]) -> Self {
+        ConsumerState {
+            committed: seq,
+            read_next: seq,
+            lost,
+        }
+    }
+
+    pub fn lost_all(&self) -> [u64; 3] {
+        self.lost
+    }
+
     pub fn lost(&self, reason: LossReason) -> u64 {
         self.lost[reason.index()]
     }
@@ -187,8 +200,9 @@ pub struct Shared {
     /// Set while a maintenance nudge is queued, so commits do not flood the
     /// writer with them.
     pub maintain_queued: AtomicBool,
-    /// The data-directory lock, released when the last handle goes.
-    pub _lock: File,
+    /// The data-directory lock, released when the last handle goes; `None`
+    /// for a read-only view.
+    pub _lock: Option<File>,
 }
 
 impl Shared {

@@ -44,14 +44,16 @@ fn locate(st: &mut State, seq: u64) -> Option<(usize, u64, u64)> {
     let i = st.index_containing(seq);
     let map = st.segments[i].map().ok()?;
     let mut at = SEGMENT_HEADER_LEN;
-    while let Some((h, len)) = format::peek_frame(&map[at..]) {
+    // `get`: a damaged sealed segment may be shorter than its header.
+    while let Some((h, len)) = map.get(at..).and_then(format::peek_frame) {
         if h.end_seq() > seq {
             return Some((i, at as u64, h.append_ms));
         }
         at += len;
     }
     // Damage hides the frame: count from the segment start.
-    Some((i, SEGMENT_HEADER_LEN as u64, st.segments[i].created_ms))
+    let start = (SEGMENT_HEADER_LEN as u64).min(st.segments[i].readable_len);
+    Some((i, start, st.segments[i].created_ms))
 }
 
 pub(crate) fn collect(st: &mut State) -> LogStats {

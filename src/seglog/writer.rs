@@ -203,7 +203,13 @@ impl Writer {
             let st = self.shared.lock();
             st.consumers
                 .iter()
-                .map(|(n, c)| (n.clone(), st.effective(c)))
+                .map(|(n, c)| {
+                    let e = cursor::Entry {
+                        next: st.effective(c),
+                        lost: c.lost_all(),
+                    };
+                    (n.clone(), e)
+                })
                 .collect()
         };
         if current == self.stored_cursors && self.cursor_generation > 0 {
