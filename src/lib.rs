@@ -16,4 +16,5 @@ Components:
   own as a library.
 */
 
+pub mod event;
 pub mod seglog;
