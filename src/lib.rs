@@ -14,7 +14,16 @@ Components:
   passes through: group-committed appends, one cursor per consumer, eviction
   by size and age, recovery from torn writes and damage. Also usable on its
   own as a library.
+* [`event`] — the envelope one event in the log is: an OTLP record with its
+  resource, scope, origin and stable id.
+* [`metrics`] — every Prometheus metric, in one place; the log's figures are
+  read at scrape time.
+* [`api`] — `/metrics`, `/healthz`, `/readyz` on a local address.
+* [`sinks`] — the log's consumers: deliver, then commit.
 */
 
+pub mod api;
 pub mod event;
+pub mod metrics;
 pub mod seglog;
+pub mod sinks;

@@ -340,12 +340,14 @@ impl Consumer {
     fn lose(&mut self, st: &mut State, to: u64, segment: &str, what: &str) {
         let n = to - self.next_seq;
         if let Some(c) = st.consumers.get_mut(&self.name) {
-            // Count each loss once per consumer even if the reader rewinds.
-            if c.read_next < to {
-                let counted_from = c.read_next.max(self.next_seq);
+            // Count each loss once per consumer, even if the reader rewinds
+            // or the process restarts before the consumer commits past it.
+            if c.lost_through < to {
+                let counted_from = c.lost_through.max(self.next_seq);
                 c.add_lost(LossReason::Corrupt, to - counted_from);
-                c.read_next = to;
+                c.lost_through = to;
             }
+            c.read_next = c.read_next.max(to);
         }
         warn!(consumer = %self.name, %segment, from = self.next_seq, to, events = n, "{what}: they cannot be delivered");
         self.next_seq = to;

@@ -20,7 +20,8 @@
 //!   8  8  generation
 //!  16  4  entry count
 //!  20  …  entries      u8 name length, name bytes, u64 next sequence to read,
-//!                      u64 events lost to size, u64 to age, u64 to corruption
+//!                      u64 events lost to size, u64 to age, u64 to corruption,
+//!                      u64 sequence up to which corruption losses are counted
 //!   …  4  CRC-32 of every byte before it
 //! ```
 
@@ -42,6 +43,9 @@ pub struct Entry {
     pub next: u64,
     /// Events lost without being read, indexed like [`LossReason::ALL`](super::LossReason::ALL).
     pub lost: [u64; 3],
+    /// Corruption losses below this sequence number are already counted, so
+    /// re-reading the same damage after a restart does not count it again.
+    pub lost_through: u64,
 }
 
 /// Consumer name → its durable state.
@@ -79,7 +83,7 @@ pub fn encode(generation: u64, cursors: &CursorMap) -> Vec<u8> {
         b.push(name.len() as u8);
         b.extend_from_slice(name.as_bytes());
         b.extend_from_slice(&e.next.to_le_bytes());
-        for n in e.lost {
+        for n in e.lost.iter().chain([&e.lost_through]) {
             b.extend_from_slice(&n.to_le_bytes());
         }
     }
@@ -113,7 +117,7 @@ pub fn decode(b: &[u8]) -> Result<(u64, CursorMap), String> {
         let name = body.get(at..at + n).ok_or("entry runs past the end")?;
         let name = std::str::from_utf8(name).map_err(|_| "consumer name is not UTF-8")?;
         at += n;
-        let mut fields = [0u64; 4];
+        let mut fields = [0u64; 5];
         for f in &mut fields {
             let b = body.get(at..at + 8).ok_or("entry runs past the end")?;
             *f = u64::from_le_bytes(b.try_into().expect("8 bytes"));
@@ -124,6 +128,7 @@ pub fn decode(b: &[u8]) -> Result<(u64, CursorMap), String> {
             Entry {
                 next: fields[0],
                 lost: [fields[1], fields[2], fields[3]],
+                lost_through: fields[4],
             },
         );
     }
@@ -207,6 +212,7 @@ mod tests {
         let at = |next| Entry {
             next,
             lost: [1, 2, 3],
+            lost_through: 4,
         };
         let mut c = CursorMap::new();
         c.insert("a".into(), at(5));

@@ -215,6 +215,7 @@ impl Log {
                 let e = cursor::Entry {
                     next: c.committed,
                     lost: c.lost_all(),
+                    lost_through: c.lost_through,
                 };
                 (n.clone(), e)
             })
@@ -244,6 +245,8 @@ impl Log {
             cursor_generation: rec.cursor_generation,
             stored_cursors: stored,
             blocked_since: None,
+            gather: Default::default(),
+            ending: Default::default(),
         };
         let thread = std::thread::Builder::new()
             .name("seglog-writer".into())

@@ -223,6 +223,7 @@ pub fn recover(dir: &Path, mode: Mode) -> Result<Recovered> {
     if let (Some((offset, bytes)), true) = (scan.torn, read_only) {
         info!(segment = %path.display(), offset, bytes,
             "the active segment ends in an incomplete frame (an append in progress, or a torn tail the daemon will truncate)");
+        counters.torn_bytes += bytes;
         len = offset;
     } else if let Some((offset, bytes)) = scan.torn {
         warn!(segment = %path.display(), offset, bytes,
@@ -263,7 +264,7 @@ pub fn recover(dir: &Path, mode: Mode) -> Result<Recovered> {
         } else {
             seq
         };
-        consumers.insert(name, ConsumerState::restored(seq, entry.lost));
+        consumers.insert(name, ConsumerState::restored(seq, entry.lost, entry.lost_through));
     }
 
     info!(dir = %dir.display(), segments = segments.len(), bytes = total_bytes, first_seq = floor, next_seq,

@@ -50,6 +50,8 @@ pub struct ConsumerState {
     /// The furthest point any reader of this consumer has been handed.
     pub read_next: u64,
     lost: [u64; 3],
+    /// Corruption losses below this are counted (persisted with the cursor).
+    pub lost_through: u64,
 }
 
 impl ConsumerState {
@@ -58,15 +60,17 @@ impl ConsumerState {
             committed: seq,
             read_next: seq,
             lost: [0; 3],
+            lost_through: seq,
         }
     }
 
     /// Restores a consumer from its durable entry.
-    pub fn restored(seq: u64, lost: [u64; 3]) -> Self {
+    pub fn restored(seq: u64, lost: [u64; 3], lost_through: u64) -> Self {
         ConsumerState {
             committed: seq,
             read_next: seq,
             lost,
+            lost_through,
         }
     }
 

@@ -5,7 +5,9 @@
 //! vectored `write`, syncs once (under `fsync = "always"`), and only then
 //! answers them all — group commit: while one sync is in progress the next
 //! group gathers, so concurrency raises throughput instead of queueing on the
-//! disk. The same thread rolls segments, deletes consumed ones, evicts by
+//! disk. Under `always` the thread also waits briefly for the appenders it
+//! has just answered to come back before starting the next write (see
+//! [`Gather`]). The same thread rolls segments, deletes consumed ones, evicts by
 //! size and age, syncs on an interval and persists cursors, so no two pieces
 //! of code ever race on the files.
 
@@ -34,6 +36,9 @@ use super::SeqRange;
 const MAX_GROUP_BYTES: usize = 8 << 20;
 /// How often the writer wakes with nothing to do, to check age and timers.
 const TICK: Duration = Duration::from_millis(200);
+/// The longest the writer waits to gather a group (and never more than half
+/// the last `fdatasync`).
+const MAX_GATHER: Duration = Duration::from_micros(500);
 
 pub struct AppendReq {
     /// Events already framed by [`Batch`](super::Batch): u32 length + bytes each.
@@ -94,6 +99,37 @@ pub struct Writer {
     pub stored_cursors: CursorMap,
     /// Set while the front of `pending` waits for space under `block`.
     pub blocked_since: Option<Instant>,
+    pub gather: Gather,
+    pub ending: Ending,
+}
+
+/// Group-commit gathering under `fsync = "always"`.
+///
+/// Without it, concurrent appenders settle into two alternating half-size
+/// groups: the writer starts a group with whoever is queued the moment the
+/// previous sync returns, and the appenders it has just answered arrive a
+/// few microseconds later, too late, so each of them waits through two
+/// syncs. Measured on a virtual disk with 4 appenders of 100 events, groups
+/// held 2.4 batches instead of 4; with 64 single-event appenders, 33
+/// events instead of 64. So before each write the writer waits until as many
+/// appends are queued as were in flight at the last acknowledgement (those it
+/// answered plus those already waiting), but at most half the last sync's
+/// duration and [`MAX_GATHER`]. A lone appender never waits; an appender
+/// that does not come back costs the others at most that bound, once.
+#[derive(Debug, Default)]
+pub struct Gather {
+    /// Appends in flight at the last acknowledgement.
+    expect: usize,
+    /// Duration of the last successful `fdatasync`.
+    last_sync: Duration,
+}
+
+/// A request to end the writer, taken from the channel in the middle of a
+/// round; acted on once the round's writes are done.
+#[derive(Default)]
+pub struct Ending {
+    close: Option<Reply>,
+    stop: bool,
 }
 
 impl Writer {
@@ -104,26 +140,68 @@ impl Writer {
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return self.stop(),
             };
-            let mut close = None;
-            let mut stop = false;
-            let mut next = msg;
-            while let Some(m) = next.take().or_else(|| self.rx.try_recv().ok()) {
-                match m {
-                    Msg::Append(r) => self.pending.push_back(r),
-                    Msg::Maintain => self.shared.maintain_queued.store(false, Ordering::Release),
-                    Msg::PersistCursors(reply) => reply.send(self.store_cursors(true)),
-                    Msg::Close(reply) => close = Some(reply),
-                    Msg::Stop => stop = true,
-                }
+            if let Some(m) = msg {
+                self.take(m);
             }
+            self.take_queued();
             self.maintain();
             self.write_pending();
-            if let Some(reply) = close {
-                reply.send(self.close());
+            if self.ending.close.is_some() {
+                // Left in place while closing, so that nothing waits to
+                // gather a group any more.
+                let r = self.close();
+                if let Some(reply) = self.ending.close.take() {
+                    reply.send(r);
+                }
                 return;
             }
-            if stop {
+            if self.ending.stop {
                 return self.stop();
+            }
+        }
+    }
+
+    fn take(&mut self, m: Msg) {
+        match m {
+            Msg::Append(r) => self.pending.push_back(r),
+            Msg::Maintain => self.shared.maintain_queued.store(false, Ordering::Release),
+            Msg::PersistCursors(reply) => reply.send(self.store_cursors(true)),
+            Msg::Close(reply) => self.ending.close = Some(reply),
+            Msg::Stop => self.ending.stop = true,
+        }
+    }
+
+    /// Takes every message already in the channel.
+    fn take_queued(&mut self) {
+        while let Ok(m) = self.rx.try_recv() {
+            self.take(m);
+        }
+    }
+
+    /// Waits for the appenders of the last group to come back; see [`Gather`].
+    fn gather(&mut self) {
+        if self.shared.opts.fsync != FsyncPolicy::Always
+            || self.pending.len() >= self.gather.expect
+            || self.blocked_since.is_some()
+        {
+            return;
+        }
+        let queued: usize = self.pending.iter().map(|r| r.payload.len()).sum();
+        if queued >= MAX_GROUP_BYTES {
+            return;
+        }
+        let until = Instant::now() + (self.gather.last_sync / 2).min(MAX_GATHER);
+        while self.pending.len() < self.gather.expect
+            && self.ending.close.is_none()
+            && !self.ending.stop
+        {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            match self.rx.recv_timeout(left) {
+                Ok(m) => self.take(m),
+                Err(_) => return,
             }
         }
     }
@@ -207,6 +285,7 @@ impl Writer {
                     let e = cursor::Entry {
                         next: st.effective(c),
                         lost: c.lost_all(),
+                        lost_through: c.lost_through,
                     };
                     (n.clone(), e)
                 })
@@ -301,7 +380,11 @@ impl Writer {
 
     /// Writes as many groups as the queue, the segment and the byte budget allow.
     fn write_pending(&mut self) {
-        while let Some(front) = self.pending.front() {
+        while !self.pending.is_empty() {
+            self.gather();
+            let Some(front) = self.pending.front() else {
+                return;
+            };
             let front_len = (FRAME_HEADER_LEN + front.payload.len()) as u64;
             let rolling = self.active_has_frames() && front_len > self.segment_room();
             let room = if rolling {
@@ -534,7 +617,12 @@ impl Writer {
             let started = Instant::now();
             result = self.active.sync_data().map_err(|e| ("syncing segment", e));
             if result.is_ok() {
-                self.shared.lock().counters.record_fsync(started.elapsed());
+                self.gather.last_sync = started.elapsed();
+                self.shared.lock().counters.record_fsync(self.gather.last_sync);
+                // Everything that queued up during the sync plus this group
+                // is what is in flight: the next group waits for as many.
+                self.take_queued();
+                self.gather.expect = group.len() + self.pending.len();
             }
         }
         drop(slices);

@@ -1,0 +1,168 @@
+/*!
+The local HTTP API: `/metrics` (Prometheus text), `/healthz` (the process
+is alive and its main loop turns) and `/readyz` (the log is recovered and
+sources accept input; 503 while starting and while draining).
+
+It binds to 127.0.0.1 unless configured otherwise and serves GET only. Every
+connection is bounded: a semaphore caps how many are open, and a request
+must arrive within a header timeout.
+*/
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{ALLOW, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::metrics::Metrics;
+
+/// Connections the API serves at once; more wait in the kernel's backlog.
+const MAX_CONNECTIONS: usize = 64;
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What `/readyz` answers, shared with the daemon's lifecycle.
+#[derive(Debug, Default)]
+pub struct Health {
+    phase: AtomicU8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Phase {
+    Starting = 0,
+    Ready = 1,
+    Draining = 2,
+}
+
+impl Health {
+    pub fn set(&self, p: Phase) {
+        self.phase.store(p as u8, Ordering::Release);
+    }
+
+    pub fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Acquire) {
+            1 => Phase::Ready,
+            2 => Phase::Draining,
+            _ => Phase::Starting,
+        }
+    }
+}
+
+/// Binds the API listener; a clear error if the address is taken.
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen on {addr} for the API (/metrics, /healthz, /readyz): {e}; change [api] listen or stop what uses the port"
+        )
+    })
+}
+
+/// Serves until `stop` is cancelled; connections in progress are finished.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    stop: CancellationToken,
+) {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            _ = stop.cancelled() => return,
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            _ = stop.cancelled() => return,
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of descriptors, most likely: back off briefly
+                    // rather than spin.
+                    warn!(error = %e, "API accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let metrics = metrics.clone();
+        let health = health.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let svc = service_fn(move |req| {
+                let r = route(req, &metrics, &health);
+                async move { Ok::<_, Infallible>(r) }
+            });
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => if let Err(e) = r {
+                    debug!(%peer, error = %e, "API connection ended with an error");
+                },
+                _ = stop.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+}
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, "text/plain; charset=utf-8".parse().expect("static header"));
+    r
+}
+
+fn route(req: Request<Incoming>, metrics: &Metrics, health: &Health) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if !matches!(path, "/metrics" | "/healthz" | "/readyz") {
+        return text(StatusCode::NOT_FOUND, "not found: try /metrics, /healthz or /readyz\n");
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: use GET\n");
+        r.headers_mut().insert(ALLOW, "GET, HEAD".parse().expect("static header"));
+        return r;
+    }
+    match path {
+        "/metrics" => match metrics.encode() {
+            Ok(body) => {
+                let mut r = text(StatusCode::OK, body);
+                r.headers_mut().insert(
+                    CONTENT_TYPE,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                        .parse()
+                        .expect("static header"),
+                );
+                r
+            }
+            Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "could not encode metrics\n"),
+        },
+        "/healthz" => text(StatusCode::OK, "ok\n"),
+        _ => match health.phase() {
+            Phase::Ready => text(StatusCode::OK, "ready\n"),
+            Phase::Starting => text(StatusCode::SERVICE_UNAVAILABLE, "starting: recovering the log\n"),
+            Phase::Draining => text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
+        },
+    }
+}
