@@ -129,19 +129,28 @@ pub async fn serve(
 fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(body.into()));
     *r.status_mut() = status;
-    r.headers_mut()
-        .insert(CONTENT_TYPE, "text/plain; charset=utf-8".parse().expect("static header"));
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        "text/plain; charset=utf-8".parse().expect("static header"),
+    );
     r
 }
 
 fn route(req: Request<Incoming>, metrics: &Metrics, health: &Health) -> Response<Full<Bytes>> {
     let path = req.uri().path();
     if !matches!(path, "/metrics" | "/healthz" | "/readyz") {
-        return text(StatusCode::NOT_FOUND, "not found: try /metrics, /healthz or /readyz\n");
+        return text(
+            StatusCode::NOT_FOUND,
+            "not found: try /metrics, /healthz or /readyz\n",
+        );
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: use GET\n");
-        r.headers_mut().insert(ALLOW, "GET, HEAD".parse().expect("static header"));
+        let mut r = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed: use GET\n",
+        );
+        r.headers_mut()
+            .insert(ALLOW, "GET, HEAD".parse().expect("static header"));
         return r;
     }
     match path {
@@ -156,12 +165,18 @@ fn route(req: Request<Incoming>, metrics: &Metrics, health: &Health) -> Response
                 );
                 r
             }
-            Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "could not encode metrics\n"),
+            Err(_) => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "could not encode metrics\n",
+            ),
         },
         "/healthz" => text(StatusCode::OK, "ok\n"),
         _ => match health.phase() {
             Phase::Ready => text(StatusCode::OK, "ready\n"),
-            Phase::Starting => text(StatusCode::SERVICE_UNAVAILABLE, "starting: recovering the log\n"),
+            Phase::Starting => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "starting: recovering the log\n",
+            ),
             Phase::Draining => text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
         },
     }

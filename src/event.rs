@@ -191,20 +191,29 @@ impl Envelope {
         let mut o = serde_json::Map::new();
         o.insert(
             "id".into(),
-            self.event_id().map(|i| i.to_hex()).unwrap_or_default().into(),
+            self.event_id()
+                .map(|i| i.to_hex())
+                .unwrap_or_default()
+                .into(),
         );
         o.insert("seq".into(), seq.into());
         o.insert("source".into(), self.source.clone().into());
         o.insert(
             "signal".into(),
-            self.signal().map(Signal::as_str).unwrap_or("unknown").into(),
+            self.signal()
+                .map(Signal::as_str)
+                .unwrap_or("unknown")
+                .into(),
         );
         o.insert(
             "observedTimeUnixNano".into(),
             self.observed_time_unix_nano.to_string().into(),
         );
         if let Some(r) = &self.resource {
-            o.insert("resource".into(), serde_json::to_value(r).unwrap_or_default());
+            o.insert(
+                "resource".into(),
+                serde_json::to_value(r).unwrap_or_default(),
+            );
         }
         if let Some(s) = &self.scope {
             o.insert("scope".into(), serde_json::to_value(s).unwrap_or_default());

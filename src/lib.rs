@@ -20,10 +20,20 @@ Components:
   read at scrape time.
 * [`api`] — `/metrics`, `/healthz`, `/readyz` on a local address.
 * [`sinks`] — the log's consumers: deliver, then commit.
+* [`config`] — the TOML config in stages (raw serde structs → validated
+  [`config::Settings`]), with errors naming file, line, key and fix;
+  `holdfast check` runs it.
+* [`daemon`] — `holdfast run`: start-up, supervision, systemd protocol, the
+  drain on SIGTERM. [`logging`] sets up `tracing` for terminal or journal.
+* [`inspect`] — `holdfast inspect` and `dump`, over a read-only view of the log.
 */
 
 pub mod api;
+pub mod config;
+pub mod daemon;
 pub mod event;
+pub mod inspect;
+pub mod logging;
 pub mod metrics;
 pub mod seglog;
 pub mod sinks;

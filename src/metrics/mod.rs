@@ -95,7 +95,9 @@ impl Default for SinkMetrics {
             quarantined: Family::default(),
             in_flight: Family::default(),
             latency: Family::new_with_constructor(|| {
-                Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0])
+                Histogram::new([
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                ])
             }),
         }
     }
@@ -270,8 +272,20 @@ impl Collector for LogCollector {
             .map_or(0, |d| d.as_millis() as u64);
         let age = |ms: Option<u64>| ms.map_or(0.0, |t| now_ms.saturating_sub(t) as f64 / 1000.0);
 
-        gauge(&mut enc, "holdfast_log", "Bytes of all segment files", Some(&Unit::Bytes), s.bytes as f64)?;
-        gauge(&mut enc, "holdfast_log_segments", "Segment files on disk", None, s.segments as f64)?;
+        gauge(
+            &mut enc,
+            "holdfast_log",
+            "Bytes of all segment files",
+            Some(&Unit::Bytes),
+            s.bytes as f64,
+        )?;
+        gauge(
+            &mut enc,
+            "holdfast_log_segments",
+            "Segment files on disk",
+            None,
+            s.segments as f64,
+        )?;
         gauge(
             &mut enc,
             "holdfast_log_oldest_event_age",
@@ -286,7 +300,13 @@ impl Collector for LogCollector {
             None,
             s.next_seq as f64,
         )?;
-        counter(&mut enc, "holdfast_log_appended_events", "Events appended and acknowledged", None, c.appended_events)?;
+        counter(
+            &mut enc,
+            "holdfast_log_appended_events",
+            "Events appended and acknowledged",
+            None,
+            c.appended_events,
+        )?;
         counter(
             &mut enc,
             "holdfast_log_written",
@@ -294,8 +314,20 @@ impl Collector for LogCollector {
             Some(&Unit::Bytes),
             c.bytes_written,
         )?;
-        counter(&mut enc, "holdfast_log_write_errors", "Failed segment writes (the appends were refused)", None, c.write_errors)?;
-        counter(&mut enc, "holdfast_log_sync_errors", "Failed fdatasync calls", None, c.sync_errors)?;
+        counter(
+            &mut enc,
+            "holdfast_log_write_errors",
+            "Failed segment writes (the appends were refused)",
+            None,
+            c.write_errors,
+        )?;
+        counter(
+            &mut enc,
+            "holdfast_log_sync_errors",
+            "Failed fdatasync calls",
+            None,
+            c.sync_errors,
+        )?;
         counter(
             &mut enc,
             "holdfast_log_full_rejections",
@@ -303,8 +335,20 @@ impl Collector for LogCollector {
             None,
             c.full_rejections,
         )?;
-        counter(&mut enc, "holdfast_log_corrupt_frames", "Damaged frames found and skipped", None, c.corrupt_frames)?;
-        counter(&mut enc, "holdfast_log_torn_tails", "Torn tails truncated when the log was opened", None, c.torn_tails)?;
+        counter(
+            &mut enc,
+            "holdfast_log_corrupt_frames",
+            "Damaged frames found and skipped",
+            None,
+            c.corrupt_frames,
+        )?;
+        counter(
+            &mut enc,
+            "holdfast_log_torn_tails",
+            "Torn tails truncated when the log was opened",
+            None,
+            c.torn_tails,
+        )?;
 
         let mut m = enc.encode_descriptor(
             "holdfast_log_fsync_duration",
@@ -322,7 +366,12 @@ impl Collector for LogCollector {
             })
             .collect();
         buckets.push((f64::INFINITY, c.fsyncs.saturating_sub(cumulative)));
-        m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(c.fsync_nanos as f64 / 1e9, c.fsyncs, &buckets, None)?;
+        m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            c.fsync_nanos as f64 / 1e9,
+            c.fsyncs,
+            &buckets,
+            None,
+        )?;
 
         let mut lag = enc.encode_descriptor(
             "holdfast_consumer_lag_events",
@@ -331,7 +380,9 @@ impl Collector for LogCollector {
             MetricType::Gauge,
         )?;
         for cs in &s.consumers {
-            let l = ConsumerLabels { consumer: cs.name.clone() };
+            let l = ConsumerLabels {
+                consumer: cs.name.clone(),
+            };
             ConstGauge::new(cs.lag_events as i64).encode(lag.encode_family(&l)?)?;
         }
         let mut lag_bytes = enc.encode_descriptor(
@@ -341,7 +392,9 @@ impl Collector for LogCollector {
             MetricType::Gauge,
         )?;
         for cs in &s.consumers {
-            let l = ConsumerLabels { consumer: cs.name.clone() };
+            let l = ConsumerLabels {
+                consumer: cs.name.clone(),
+            };
             ConstGauge::new(cs.lag_bytes as i64).encode(lag_bytes.encode_family(&l)?)?;
         }
         let mut oldest = enc.encode_descriptor(
@@ -351,7 +404,9 @@ impl Collector for LogCollector {
             MetricType::Gauge,
         )?;
         for cs in &s.consumers {
-            let l = ConsumerLabels { consumer: cs.name.clone() };
+            let l = ConsumerLabels {
+                consumer: cs.name.clone(),
+            };
             ConstGauge::new(age(cs.oldest_unread_ms)).encode(oldest.encode_family(&l)?)?;
         }
         let mut evicted = enc.encode_descriptor(

@@ -237,6 +237,12 @@ impl Consumer {
                         let path = seg.path.display().to_string();
                         self.lose(&mut st, next_base, &path, "events missing between segments");
                     }
+                    // Drop the shared map of the segment left behind: kept,
+                    // every page a reader touched would stay mapped until the
+                    // segment is deleted, so while a lagging consumer holds
+                    // segments back, the process's RSS would grow toward the
+                    // size of the log. A reader still inside maps it again.
+                    st.segments[i].map = None;
                     self.seg_base = next_base;
                     self.offset = SEGMENT_HEADER_LEN as u64;
                     continue;

@@ -264,7 +264,10 @@ pub fn recover(dir: &Path, mode: Mode) -> Result<Recovered> {
         } else {
             seq
         };
-        consumers.insert(name, ConsumerState::restored(seq, entry.lost, entry.lost_through));
+        consumers.insert(
+            name,
+            ConsumerState::restored(seq, entry.lost, entry.lost_through),
+        );
     }
 
     info!(dir = %dir.display(), segments = segments.len(), bytes = total_bytes, first_seq = floor, next_seq,

@@ -618,7 +618,10 @@ impl Writer {
             result = self.active.sync_data().map_err(|e| ("syncing segment", e));
             if result.is_ok() {
                 self.gather.last_sync = started.elapsed();
-                self.shared.lock().counters.record_fsync(self.gather.last_sync);
+                self.shared
+                    .lock()
+                    .counters
+                    .record_fsync(self.gather.last_sync);
                 // Everything that queued up during the sync plus this group
                 // is what is in flight: the next group waits for as many.
                 self.take_queued();

@@ -52,7 +52,10 @@ fn file_name(first_seq: u64) -> String {
 }
 
 fn parse_name(name: &str) -> Option<u64> {
-    name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?.parse().ok()
+    name.strip_prefix(PREFIX)?
+        .strip_suffix(SUFFIX)?
+        .parse()
+        .ok()
 }
 
 /// The output directory's files, oldest first, with their sizes.
@@ -128,7 +131,9 @@ fn recover_tail(path: &Path) -> anyhow::Result<Option<u64>> {
 }
 
 fn count_lines(path: &Path) -> u64 {
-    let Ok(mut f) = File::open(path) else { return 0 };
+    let Ok(mut f) = File::open(path) else {
+        return 0;
+    };
     let mut buf = vec![0u8; 64 << 10];
     let mut n = 0;
     while let Ok(k) = f.read(&mut buf) {
@@ -151,7 +156,8 @@ struct Output {
 impl Output {
     fn open(opts: &FileSinkOptions) -> anyhow::Result<(Output, Option<u64>)> {
         let dir = opts.dir.clone();
-        fs::create_dir_all(&dir).with_context(|| format!("creating output directory {}", dir.display()))?;
+        fs::create_dir_all(&dir)
+            .with_context(|| format!("creating output directory {}", dir.display()))?;
         // Records are not sanitized: keep them from other users.
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o750))
             .with_context(|| format!("setting permissions of {}", dir.display()))?;
@@ -188,7 +194,8 @@ impl Output {
     /// Starts a new file whose first line will be `first_seq`.
     fn rotate(&mut self, first_seq: u64) -> anyhow::Result<()> {
         if let Some(f) = self.current.take() {
-            f.sync_data().context("syncing the output file before rotating")?;
+            f.sync_data()
+                .context("syncing the output file before rotating")?;
         }
         let path = self.dir.join(file_name(first_seq));
         let f = OpenOptions::new()
@@ -208,7 +215,9 @@ impl Output {
         let mut pending: Vec<u8> = Vec::new();
         for (seq, line) in lines {
             let cur_len = self.files.last().map_or(0, |f| f.2) + pending.len() as u64;
-            if self.current.is_none() || (cur_len > 0 && cur_len + line.len() as u64 > self.opts.max_file_bytes) {
+            if self.current.is_none()
+                || (cur_len > 0 && cur_len + line.len() as u64 > self.opts.max_file_bytes)
+            {
                 self.flush(&mut pending)?;
                 self.rotate(*seq)?;
             }
@@ -294,7 +303,9 @@ pub async fn run(
                 _ = stop.cancelled() => break,
             }
         }
-        let Some(last) = events.last().map(|e| e.seq) else { continue };
+        let Some(last) = events.last().map(|e| e.seq) else {
+            continue;
+        };
         let lines: Vec<(u64, Vec<u8>)> = events
             .iter()
             .filter(|e| last_written.is_none_or(|w| e.seq > w))
@@ -320,7 +331,11 @@ pub async fn run(
         let removed = removed?;
         consumer.commit(last + 1)?;
         metrics.sinks.events_sent.get_or_create(&labels).inc_by(n);
-        metrics.sinks.bytes_sent.get_or_create(&labels).inc_by(bytes);
+        metrics
+            .sinks
+            .bytes_sent
+            .get_or_create(&labels)
+            .inc_by(bytes);
         if removed > 0 {
             metrics.drop_events(&component, "output_retention", removed);
         }
@@ -360,7 +375,12 @@ mod tests {
         };
         let (mut out, last) = Output::open(&opts).unwrap();
         assert_eq!(last, None);
-        let line = |s: u64| (s, format!("{{\"seq\":{s},\"pad\":\"{}\"}}\n", "x".repeat(30)).into_bytes());
+        let line = |s: u64| {
+            (
+                s,
+                format!("{{\"seq\":{s},\"pad\":\"{}\"}}\n", "x".repeat(30)).into_bytes(),
+            )
+        };
         out.write(&(0..10).map(line).collect::<Vec<_>>()).unwrap();
         assert!(out.files.len() >= 4);
         let removed = out.enforce_budget().unwrap();

@@ -1,0 +1,157 @@
+/*!
+The config: one TOML file (by default `/etc/holdfast/holdfast.toml`) read in
+two stages, the way `holdfast check` and `holdfast run` both use it.
+
+1. **Raw** (`raw.rs`, and the raw structs in `sources.rs` and `sinks.rs`):
+   serde structs with `deny_unknown_fields`, every field optional and
+   documented with its default. Sizes (`"64MiB"`) and durations (`"30s"`)
+   are parsed here (`units.rs`). Values that later checks point at keep
+   their place in the file (`toml::Spanned`).
+2. **Validated** ([`Settings`], `settings.rs`): defaults applied, paths
+   resolved (relative ones against the config file's directory), bounds and
+   cross-references checked, the `[log]` table turned into the
+   [`LogOptions`](crate::seglog::LogOptions) that
+   [`Log::open`](crate::seglog::Log::open) takes.
+
+Every problem is a [`Diagnostic`] naming the file, line, column and key path
+and saying what to change, for example
+
+```text
+/etc/holdfast/holdfast.toml:31:11: sinks.archive.inputs[0]: no source named "syslg" (did you mean "syslog"?); sources defined: otlp, syslog
+```
+
+and all problems are reported at once, not just the first. Things that are
+allowed but probably unintended (a public listener without authentication,
+a source no sink reads) are warnings: [`Settings::warnings`]. Checks that
+touch the machine (is the data directory writable, is the port free) are
+separate: [`Settings::check_environment`]. [`Settings::describe`] prints what
+the config will do, in plain words, for `holdfast check`.
+
+An empty file is a valid config: every default, no sources, no sinks.
+
+```
+let settings = holdfast::config::parse(
+    r#"
+    [sources.syslog]
+    type = "file"
+    include = ["/var/log/syslog"]
+
+    [sinks.archive]
+    type = "file"
+    inputs = ["syslog"]
+    "#,
+    "/etc/holdfast/holdfast.toml",
+)?;
+assert_eq!(settings.log_dir(), std::path::Path::new("/var/lib/holdfast/log"));
+assert_eq!(settings.sinks["archive"].inputs, ["syslog"]);
+# Ok::<(), holdfast::config::ConfigError>(())
+```
+
+The keys, their defaults and what they mean for the operator are in
+`docs/configuration.md`; `config/holdfast.toml` is the default config and
+`config/examples/` holds annotated ones.
+*/
+
+mod check;
+mod describe;
+mod environment;
+mod error;
+mod raw;
+mod settings;
+mod sinks;
+mod sources;
+mod units;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use toml::de::DeTable;
+
+pub use error::{ConfigError, Diagnostic, Position, Severity};
+pub use settings::{
+    ApiSettings, DaemonSettings, LogFormat, LoggingSettings, Settings, DEFAULT_API_LISTEN,
+    DEFAULT_DATA_DIR, DEFAULT_SHUTDOWN_TIMEOUT, SYSTEMD_STOP_TIMEOUT,
+};
+pub use sinks::{SinkKind, SinkSettings, SINK_TYPES};
+pub use sources::{
+    FileSourceSettings, FileStartAt, MultilineSettings, OtlpHttpSourceSettings, SourceKind,
+    SourceSettings, TlsSettings, SOURCE_TYPES,
+};
+
+use check::{Checker, SourceText};
+
+/// Where `holdfast` looks for its config unless told otherwise.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/holdfast/holdfast.toml";
+
+/// Reads and validates the config file at `path`.
+///
+/// Fails with [`ConfigError::Read`] when the file cannot be read and with
+/// [`ConfigError::Invalid`] (every problem found, including a file that is
+/// not UTF-8) otherwise.
+pub fn load(path: impl AsRef<Path>) -> Result<Settings, ConfigError> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|error| ConfigError::Read {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    match std::str::from_utf8(&bytes) {
+        Ok(text) => parse(text, path),
+        Err(e) => Err(ConfigError::Invalid {
+            problems: vec![not_utf8(&bytes, e.valid_up_to(), path)],
+        }),
+    }
+}
+
+/// Validates config text; `path` is named in messages and is the base for
+/// relative paths in the config.
+pub fn parse(text: &str, path: impl AsRef<Path>) -> Result<Settings, ConfigError> {
+    let path = path.as_ref();
+    // A byte-order mark is harmless; drop it rather than call it a syntax
+    // error (columns on line 1 then count from after it).
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let src = SourceText::new(text, path);
+    let root = DeTable::parse(text).map_err(|e| ConfigError::Invalid {
+        problems: vec![src.syntax_error(&e)],
+    })?;
+    let mut cx = Checker::new(&src, root.get_ref(), base_dir(path));
+    let mut settings = settings::check_document(&mut cx, &root, path);
+    let (errors, warnings, origins) = cx.finish();
+    if !errors.is_empty() {
+        return Err(ConfigError::Invalid { problems: errors });
+    }
+    settings.warnings = warnings;
+    settings.origins = origins;
+    Ok(settings)
+}
+
+/// The directory relative paths in the config are resolved against: the
+/// config file's own, made absolute.
+fn base_dir(config: &Path) -> PathBuf {
+    let parent = config.parent().unwrap_or(Path::new(""));
+    if parent.is_absolute() {
+        return parent.to_path_buf();
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => check::normalize(&cwd.join(parent)),
+        Err(_) => parent.to_path_buf(),
+    }
+}
+
+fn not_utf8(bytes: &[u8], valid: usize, path: &Path) -> Diagnostic {
+    // The prefix is valid UTF-8 by definition of `valid_up_to`.
+    let prefix = std::str::from_utf8(&bytes[..valid]).unwrap_or("");
+    let src = SourceText::new(prefix, path);
+    Diagnostic {
+        severity: Severity::Error,
+        file: path.to_path_buf(),
+        position: Some(src.position(valid)),
+        key: String::new(),
+        message: format!(
+            "the file is not valid UTF-8 (byte 0x{:02x}): TOML files must be UTF-8; convert it, \
+             for example with `iconv -f latin1 -t utf-8`",
+            bytes[valid]
+        ),
+    }
+}

@@ -1,0 +1,604 @@
+//! Stage two: the validated [`Settings`] and the checks that build them from
+//! the raw tables. Everything here has its default applied, its paths
+//! resolved and its bounds checked; the daemon uses it as is.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+use super::check::Checker;
+use super::error::{suggestion_suffix, Diagnostic, Position};
+use super::raw::{one_of, RawApi, RawConfig, RawDaemon, RawFsync, RawLog, RawLogging, RawWhenFull};
+use super::sinks::{self, SinkSettings};
+use super::sources::{self, SourceKind, SourceSettings};
+use super::units::{format_duration, format_size};
+use crate::seglog::{FsyncPolicy, LogOptions, WhenFull};
+
+/// Where holdfast keeps its state unless `data_dir` says otherwise.
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/holdfast";
+/// The `/metrics`, `/healthz`, `/readyz` address unless `api.listen` says
+/// otherwise: this machine only.
+pub const DEFAULT_API_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9467));
+/// The drain deadline unless `daemon.shutdown_timeout` says otherwise.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(20);
+/// `TimeoutStopSec` of the shipped systemd unit: systemd kills holdfast after
+/// this, so the drain deadline must stay below it.
+pub const SYSTEMD_STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// The sync period under `fsync = "interval"` unless `fsync_interval` says
+/// otherwise.
+pub const DEFAULT_FSYNC_INTERVAL: Duration = Duration::from_secs(1);
+/// Smallest and largest `log.segment_size`.
+pub const SEGMENT_SIZE_RANGE: (u64, u64) = (64 << 10, 1 << 30);
+
+/// A validated config: what `holdfast run` runs and `holdfast check` prints.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The file this came from (for messages).
+    pub config_file: PathBuf,
+    /// Absolute state directory (`data_dir`); the log is in
+    /// [`log_dir`](Settings::log_dir).
+    pub data_dir: PathBuf,
+    /// The `[log]` table, ready for [`Log::open`](crate::seglog::Log::open).
+    pub log: LogOptions,
+    /// The `[api]` table.
+    pub api: ApiSettings,
+    /// The `[daemon]` table.
+    pub daemon: DaemonSettings,
+    /// The `[logging]` table.
+    pub logging: LoggingSettings,
+    /// `[sources.<name>]`, by name (the same as each value's `name`).
+    pub sources: BTreeMap<String, SourceSettings>,
+    /// `[sinks.<name>]`, by name (the same as each value's `name`); each
+    /// input names one of `sources`.
+    pub sinks: BTreeMap<String, SinkSettings>,
+    pub(crate) warnings: Vec<Diagnostic>,
+    pub(crate) origins: BTreeMap<String, Position>,
+}
+
+impl Settings {
+    /// Where the log lives: `<data_dir>/log`.
+    pub fn log_dir(&self) -> PathBuf {
+        self.data_dir.join("log")
+    }
+
+    /// What is allowed but probably unintended (a public listener without
+    /// authentication, a source no sink reads...), in file order. `check`
+    /// prints these; `run` should log them at startup.
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+
+    /// Where `key` (like `sources.otlp.listen`) is set in the file, for
+    /// messages about it later (a failed bind, an unreadable file). `None`
+    /// when the key was left at its default.
+    pub fn position_of(&self, key: &str) -> Option<Position> {
+        self.origins.get(key).copied()
+    }
+}
+
+/// `[api]`: the local HTTP endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiSettings {
+    /// Address for `/metrics`, `/healthz` and `/readyz`. Port 0 picks a free
+    /// port (for tests).
+    pub listen: SocketAddr,
+}
+
+/// `[daemon]`: behaviour under systemd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonSettings {
+    /// Deadline for the drain after SIGTERM; never zero.
+    pub shutdown_timeout: Duration,
+    /// Ping systemd's watchdog when the unit sets `WatchdogSec`.
+    pub watchdog: bool,
+}
+
+/// `[logging]`: holdfast's own logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggingSettings {
+    /// A tracing `EnvFilter` directive, already checked to parse. `RUST_LOG`,
+    /// when set, takes precedence.
+    pub level: String,
+    /// How log lines look.
+    pub format: LogFormat,
+}
+
+/// `logging.format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Journal-friendly text (no colours, no timestamps: the journal adds
+    /// its own) when stderr is not a terminal or `JOURNAL_STREAM` is set;
+    /// coloured text with timestamps on a terminal.
+    Auto,
+    /// Plain text with timestamps, no colours.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl<'de> Deserialize<'de> for LogFormat {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        one_of(
+            d,
+            &[
+                ("auto", LogFormat::Auto),
+                ("text", LogFormat::Text),
+                ("json", LogFormat::Json),
+            ],
+        )
+    }
+}
+
+/// Builds [`Settings`] from the parsed document, recording every problem in
+/// `cx`. The result is meaningful only if `cx` holds no errors.
+pub(crate) fn check_document<'a>(
+    cx: &mut Checker<'a>,
+    root: &'a Spanned<DeTable<'a>>,
+    config_file: &Path,
+) -> Settings {
+    let table = root.get_ref();
+    let whole = Spanned::new(root.span(), DeValue::Table(table.clone()));
+    let raw: RawConfig = cx.deserialize("", &whole).unwrap_or_default();
+
+    let data_dir = cx
+        .path("data_dir", raw.data_dir.as_ref())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+    let log_dir = data_dir.join("log");
+
+    // Each table on its own, so a mistake in one does not hide the others.
+    let raw_log: RawLog = sub_table(cx, table, "log").unwrap_or_default();
+    let raw_api: RawApi = sub_table(cx, table, "api").unwrap_or_default();
+    let raw_daemon: RawDaemon = sub_table(cx, table, "daemon").unwrap_or_default();
+    let raw_logging: RawLogging = sub_table(cx, table, "logging").unwrap_or_default();
+
+    let log = check_log(cx, &raw_log);
+    let api = ApiSettings {
+        listen: cx.listen("api.listen", raw_api.listen.as_ref(), DEFAULT_API_LISTEN),
+    };
+    if let Some(v) = &raw_api.listen {
+        if !api.listen.ip().is_loopback() {
+            cx.warn(
+                Some(v.span()),
+                "api.listen",
+                format!(
+                    "{} is reachable from other machines and /metrics has no authentication: \
+                     fine for a Prometheus scraper on the network, but firewall the port (or \
+                     listen on 127.0.0.1)",
+                    api.listen
+                ),
+            );
+        }
+    }
+    let daemon = check_daemon(cx, &raw_daemon);
+    let logging = check_logging(cx, &raw_logging);
+
+    let (mut sources, mut source_names) = sources::check_sources(cx, &log);
+    // Sorted whatever order toml's map keeps (insertion order if some other
+    // crate turns on its `preserve_order` feature), so messages are stable.
+    sources.sort_by(|a, b| a.name.cmp(&b.name));
+    source_names.sort();
+    let mut sinks = sinks::check_sinks(cx, &data_dir, &source_names);
+    sinks.sort_by(|a, b| a.name.cmp(&b.name));
+
+    check_listeners(cx, &api, &sources);
+    check_paths(cx, &data_dir, &log_dir, &sources, &sinks);
+    check_flow(cx, &sources, &sinks);
+
+    Settings {
+        config_file: config_file.to_path_buf(),
+        data_dir,
+        log,
+        api,
+        daemon,
+        logging,
+        sources: sources.into_iter().map(|s| (s.name.clone(), s)).collect(),
+        sinks: sinks.into_iter().map(|s| (s.name.clone(), s)).collect(),
+        warnings: Vec::new(),
+        origins: BTreeMap::new(),
+    }
+}
+
+fn sub_table<'a, T: serde::de::DeserializeOwned>(
+    cx: &mut Checker<'a>,
+    root: &'a DeTable<'a>,
+    name: &str,
+) -> Option<T> {
+    let value = root.get(name)?;
+    cx.deserialize(name, value)
+}
+
+fn check_log(cx: &mut Checker<'_>, raw: &RawLog) -> LogOptions {
+    let d = LogOptions::default();
+    let (min_segment, max_segment) = SEGMENT_SIZE_RANGE;
+    let errors_before = cx.error_count();
+    let segment_bytes = cx.size(
+        "log.segment_size",
+        raw.segment_size.as_ref(),
+        d.segment_bytes,
+        min_segment,
+        max_segment,
+    );
+    let mut max_bytes = cx.size(
+        "log.max_bytes",
+        raw.max_bytes.as_ref(),
+        d.max_bytes,
+        1,
+        u64::MAX,
+    );
+    if max_bytes < 2 * segment_bytes && cx.error_count() == errors_before {
+        // Point at whichever of the two the operator wrote.
+        let span = raw
+            .max_bytes
+            .as_ref()
+            .map(|v| v.span())
+            .or_else(|| raw.segment_size.as_ref().map(|v| v.span()));
+        let key = if raw.max_bytes.is_some() {
+            "log.max_bytes"
+        } else {
+            "log.segment_size"
+        };
+        cx.error(
+            span,
+            key,
+            format!(
+                "log.max_bytes ({}) must be at least twice log.segment_size ({}): the active \
+                 segment is never evicted, so the log needs room for at least one more; raise \
+                 max_bytes to {} or more, or lower segment_size",
+                format_size(max_bytes),
+                format_size(segment_bytes),
+                format_size(2 * segment_bytes)
+            ),
+        );
+    }
+    max_bytes = max_bytes.max(2 * segment_bytes);
+    let max_age = raw.max_age.as_ref().map(|v| {
+        cx.duration(
+            "log.max_age",
+            Some(v),
+            Duration::from_secs(7 * 86400),
+            Some("remove max_age to keep data regardless of age"),
+        )
+    });
+
+    let fsync_kind = raw.fsync.as_ref().map(|v| {
+        cx.note("log.fsync", v);
+        *v.get_ref()
+    });
+    let interval = cx.duration(
+        "log.fsync_interval",
+        raw.fsync_interval.as_ref(),
+        DEFAULT_FSYNC_INTERVAL,
+        Some("to sync every append use fsync = \"always\""),
+    );
+    let fsync = match fsync_kind.unwrap_or(RawFsync::Always) {
+        RawFsync::Always => FsyncPolicy::Always,
+        RawFsync::Interval => FsyncPolicy::Interval(interval),
+        RawFsync::Never => FsyncPolicy::Never,
+    };
+    if let Some(v) = &raw.fsync_interval {
+        if !matches!(fsync, FsyncPolicy::Interval(_)) {
+            let (name, place) = match (&raw.fsync, fsync_kind) {
+                (Some(f), Some(k)) => (
+                    raw_fsync_name(k),
+                    format!("on line {}", cx.src.position(f.span().start).line),
+                ),
+                _ => ("always", "by default".to_string()),
+            };
+            cx.error(
+                Some(v.span()),
+                "log.fsync_interval",
+                format!(
+                    "fsync_interval only applies with fsync = \"interval\", but fsync is \"{name}\" \
+                     {place}: set log.fsync = \"interval\" to sync periodically, or remove \
+                     log.fsync_interval"
+                ),
+            );
+        }
+    }
+
+    let when_full = match raw.when_full.as_ref().map(|v| {
+        cx.note("log.when_full", v);
+        *v.get_ref()
+    }) {
+        None | Some(RawWhenFull::Block) => WhenFull::Block,
+        Some(RawWhenFull::DropOldest) => WhenFull::DropOldest,
+    };
+    let append_timeout = cx.duration(
+        "log.append_timeout",
+        raw.append_timeout.as_ref(),
+        d.append_timeout,
+        None,
+    );
+    if let (WhenFull::DropOldest, Some(v)) = (when_full, &raw.append_timeout) {
+        cx.warn(
+            Some(v.span()),
+            "log.append_timeout",
+            "has no effect with when_full = \"drop_oldest\": appends never wait for space, the \
+             oldest data is evicted instead; remove it or use when_full = \"block\"",
+        );
+    }
+    let cursor_sync_interval = cx.duration(
+        "log.cursor_sync_interval",
+        raw.cursor_sync_interval.as_ref(),
+        d.cursor_sync_interval,
+        Some("cursors would be written continuously; a crash replays at most one interval of progress, so \"1s\" is plenty"),
+    );
+
+    let options = LogOptions {
+        segment_bytes,
+        max_bytes,
+        max_age,
+        fsync,
+        when_full,
+        append_timeout,
+        cursor_sync_interval,
+    };
+    // The log's own rules, in case they are stricter than ours. Reported
+    // only when nothing more precise was.
+    if !cx.has_errors() {
+        if let Err(why) = options.validate() {
+            let span = cx.span_of(&["log"]);
+            cx.error(span, "log", format!("{why}; change the [log] settings"));
+        }
+    }
+    options
+}
+
+fn raw_fsync_name(k: RawFsync) -> &'static str {
+    match k {
+        RawFsync::Always => "always",
+        RawFsync::Interval => "interval",
+        RawFsync::Never => "never",
+    }
+}
+
+fn check_daemon(cx: &mut Checker<'_>, raw: &RawDaemon) -> DaemonSettings {
+    let shutdown_timeout = cx.duration(
+        "daemon.shutdown_timeout",
+        raw.shutdown_timeout.as_ref(),
+        DEFAULT_SHUTDOWN_TIMEOUT,
+        Some("holdfast needs a moment to persist cursors and flush tailed lines on stop"),
+    );
+    if let Some(v) = &raw.shutdown_timeout {
+        if shutdown_timeout >= SYSTEMD_STOP_TIMEOUT {
+            cx.warn(
+                Some(v.span()),
+                "daemon.shutdown_timeout",
+                format!(
+                    "{} is not below the shipped systemd unit's TimeoutStopSec={}: systemd would \
+                     kill holdfast before its drain ends; lower it, or raise TimeoutStopSec in a \
+                     drop-in (systemctl edit holdfast) above it",
+                    format_duration(shutdown_timeout),
+                    SYSTEMD_STOP_TIMEOUT.as_secs()
+                ),
+            );
+        }
+    }
+    let watchdog = match &raw.watchdog {
+        Some(v) => {
+            cx.note("daemon.watchdog", v);
+            *v.get_ref()
+        }
+        None => true,
+    };
+    DaemonSettings {
+        shutdown_timeout,
+        watchdog,
+    }
+}
+
+const LEVELS: &[&str] = &["error", "warn", "info", "debug", "trace", "off"];
+
+fn check_logging(cx: &mut Checker<'_>, raw: &RawLogging) -> LoggingSettings {
+    let format = match &raw.format {
+        Some(v) => {
+            cx.note("logging.format", v);
+            *v.get_ref()
+        }
+        None => LogFormat::Auto,
+    };
+    let mut level = "info".to_string();
+    if let Some(v) = &raw.level {
+        cx.note("logging.level", v);
+        match check_level(v.get_ref()) {
+            Ok(()) => level = v.get_ref().trim().to_string(),
+            Err(why) => cx.error(Some(v.span()), "logging.level", why),
+        }
+    }
+    LoggingSettings { level, format }
+}
+
+/// A bare word must be a level: tracing would read `"inof"` as "everything
+/// from a module named inof", which is never what was meant.
+fn check_level(text: &str) -> Result<(), String> {
+    let t = text.trim();
+    let help = "use one of error, warn, info, debug, trace, off, or a directive like \"info,holdfast=debug\"";
+    if t.is_empty() {
+        return Err(format!("must not be empty: {help}"));
+    }
+    if t.chars().all(|c| c.is_ascii_alphabetic()) {
+        if LEVELS.contains(&t.to_ascii_lowercase().as_str()) {
+            return Ok(());
+        }
+        let suggestion = suggestion_suffix(&t.to_ascii_lowercase(), LEVELS.iter().copied(), '"');
+        return Err(format!("\"{t}\" is not a level{suggestion}: {help}"));
+    }
+    tracing_subscriber::EnvFilter::try_new(t)
+        .map(|_| ())
+        .map_err(|e| format!("\"{t}\" is not a valid filter ({e}): {help}"))
+}
+
+/// Two listeners on the same port where one address covers the other would
+/// fail to bind at startup; say so now, naming both keys.
+fn check_listeners(cx: &mut Checker<'_>, api: &ApiSettings, sources: &[SourceSettings]) {
+    let mut listeners: Vec<(String, SocketAddr)> = vec![("api.listen".to_string(), api.listen)];
+    for s in sources {
+        if let SourceKind::OtlpHttp(o) = &s.kind {
+            listeners.push((format!("sources.{}.listen", s.name), o.listen));
+        }
+    }
+    for (i, (key, addr)) in listeners.iter().enumerate() {
+        for (other_key, other) in &listeners[..i] {
+            let overlap = addr.port() != 0
+                && addr.port() == other.port()
+                && (addr.ip() == other.ip()
+                    || addr.ip().is_unspecified()
+                    || other.ip().is_unspecified());
+            if !overlap {
+                continue;
+            }
+            // Point at whichever of the two is written in the file.
+            let describe = |k: &str, a: &SocketAddr, cx: &Checker<'_>| match span_for_key(cx, k) {
+                Some(_) => format!("{k} ({a})"),
+                None => format!("{k} ({a}, the default)"),
+            };
+            let (at, this, that) = match (span_for_key(cx, key), span_for_key(cx, other_key)) {
+                (Some(span), _) => (
+                    Some((span, key.clone())),
+                    describe(key, addr, cx),
+                    describe(other_key, other, cx),
+                ),
+                (None, Some(span)) => (
+                    Some((span, other_key.clone())),
+                    describe(other_key, other, cx),
+                    describe(key, addr, cx),
+                ),
+                (None, None) => (
+                    None,
+                    describe(key, addr, cx),
+                    describe(other_key, other, cx),
+                ),
+            };
+            let message = format!("{this} collides with {that}: two listeners cannot share a port; change one of them");
+            match at {
+                Some((span, k)) => cx.error(Some(span), &k, message),
+                None => {
+                    let span = key
+                        .rsplit_once('.')
+                        .and_then(|(table, _)| span_for_key(cx, table));
+                    cx.error(span, key, message)
+                }
+            }
+        }
+    }
+}
+
+/// The span of a dotted key set in the file.
+pub(crate) fn span_for_key(cx: &Checker<'_>, key: &str) -> Option<Range<usize>> {
+    let parts: Vec<&str> = key.split('.').collect();
+    cx.span_of(&parts)
+}
+
+/// Output directories must not overlap each other or the log: a sink's
+/// clean-up of old files would delete them; a file source must not tail
+/// holdfast's own output.
+fn check_paths(
+    cx: &mut Checker<'_>,
+    data_dir: &Path,
+    log_dir: &Path,
+    sources: &[SourceSettings],
+    sinks: &[SinkSettings],
+) {
+    let mut dirs: Vec<(String, &Path)> = Vec::new();
+    for sink in sinks {
+        let Some(dir) = sink.kind.output_dir() else {
+            continue;
+        };
+        let key = format!("sinks.{}.path", sink.name);
+        let span = span_for_key(cx, &key).or_else(|| cx.span_of(&["sinks", &sink.name]));
+        let clash = if dir.starts_with(log_dir) || log_dir.starts_with(dir) {
+            Some(format!(
+                "{} overlaps the log directory {}: the sink removes old files in its directory and \
+                 would delete log segments; choose a directory outside it, like {}",
+                dir.display(),
+                log_dir.display(),
+                data_dir.join("out").join(&sink.name).display()
+            ))
+        } else {
+            dirs.iter()
+                .find(|(_, other)| dir.starts_with(other) || other.starts_with(dir))
+                .map(|(other_key, other)| {
+                    format!(
+                        "{} overlaps {other_key} ({}): each file sink needs a directory of its own, \
+                         since it removes its oldest files; choose another path",
+                        dir.display(),
+                        other.display()
+                    )
+                })
+        };
+        if let Some(message) = clash {
+            cx.error(span, &key, message);
+        }
+        dirs.push((key, dir));
+    }
+    for source in sources {
+        let SourceKind::File(f) = &source.kind else {
+            continue;
+        };
+        for (i, pattern) in f.include.iter().enumerate() {
+            let p = Path::new(pattern);
+            let own = if p.starts_with(log_dir) {
+                Some(log_dir.display().to_string())
+            } else {
+                dirs.iter()
+                    .find(|(_, d)| p.starts_with(d))
+                    .map(|(k, d)| format!("{k} ({})", d.display()))
+            };
+            if let Some(what) = own {
+                let key = format!("sources.{}.include[{i}]", source.name);
+                let span = cx.span_of_element(&["sources", &source.name, "include"], i);
+                cx.error(
+                    span,
+                    &key,
+                    format!(
+                        "\"{pattern}\" is inside holdfast's own output, {what}: tailing it would \
+                         feed holdfast its own events in a loop; remove it from include"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// A source that no sink reads fills the log for nothing.
+fn check_flow(cx: &mut Checker<'_>, sources: &[SourceSettings], sinks: &[SinkSettings]) {
+    for source in sources {
+        if !sinks.iter().any(|s| s.inputs.contains(&source.name)) {
+            let key = format!("sources.{}", source.name);
+            let span = cx.span_of(&["sources", &source.name]);
+            cx.warn(
+                span,
+                &key,
+                format!(
+                    "no sink reads this source: its events are stored in the log and never sent \
+                     anywhere; add \"{}\" to a sink's inputs, or remove the source",
+                    source.name
+                ),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_and_directives() {
+        assert!(check_level("info").is_ok());
+        assert!(check_level("DEBUG").is_ok());
+        assert!(check_level("info,holdfast=debug").is_ok());
+        assert!(check_level("holdfast::sinks=trace").is_ok());
+        assert!(check_level("inof")
+            .unwrap_err()
+            .contains("did you mean \"info\""));
+        assert!(check_level("").is_err());
+    }
+}

@@ -1,0 +1,223 @@
+/*!
+The daemon's lifecycle: `holdfast run`.
+
+Start-up, in this order, so that READY means what it says:
+
+1. take the data-directory lock and recover the log (the lock is the log's);
+2. bind the API listener (a port in use is a start-up error, not a retry);
+3. start sinks, then sources, each as a supervised task;
+4. tell systemd READY=1 and mark `/readyz` ready.
+
+Shutdown on SIGTERM or SIGINT is a drain, within `shutdown_timeout`: stop
+accepting (`/readyz` and the listeners answer 503), let sources flush what
+they hold into the log, let sinks finish their in-flight work and commit,
+persist every cursor, exit 0. A second signal during the drain exits at once:
+everything acknowledged is already on disk, and cursor progress since the
+last sync is replayed next time (duplicates, never loss).
+*/
+
+pub mod supervisor;
+pub mod systemd;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::api::{self, Health, Phase};
+use crate::config::{Settings, SinkKind, SourceKind};
+use crate::metrics::Metrics;
+use crate::seglog::Log;
+use crate::sinks;
+
+/// How `run` ended, for the process exit code.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Drained and stopped cleanly.
+    Clean,
+    /// A second signal cut the drain short.
+    Interrupted,
+}
+
+/// How often the main loop turns when systemd asks for no watchdog.
+const IDLE_TICK: Duration = Duration::from_secs(5);
+
+/// Runs the agent until a signal stops it.
+pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+
+    let unavailable: Vec<String> = settings
+        .sources
+        .iter()
+        .filter(|(_, s)| matches!(s.kind, SourceKind::File(_) | SourceKind::OtlpHttp(_)))
+        .map(|(name, s)| format!("{name} ({})", s.kind.type_name()))
+        .collect();
+    if !unavailable.is_empty() {
+        anyhow::bail!(
+            "these sources are not available in this build yet: {}",
+            unavailable.join(", ")
+        );
+    }
+
+    systemd::status("recovering the log");
+    let log_dir = settings.log_dir();
+    let opts = settings.log.clone();
+    let started = Instant::now();
+    let log = tokio::task::spawn_blocking(move || Log::open(&log_dir, opts))
+        .await?
+        .with_context(|| format!("opening the log in {}", settings.log_dir().display()))?;
+    let s = log.stats();
+    info!(
+        segments = s.segments,
+        bytes = s.bytes,
+        first_seq = s.first_seq,
+        next_seq = s.next_seq,
+        took = ?started.elapsed(),
+        "log ready"
+    );
+
+    let metrics = Arc::new(Metrics::new(Some(log.clone())));
+    let health = Arc::new(Health::default());
+    let api_stop = CancellationToken::new();
+    let listener = api::bind(settings.api.listen).await?;
+    info!(listen = %settings.api.listen, "API listening: /metrics /healthz /readyz");
+    let api_task = tokio::spawn(api::serve(
+        listener,
+        metrics.clone(),
+        health.clone(),
+        api_stop.clone(),
+    ));
+
+    let sinks_stop = CancellationToken::new();
+    let mut sink_tasks: Vec<(String, JoinHandle<()>)> = Vec::new();
+    for (name, sink) in &settings.sinks {
+        let task = match &sink.kind {
+            SinkKind::File(opts) => {
+                let (name, opts, log, metrics2, stop) = (
+                    name.clone(),
+                    opts.clone(),
+                    log.clone(),
+                    metrics.clone(),
+                    sinks_stop.clone(),
+                );
+                supervisor::spawn(
+                    format!("sink:{name}"),
+                    metrics.clone(),
+                    sinks_stop.clone(),
+                    move || {
+                        sinks::file::run(
+                            name.clone(),
+                            opts.clone(),
+                            log.clone(),
+                            metrics2.clone(),
+                            stop.clone(),
+                        )
+                    },
+                )
+            }
+        };
+        sink_tasks.push((name.clone(), task));
+    }
+
+    let sources_stop = CancellationToken::new();
+    let source_tasks: Vec<(String, JoinHandle<()>)> = Vec::new();
+    health.set(Phase::Ready);
+    let status = format!(
+        "running: {} source(s), {} sink(s), log {} in {} segment(s)",
+        settings.sources.len(),
+        settings.sinks.len(),
+        human_bytes(s.bytes),
+        s.segments
+    );
+    systemd::ready(&status);
+    info!("{status}");
+
+    // The main loop: wait for a signal, pinging the watchdog meanwhile. A
+    // ping is sent only if the log's state can still be read, so a wedged
+    // writer lets systemd restart us.
+    let watchdog = settings
+        .daemon
+        .watchdog
+        .then(systemd::watchdog_interval)
+        .flatten();
+    let tick = watchdog.unwrap_or(IDLE_TICK);
+    loop {
+        tokio::select! {
+            _ = sigterm.recv() => { info!("SIGTERM: draining"); break; }
+            _ = sigint.recv() => { info!("SIGINT: draining"); break; }
+            _ = tokio::time::sleep(tick) => {
+                let _ = log.next_seq();
+                if watchdog.is_some() {
+                    systemd::watchdog();
+                }
+            }
+        }
+    }
+
+    // The drain.
+    health.set(Phase::Draining);
+    systemd::stopping("draining: finishing in-flight work and saving cursors");
+    let deadline = tokio::time::Instant::now() + settings.daemon.shutdown_timeout;
+    let drain = async {
+        sources_stop.cancel();
+        wait_all("source", source_tasks, deadline).await;
+        sinks_stop.cancel();
+        wait_all("sink", sink_tasks, deadline).await;
+        if let Err(e) = log.close().await {
+            error!(error = %e, "closing the log failed; cursor progress since the last sync will be replayed");
+        }
+        api_stop.cancel();
+        let _ = api_task.await;
+    };
+    tokio::select! {
+        _ = drain => {
+            info!("stopped cleanly");
+            Ok(Exit::Clean)
+        }
+        _ = sigterm.recv() => {
+            warn!("second signal: exiting without finishing the drain (acknowledged data is safe; some events may be delivered again)");
+            Ok(Exit::Interrupted)
+        }
+        _ = sigint.recv() => {
+            warn!("second signal: exiting without finishing the drain (acknowledged data is safe; some events may be delivered again)");
+            Ok(Exit::Interrupted)
+        }
+    }
+}
+
+/// Waits for tasks until `deadline`, then abandons the rest (aborting them).
+async fn wait_all(
+    kind: &str,
+    tasks: Vec<(String, JoinHandle<()>)>,
+    deadline: tokio::time::Instant,
+) {
+    for (name, mut task) in tasks {
+        tokio::select! {
+            _ = &mut task => {}
+            _ = tokio::time::sleep_until(deadline) => {
+                warn!(%kind, %name, "did not finish within shutdown_timeout; abandoning its in-flight work (it will be redelivered)");
+                task.abort();
+            }
+        }
+    }
+}
+
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
