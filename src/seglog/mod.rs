@@ -75,6 +75,7 @@ mod consumer;
 mod cursor;
 mod error;
 pub mod format;
+mod janitor;
 mod options;
 mod recovery;
 mod segment;
@@ -231,6 +232,10 @@ impl Log {
         });
         let (tx, rx) = mpsc::channel();
         let writer = Writer {
+            janitor: janitor::Janitor::start(
+                shared.dir.clone(),
+                shared.opts.fsync.syncs_directory(),
+            ),
             shared: shared.clone(),
             rx,
             active,

@@ -21,11 +21,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
-use tracing::{debug, error, warn};
+use tracing::{error, warn};
 
 use super::cursor::{self, CursorMap};
 use super::error::{LogError, Result};
 use super::format::{FrameHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use super::janitor::Janitor;
 use super::options::{FsyncPolicy, WhenFull};
 use super::segment::{self, Segment};
 use super::state::{now_ms, LossReason, Shared};
@@ -82,6 +83,8 @@ pub enum Msg {
 
 pub struct Writer {
     pub shared: Arc<Shared>,
+    /// Deletes segment files on its own thread; drained when the writer ends.
+    pub janitor: Janitor,
     pub rx: Receiver<Msg>,
     pub active: File,
     /// Bytes in the active segment file (acknowledged or not).
@@ -244,6 +247,8 @@ impl Writer {
             Ok(())
         };
         let stored = self.store_cursors(true);
+        // A clean close leaves no consumed segment behind.
+        self.janitor.finish();
         self.shared.lock().closed = true;
         self.shared.durable.send_modify(|_| {});
         synced.and(stored)
@@ -357,14 +362,7 @@ impl Writer {
             }
             seg
         };
-        debug!(segment = %seg.path.display(), "deleting segment");
-        if let Err(e) = std::fs::remove_file(&seg.path) {
-            error!(segment = %seg.path.display(), error = %e, "could not delete segment; it will be found again at the next start");
-        } else if self.shared.opts.fsync.syncs_directory() {
-            if let Err(e) = segment::sync_dir(&self.shared.dir) {
-                warn!(error = %e, "directory sync after deleting a segment failed");
-            }
-        }
+        self.janitor.delete(seg.path);
     }
 
     fn segment_room(&self) -> u64 {
