@@ -119,8 +119,14 @@ pub struct FileOrigin {
     pub fingerprint: u64,
     #[prost(uint32, tag = "3")]
     pub generation: u32,
+    /// Byte offset of the record's first byte.
     #[prost(uint64, tag = "4")]
     pub offset: u64,
+    /// Byte offset just past the record (where the next one starts): a
+    /// line's end cannot be derived from its body (truncation, CRLF, lossy
+    /// UTF-8, multiline), and the file source needs it to resume exactly.
+    #[prost(uint64, tag = "5")]
+    pub end_offset: u64,
 }
 
 /// The signal an envelope carries, for metrics labels and routing.
@@ -227,6 +233,7 @@ impl Envelope {
                     "fingerprint": format!("{:016x}", f.fingerprint),
                     "generation": f.generation,
                     "offset": f.offset,
+                    "endOffset": f.end_offset,
                 }),
             );
         }

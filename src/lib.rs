@@ -20,6 +20,8 @@ Components:
   read at scrape time.
 * [`api`] — `/metrics`, `/healthz`, `/readyz` on a local address.
 * [`sinks`] — the log's consumers: deliver, then commit.
+* [`sources`] — where events come from: file tailing, OTLP/HTTP; each
+  acknowledges its input only after the append is durable.
 * [`config`] — the TOML config in stages (raw serde structs → validated
   [`config::Settings`]), with errors naming file, line, key and fix;
   `holdfast check` runs it.
@@ -37,3 +39,4 @@ pub mod logging;
 pub mod metrics;
 pub mod seglog;
 pub mod sinks;
+pub mod sources;

@@ -240,7 +240,7 @@ pub(crate) fn key_path_at(
 
 /// Keys that exist in a raw struct only to be refused with a better message;
 /// never suggested, never listed as allowed.
-const NEVER_SUGGESTED: &[&str] = &["bearer_token"];
+const NEVER_SUGGESTED: &[&str] = &["bearer_token", "password", "api_key"];
 
 /// Rephrases serde's messages in the config's terms: "key" rather than
 /// "field", a did-you-mean for unknown keys and values, and "expected X,

@@ -9,6 +9,76 @@ use super::sinks::SinkKind;
 use super::sources::{FileStartAt, SourceKind};
 use super::units::{format_duration, format_size};
 use crate::seglog::{FsyncPolicy, WhenFull};
+use crate::sinks::{Auth, Compression, HttpSinkOptions, OtlpEncoding, QuarantineFull};
+
+/// The lines every network sink shares: batching, retries, credentials,
+/// the quarantine.
+fn describe_network(out: &mut String, o: &HttpSinkOptions) -> std::fmt::Result {
+    let compression = match o.compression {
+        Compression::Gzip => "gzip",
+        Compression::None => "no compression",
+    };
+    let auth = match &o.auth {
+        None => "no credentials".to_string(),
+        Some(Auth::Basic {
+            user,
+            password_file,
+        }) => format!(
+            "basic auth as \"{user}\" (password in {})",
+            password_file.display()
+        ),
+        Some(Auth::Bearer { token_file }) => {
+            format!("a bearer token from {}", token_file.display())
+        }
+        Some(Auth::ApiKey { key_file }) => format!("an API key from {}", key_file.display()),
+    };
+    writeln!(
+        out,
+        "    batches of up to {} events or {}, sent at least every {}; {} request(s) in flight, \
+         each within {}; {compression}; {auth}",
+        o.batch_max_events,
+        format_size(o.batch_max_bytes as u64),
+        format_duration(o.batch_timeout),
+        o.concurrency,
+        format_duration(o.request_timeout)
+    )?;
+    writeln!(
+        out,
+        "    the cursor moves only past events the receiver accepted (per event, not per request) \
+         or that are quarantined"
+    )?;
+    writeln!(
+        out,
+        "    retries: connection errors, timeouts, 408/429/5xx without limit, waiting {} doubling \
+         up to {} (full jitter, Retry-After honoured); an event the receiver asks to retry is tried \
+         {} time(s), then quarantined; 401/403 keep every event and retry every {}-{}",
+        format_duration(o.backoff_initial),
+        format_duration(o.backoff_max),
+        o.max_attempts,
+        format_duration(o.backoff_max / 2),
+        format_duration(o.backoff_max)
+    )?;
+    let full = match o.quarantine.when_full {
+        QuarantineFull::Block => {
+            "when full, the cursor stops at the next rejected event until there is room"
+        }
+        QuarantineFull::Drop => "when full, further rejected events are dropped and counted",
+    };
+    writeln!(
+        out,
+        "    events rejected for good go to the quarantine {} (at most {}; {full})",
+        o.quarantine.dir.display(),
+        format_size(o.quarantine.max_bytes)
+    )?;
+    if let Some(ca) = &o.ca_file {
+        writeln!(
+            out,
+            "    trusts the CA certificates in {} besides the system's",
+            ca.display()
+        )?;
+    }
+    Ok(())
+}
 
 impl Settings {
     /// What this config will do: sources → log → sinks with their bounds,
@@ -62,7 +132,7 @@ impl Settings {
                     )?;
                     writeln!(
                         out,
-                        "    lines up to {} (longer ones are split); a last line without newline is sent \
+                        "    lines up to {} (longer ones are truncated and marked); a last line without newline is sent \
                          after {} idle; files are told apart by their first {}",
                         format_size(f.max_line_bytes),
                         format_duration(f.line_idle_timeout),
@@ -181,6 +251,39 @@ impl Settings {
                         f.batch_max_events,
                         format_duration(f.batch_timeout)
                     )?;
+                }
+                SinkKind::OtlpHttp(o) => {
+                    let enc = match o.encoding {
+                        OtlpEncoding::Protobuf => "protobuf",
+                        OtlpEncoding::Json => "JSON",
+                    };
+                    writeln!(
+                        out,
+                        "    exports OTLP/HTTP ({enc}) to {} (logs), {} (traces), {} (metrics)",
+                        o.logs_url, o.traces_url, o.metrics_url
+                    )?;
+                    describe_network(out, &o.common)?;
+                }
+                SinkKind::Elasticsearch(o) => {
+                    let urls: Vec<String> = o.endpoints.iter().map(|u| u.to_string()).collect();
+                    writeln!(
+                        out,
+                        "    sends _bulk create requests to {} into index \"{}\" (_id = the event's \
+                         idempotency key, so a resend is refused as a duplicate, not stored twice)",
+                        urls.join(", "),
+                        o.index.as_str()
+                    )?;
+                    describe_network(out, &o.common)?;
+                }
+                SinkKind::OpenObserve(o) => {
+                    writeln!(
+                        out,
+                        "    sends JSON to {} (organization \"{}\", stream \"{}\")",
+                        o.endpoint,
+                        o.org,
+                        o.stream.as_str()
+                    )?;
+                    describe_network(out, &o.common)?;
                 }
             }
         }

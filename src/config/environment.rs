@@ -39,6 +39,15 @@ impl Settings {
             if let Some(dir) = sink.kind.output_dir() {
                 env.writable_dir(&format!("sinks.{}.path", sink.name), dir);
             }
+            if let Some(net) = sink.kind.network() {
+                for (key, path, what) in super::network_sinks::files_to_check(&sink.name, net) {
+                    if what == "CA" {
+                        env.pem_file(&key, &path, "CERTIFICATE");
+                    } else {
+                        env.secret_file(&key, &path, what);
+                    }
+                }
+            }
         }
 
         env.bindable("api.listen", self.api.listen);

@@ -56,6 +56,7 @@ mod check;
 mod describe;
 mod environment;
 mod error;
+mod network_sinks;
 mod raw;
 mod settings;
 mod sinks;

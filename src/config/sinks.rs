@@ -16,11 +16,17 @@ use toml::Spanned;
 
 use super::check::{Checker, NamedTable};
 use super::error::suggestion_suffix;
+use super::network_sinks::{
+    self, Place, RawElasticsearchSink, RawOpenObserveSink, RawOtlpHttpSink,
+};
 use super::units::{format_size, Count, Dur, Size};
 use crate::sinks::file::FileSinkOptions;
+use crate::sinks::{
+    ElasticsearchOptions, HttpSinkOptions, OpenObserveOptions, OtlpHttpSinkOptions,
+};
 
 /// The `type` values a sink may have.
-pub const SINK_TYPES: &[&str] = &["file"];
+pub const SINK_TYPES: &[&str] = &["file", "otlp_http", "elasticsearch", "openobserve"];
 
 /// One configured sink: a consumer of the log with its own cursor.
 #[derive(Debug, Clone)]
@@ -41,6 +47,13 @@ pub enum SinkKind {
     /// `type = "file"`: NDJSON files on local disk (the sink's own options,
     /// ready for [`sinks::file::run`](crate::sinks::file::run)).
     File(FileSinkOptions),
+    /// `type = "otlp_http"`: OTLP/HTTP export
+    /// ([`sinks::run_network`](crate::sinks::run_network)).
+    OtlpHttp(OtlpHttpSinkOptions),
+    /// `type = "elasticsearch"`: the `_bulk` API.
+    Elasticsearch(ElasticsearchOptions),
+    /// `type = "openobserve"`: OpenObserve's `_json` ingestion.
+    OpenObserve(OpenObserveOptions),
 }
 
 impl SinkKind {
@@ -48,6 +61,9 @@ impl SinkKind {
     pub fn type_name(&self) -> &'static str {
         match self {
             SinkKind::File(_) => "file",
+            SinkKind::OtlpHttp(_) => "otlp_http",
+            SinkKind::Elasticsearch(_) => "elasticsearch",
+            SinkKind::OpenObserve(_) => "openobserve",
         }
     }
 
@@ -55,6 +71,17 @@ impl SinkKind {
     pub fn output_dir(&self) -> Option<&Path> {
         match self {
             SinkKind::File(f) => Some(&f.dir),
+            _ => None,
+        }
+    }
+
+    /// The options a network sink shares with the others; `None` for `file`.
+    pub fn network(&self) -> Option<&HttpSinkOptions> {
+        match self {
+            SinkKind::File(_) => None,
+            SinkKind::OtlpHttp(o) => Some(&o.common),
+            SinkKind::Elasticsearch(o) => Some(&o.common),
+            SinkKind::OpenObserve(o) => Some(&o.common),
         }
     }
 }
@@ -98,8 +125,23 @@ pub(crate) fn check_sinks(
     declared_sources: &[String],
 ) -> Vec<SinkSettings> {
     let (tables, _declared) = cx.named_tables("sinks", "sink", SINK_TYPES);
+    let hash = network_sinks::config_hash(cx.src.text);
     let mut sinks = Vec::new();
     for t in &tables {
+        macro_rules! network {
+            ($raw:ty, $variant:ident) => {
+                cx.deserialize::<$raw>(&t.key, t.value).map(|raw| {
+                    let inputs = check_inputs(cx, t, raw.inputs.as_ref(), declared_sources);
+                    let place = Place {
+                        t,
+                        data_dir,
+                        inputs: inputs.clone(),
+                        config_hash: &hash,
+                    };
+                    (inputs, SinkKind::$variant(raw.check(cx, &place)))
+                })
+            };
+        }
         let parsed = match t.kind.as_str() {
             "file" => cx.deserialize::<RawFileSink>(&t.key, t.value).map(|raw| {
                 let inputs = check_inputs(cx, t, raw.inputs.as_ref(), declared_sources);
@@ -108,6 +150,9 @@ pub(crate) fn check_sinks(
                     SinkKind::File(raw.check(cx, t, data_dir, inputs)),
                 )
             }),
+            "otlp_http" => network!(RawOtlpHttpSink, OtlpHttp),
+            "elasticsearch" => network!(RawElasticsearchSink, Elasticsearch),
+            "openobserve" => network!(RawOpenObserveSink, OpenObserve),
             // `named_tables` let through only SINK_TYPES.
             _ => None,
         };

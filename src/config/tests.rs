@@ -165,7 +165,9 @@ inputs = ["app", "otlp"]
     assert!(otlp.bearer_token_file.is_none() && otlp.tls.is_none());
     let sink = &s.sinks["archive"];
     assert_eq!(sink.inputs, ["app", "otlp"]);
-    let SinkKind::File(f) = &sink.kind;
+    let SinkKind::File(f) = &sink.kind else {
+        panic!()
+    };
     assert_eq!(f.dir, Path::new("/etc/holdfast/state/out/archive"));
     assert_eq!(f.inputs, sink.inputs);
     assert_eq!(f.max_file_bytes, 64 << 20);
@@ -186,6 +188,117 @@ inputs = ["app", "otlp"]
         })
     );
     assert_eq!(s.position_of("api.listen"), None);
+}
+
+#[test]
+fn network_sinks_resolve_with_their_defaults() {
+    use crate::sinks::{Auth, Compression, OtlpEncoding, QuarantineFull};
+    let s = parse(
+        r#"
+data_dir = "/d"
+
+[sources.app]
+type = "file"
+include = ["/var/log/app.log"]
+
+[sinks.es]
+type = "elasticsearch"
+inputs = ["app"]
+endpoints = ["https://es1:9200", "https://es2:9200/"]
+auth.user = "holdfast"
+auth.password_file = "es.password"
+
+[sinks.otlp]
+type = "otlp_http"
+inputs = ["app"]
+endpoint = "http://collector:4318"
+traces_endpoint = "http://tempo:4318/v1/traces"
+encoding = "json"
+compression = "none"
+quarantine.when_full = "drop"
+
+[sinks.oo]
+type = "openobserve"
+inputs = ["app"]
+endpoint = "http://oo:5080"
+auth.user = "root@example.com"
+auth.password_file = "/etc/holdfast/oo.password"
+"#,
+        FILE,
+    )
+    .unwrap();
+    let SinkKind::Elasticsearch(es) = &s.sinks["es"].kind else {
+        panic!()
+    };
+    assert_eq!(es.endpoints.len(), 2);
+    assert_eq!(es.index.as_str(), "holdfast-{signal}-{date}");
+    let c = &es.common;
+    assert_eq!(c.inputs, ["app"]);
+    assert_eq!(c.batch_max_events, 1000);
+    assert_eq!(c.batch_max_bytes, 5 << 20);
+    assert_eq!(c.concurrency, 2);
+    assert_eq!(c.max_attempts, 5);
+    assert_eq!(c.request_timeout, Duration::from_secs(30));
+    assert_eq!(c.backoff_initial, Duration::from_millis(500));
+    assert_eq!(c.backoff_max, Duration::from_secs(60));
+    assert_eq!(c.compression, Compression::Gzip);
+    assert_eq!(
+        c.auth,
+        Some(Auth::Basic {
+            user: "holdfast".into(),
+            password_file: "/etc/holdfast/es.password".into()
+        })
+    );
+    assert_eq!(c.quarantine.dir, Path::new("/d/quarantine/es"));
+    assert_eq!(c.quarantine.max_bytes, 256 << 20);
+    assert_eq!(c.quarantine.when_full, QuarantineFull::Block);
+    assert_eq!(c.config_hash.len(), 16);
+    let SinkKind::OtlpHttp(o) = &s.sinks["otlp"].kind else {
+        panic!()
+    };
+    assert_eq!(o.logs_url.as_str(), "http://collector:4318/v1/logs");
+    assert_eq!(o.traces_url.as_str(), "http://tempo:4318/v1/traces");
+    assert_eq!(o.metrics_url.as_str(), "http://collector:4318/v1/metrics");
+    assert_eq!(o.encoding, OtlpEncoding::Json);
+    assert_eq!(o.common.compression, Compression::None);
+    assert_eq!(o.common.quarantine.when_full, QuarantineFull::Drop);
+    let SinkKind::OpenObserve(oo) = &s.sinks["oo"].kind else {
+        panic!()
+    };
+    assert_eq!(oo.org, "default");
+    assert_eq!(oo.stream.as_str(), "{signal}");
+    // Basic auth over plain HTTP to another machine: a warning.
+    let w = s.warnings();
+    assert_eq!(w.len(), 1, "{w:#?}");
+    assert_eq!(w[0].key, "sinks.oo.auth");
+    assert!(w[0].message.contains("in clear text"), "{}", w[0]);
+    let d = s.describe();
+    assert!(d.contains("es (elasticsearch) <- app"), "{d}");
+    assert!(
+        d.contains("events rejected for good go to the quarantine /d/quarantine/es"),
+        "{d}"
+    );
+}
+
+#[test]
+fn network_sink_secret_files_are_checked_on_the_machine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing.password");
+    let s = with_dir(
+        tmp.path(),
+        &format!(
+            "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nauth.user = \"u\"\nauth.password_file = {:?}\n",
+            missing.display().to_string()
+        ),
+    );
+    let errors = env_errors(&s);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert_eq!(errors[0].key, "sinks.s.auth.password_file");
+    assert!(
+        errors[0].message.contains("cannot read the password file"),
+        "{}",
+        errors[0]
+    );
 }
 
 // ---------------------------------------------------------------- broken configs
@@ -286,6 +399,31 @@ const BROKEN: &[Broken] = &[
     Broken { what: "empty data_dir", toml: "data_dir = \"\"\n", line: 1, key: "data_dir", fragment: "must not be empty" },
     Broken { what: "sink writing into the log", toml: "data_dir = \"/d\"\n[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"file\"\ninputs = [\"a\"]\npath = \"/d/log/out\"\n", line: 8, key: "sinks.s.path", fragment: "overlaps the log directory /d/log" },
     Broken { what: "two sinks in one directory", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"file\"\ninputs = [\"a\"]\npath = \"/out\"\n[sinks.t]\ntype = \"file\"\ninputs = [\"a\"]\npath = \"/out/t\"\n", line: 11, key: "sinks.t.path", fragment: "overlaps sinks.s.path (/out)" },
+    // Network sinks.
+    Broken { what: "network sink without endpoint", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\n", line: 4, key: "sinks.s", fragment: "missing `endpoint`" },
+    Broken { what: "otlp sink without endpoint", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"otlp_http\"\ninputs = [\"a\"]\n", line: 4, key: "sinks.s", fragment: "missing `endpoint`: the collector's base URL" },
+    Broken { what: "endpoint not http", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"ftp://es:21\"\n", line: 7, key: "sinks.s.endpoint", fragment: "write an http:// or https:// URL" },
+    Broken { what: "endpoint not a URL", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"openobserve\"\ninputs = [\"a\"]\nendpoint = \"openobserve:5080\"\n", line: 7, key: "sinks.s.endpoint", fragment: "write an http:// or https:// URL" },
+    Broken { what: "credentials in the URL", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://elastic:pw@es:9200\"\n", line: 7, key: "sinks.s.endpoint", fragment: "holds credentials" },
+    Broken { what: "endpoint and endpoints", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nendpoints = [\"https://es2:9200\"]\n", line: 8, key: "sinks.s.endpoints", fragment: "not both" },
+    Broken { what: "bad URL in endpoints", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoints = [\"https://es:9200\", \"es2\"]\n", line: 7, key: "sinks.s.endpoints[1]", fragment: "is not a URL" },
+    Broken { what: "inline password", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nauth.password = \"x\"\n", line: 8, key: "sinks.s.auth.password", fragment: "must not be written in the config" },
+    Broken { what: "inline api key", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nauth.api_key = \"x\"\n", line: 8, key: "sinks.s.auth.api_key", fragment: "set auth.api_key_file instead" },
+    Broken { what: "user without password file", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nauth.user = \"u\"\n", line: 8, key: "sinks.s.auth.user", fragment: "needs auth.password_file" },
+    Broken { what: "two kinds of credentials", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nauth = { bearer_token_file = \"/t\", api_key_file = \"/k\" }\n", line: 8, key: "sinks.s.auth", fragment: "more than one kind of credentials" },
+    Broken { what: "api key outside elasticsearch", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"otlp_http\"\ninputs = [\"a\"]\nendpoint = \"https://c:4318\"\nauth.api_key_file = \"/k\"\n", line: 8, key: "sinks.s.auth.api_key_file", fragment: "API keys are an Elasticsearch scheme" },
+    Broken { what: "backoff_max below backoff_initial", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nbackoff_initial = \"10s\"\nbackoff_max = \"1s\"\n", line: 9, key: "sinks.s.backoff_max", fragment: "is shorter than backoff_initial" },
+    Broken { what: "zero concurrency", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"openobserve\"\ninputs = [\"a\"]\nendpoint = \"http://oo:5080\"\nconcurrency = 0\n", line: 8, key: "sinks.s.concurrency", fragment: "0 is out of range: set it between 1 and 64" },
+    Broken { what: "zero request_timeout", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"otlp_http\"\ninputs = [\"a\"]\nendpoint = \"http://c:4318\"\nrequest_timeout = \"0s\"\n", line: 8, key: "sinks.s.request_timeout", fragment: "must be greater than zero" },
+    Broken { what: "unknown index placeholder", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nindex = \"logs-{sginal}\"\n", line: 8, key: "sinks.s.index", fragment: "unknown placeholder {sginal}" },
+    Broken { what: "upper-case index", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nindex = \"Logs-{date}\"\n", line: 8, key: "sinks.s.index", fragment: "has the character 'L'" },
+    Broken { what: "bad stream name", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"openobserve\"\ninputs = [\"a\"]\nendpoint = \"http://oo:5080\"\nstream = \"my logs\"\n", line: 8, key: "sinks.s.stream", fragment: "has the character ' '" },
+    Broken { what: "unknown compression", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\ncompression = \"gzp\"\n", line: 8, key: "sinks.s.compression", fragment: "did you mean \"gzip\"?" },
+    Broken { what: "unknown encoding", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"otlp_http\"\ninputs = [\"a\"]\nendpoint = \"http://c:4318\"\nencoding = \"proto\"\n", line: 8, key: "sinks.s.encoding", fragment: "expected one of: \"protobuf\", \"json\"" },
+    Broken { what: "unknown when_full of the quarantine", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nquarantine.when_full = \"dorp\"\n", line: 8, key: "sinks.s.quarantine.when_full", fragment: "did you mean \"drop\"?" },
+    Broken { what: "quarantine too small", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nquarantine.max_bytes = \"1KiB\"\n", line: 8, key: "sinks.s.quarantine.max_bytes", fragment: "is too small" },
+    Broken { what: "unknown key in a network sink", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nbatch_max_event = 5\n", line: 8, key: "sinks.s.batch_max_event", fragment: "did you mean `batch_max_events`?" },
+    Broken { what: "file sink key in a network sink", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nmax_file_bytes = \"1MiB\"\n", line: 8, key: "sinks.s.max_file_bytes", fragment: "unknown key `max_file_bytes`" },
     // Logging.
     Broken { what: "misspelt level", toml: "[logging]\nlevel = \"inof\"\n", line: 2, key: "logging.level", fragment: "\"inof\" is not a level (did you mean \"info\"?)" },
     Broken { what: "bad filter directive", toml: "[logging]\nlevel = \"holdfast=verbose\"\n", line: 2, key: "logging.level", fragment: "is not a valid filter" },
@@ -708,6 +846,18 @@ fn every_key_is_documented() {
         ("", "[sources.a]\ntype = \"otlp_http\"\nzzz = 1\n"),
         ("tls.", "[sources.a]\ntype = \"otlp_http\"\ntls.zzz = 1\n"),
         ("", "[sinks.a]\ntype = \"file\"\nzzz = 1\n"),
+        ("", "[sinks.a]\ntype = \"otlp_http\"\nzzz = 1\n"),
+        ("", "[sinks.a]\ntype = \"elasticsearch\"\nzzz = 1\n"),
+        ("", "[sinks.a]\ntype = \"openobserve\"\nzzz = 1\n"),
+        (
+            "auth.",
+            "[sinks.a]\ntype = \"elasticsearch\"\nauth.zzz = 1\n",
+        ),
+        ("tls.", "[sinks.a]\ntype = \"elasticsearch\"\ntls.zzz = 1\n"),
+        (
+            "quarantine.",
+            "[sinks.a]\ntype = \"elasticsearch\"\nquarantine.zzz = 1\n",
+        ),
     ];
     let mut missing = Vec::new();
     for (prefix, text) in probes {
@@ -725,6 +875,8 @@ fn every_key_is_documented() {
                 "logging",
                 "multiline",
                 "tls",
+                "auth",
+                "quarantine",
             ]
             .contains(&key)
             {

@@ -29,10 +29,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::api::{self, Health, Phase};
+use crate::config::{FileSourceSettings, FileStartAt};
 use crate::config::{Settings, SinkKind, SourceKind};
 use crate::metrics::Metrics;
 use crate::seglog::Log;
 use crate::sinks;
+use crate::sources;
 
 /// How `run` ended, for the process exit code.
 #[derive(Debug, PartialEq, Eq)]
@@ -50,19 +52,6 @@ const IDLE_TICK: Duration = Duration::from_secs(5);
 pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-
-    let unavailable: Vec<String> = settings
-        .sources
-        .iter()
-        .filter(|(_, s)| matches!(s.kind, SourceKind::File(_) | SourceKind::OtlpHttp(_)))
-        .map(|(name, s)| format!("{name} ({})", s.kind.type_name()))
-        .collect();
-    if !unavailable.is_empty() {
-        anyhow::bail!(
-            "these sources are not available in this build yet: {}",
-            unavailable.join(", ")
-        );
-    }
 
     systemd::status("recovering the log");
     let log_dir = settings.log_dir();
@@ -120,12 +109,83 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
                     },
                 )
             }
+            SinkKind::OtlpHttp(_) | SinkKind::Elasticsearch(_) | SinkKind::OpenObserve(_) => {
+                let (name, kind, log, metrics2, stop) = (
+                    name.clone(),
+                    sink.kind.clone(),
+                    log.clone(),
+                    metrics.clone(),
+                    sinks_stop.clone(),
+                );
+                supervisor::spawn(
+                    format!("sink:{name}"),
+                    metrics.clone(),
+                    sinks_stop.clone(),
+                    move || {
+                        sinks::run_network(
+                            name.clone(),
+                            kind.clone(),
+                            log.clone(),
+                            metrics2.clone(),
+                            stop.clone(),
+                        )
+                    },
+                )
+            }
         };
         sink_tasks.push((name.clone(), task));
     }
 
     let sources_stop = CancellationToken::new();
-    let source_tasks: Vec<(String, JoinHandle<()>)> = Vec::new();
+    let mut source_tasks: Vec<(String, JoinHandle<()>)> = Vec::new();
+    for (name, source) in &settings.sources {
+        let task_name = format!("source:{name}");
+        let (name, log, m, stop) = (
+            name.clone(),
+            log.clone(),
+            metrics.clone(),
+            sources_stop.clone(),
+        );
+        let task = match &source.kind {
+            SourceKind::File(s) => {
+                let opts =
+                    file_source_options(s, &settings.data_dir.join("checkpoints").join(&name));
+                supervisor::spawn(
+                    task_name,
+                    metrics.clone(),
+                    sources_stop.clone(),
+                    move || {
+                        sources::file::run(
+                            name.clone(),
+                            opts.clone(),
+                            log.clone(),
+                            m.clone(),
+                            stop.clone(),
+                        )
+                    },
+                )
+            }
+            SourceKind::OtlpHttp(s) => {
+                let (opts, health) = (s.clone(), health.clone());
+                supervisor::spawn(
+                    task_name,
+                    metrics.clone(),
+                    sources_stop.clone(),
+                    move || {
+                        sources::otlp_http::run(
+                            name.clone(),
+                            opts.clone(),
+                            log.clone(),
+                            m.clone(),
+                            health.clone(),
+                            stop.clone(),
+                        )
+                    },
+                )
+            }
+        };
+        source_tasks.push((source.name.clone(), task));
+    }
     health.set(Phase::Ready);
     let status = format!(
         "running: {} source(s), {} sink(s), log {} in {} segment(s)",
@@ -219,5 +279,31 @@ pub fn human_bytes(n: u64) -> String {
         format!("{n} B")
     } else {
         format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// The file source's runtime options from its validated settings.
+fn file_source_options(
+    s: &FileSourceSettings,
+    checkpoint_dir: &std::path::Path,
+) -> sources::file::FileSourceOptions {
+    sources::file::FileSourceOptions {
+        include: s.include.clone(),
+        exclude: s.exclude.clone(),
+        start_at: match s.start_at {
+            FileStartAt::Beginning => sources::file::StartAt::Beginning,
+            FileStartAt::End => sources::file::StartAt::End,
+        },
+        scan_interval: s.scan_interval,
+        fingerprint_bytes: s.fingerprint_bytes as usize,
+        rotate_wait: s.rotate_wait,
+        idle_close: s.idle_close,
+        max_line_bytes: s.max_line_bytes as usize,
+        line_idle_timeout: s.line_idle_timeout,
+        multiline: s.multiline.as_ref().map(|m| sources::file::Multiline {
+            start_pattern: m.start_pattern.clone(),
+            timeout: m.timeout,
+        }),
+        checkpoint_dir: checkpoint_dir.to_path_buf(),
     }
 }

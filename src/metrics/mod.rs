@@ -71,6 +71,92 @@ pub struct SourceMetrics {
     pub bytes: Family<SourceLabels, Counter>,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OtlpRequestLabels {
+    pub source: String,
+    /// `/v1/logs`, `/v1/traces`, `/v1/metrics`, or `other`.
+    pub path: String,
+    /// The HTTP status code, like `200` or `503`.
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OtlpSignalLabels {
+    pub source: String,
+    /// `logs`, `traces` or `metrics`.
+    pub signal: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OtlpReasonLabels {
+    pub source: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OtlpPathLabels {
+    pub source: String,
+    pub path: String,
+}
+
+/// What the `otlp_http` sources count, per source.
+#[derive(Debug)]
+pub struct OtlpSourceMetrics {
+    /// Requests answered, by path and status.
+    pub requests: Family<OtlpRequestLabels, Counter>,
+    /// Events (log records, spans, metric data points) appended, by signal.
+    pub events: Family<OtlpSignalLabels, Counter>,
+    /// Request body bytes (after decompression) of accepted requests, by signal.
+    pub bytes: Family<OtlpSignalLabels, Counter>,
+    /// Requests answered with anything but 200, by reason (`decode`,
+    /// `too_large`, `log_full`, `draining`, …; see docs/sources-otlp-http.md).
+    pub rejected: Family<OtlpReasonLabels, Counter>,
+    /// Time from a request's head to its answer, by path.
+    pub duration: Family<OtlpPathLabels, Histogram>,
+}
+
+impl Default for OtlpSourceMetrics {
+    fn default() -> Self {
+        OtlpSourceMetrics {
+            requests: Family::default(),
+            events: Family::default(),
+            bytes: Family::default(),
+            rejected: Family::default(),
+            duration: Family::new_with_constructor(|| {
+                Histogram::new([
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                    10.0,
+                ])
+            }),
+        }
+    }
+}
+
+/// Per-source figures of `file` sources (`src/sources/file/`).
+#[derive(Debug, Default)]
+pub struct FileSourceMetrics {
+    /// Files currently matched by the globs and followed.
+    pub files_watched: Family<SourceLabels, Gauge>,
+    /// Of those, files holding an open descriptor.
+    pub files_open: Family<SourceLabels, Gauge>,
+    /// Lines read (before multiline joining).
+    pub lines: Family<SourceLabels, Counter>,
+    /// Bytes read from files.
+    pub bytes: Family<SourceLabels, Counter>,
+    /// Lines (or multiline events) cut at `max_line_bytes`.
+    pub lines_truncated: Family<SourceLabels, Counter>,
+    /// Lines with invalid UTF-8, kept with U+FFFD replacements.
+    pub lines_invalid_utf8: Family<SourceLabels, Counter>,
+    /// Files renamed, or deleted or moved out of the globs, while followed.
+    pub rotations: Family<SourceLabels, Counter>,
+    /// Files truncated in place (copytruncate): a new generation began.
+    pub truncations: Family<SourceLabels, Counter>,
+    /// Failed opens and reads of matched files.
+    pub read_errors: Family<SourceLabels, Counter>,
+    /// Checkpoints that could not be written, or were found damaged.
+    pub checkpoint_errors: Family<SourceLabels, Counter>,
+}
+
 /// Per-sink counters and gauges.
 #[derive(Debug)]
 pub struct SinkMetrics {
@@ -82,6 +168,23 @@ pub struct SinkMetrics {
     pub quarantined: Family<SinkReasonLabels, Counter>,
     pub in_flight: Family<SinkLabels, Gauge>,
     pub latency: Family<SinkLabels, Histogram>,
+    /// Events the receiver already had (a 409 on an Elasticsearch `create`):
+    /// delivered earlier, typically by a request whose answer was lost.
+    pub duplicates: Family<SinkLabels, Counter>,
+    /// Requests refused for their credentials (401/403); the events are kept.
+    pub auth_failures: Family<SinkLabels, Counter>,
+    /// Answers that accepted everything but carried a warning (OTLP
+    /// `partial_success` with nothing rejected).
+    pub receiver_warnings: Family<SinkLabels, Counter>,
+    /// Records a receiver reported rejected without saying which (OTLP
+    /// `partial_success`, OpenObserve `failed`); their whole requests are
+    /// quarantined.
+    pub partially_rejected: Family<SinkLabels, Counter>,
+    /// Bytes in the sink's quarantine.
+    pub quarantine_bytes: Family<SinkLabels, Gauge>,
+    /// 1 while rejected events wait for room in a full quarantine (the
+    /// sink's cursor is held), else 0.
+    pub quarantine_full: Family<SinkLabels, Gauge>,
 }
 
 impl Default for SinkMetrics {
@@ -94,6 +197,12 @@ impl Default for SinkMetrics {
             rejected: Family::default(),
             quarantined: Family::default(),
             in_flight: Family::default(),
+            duplicates: Family::default(),
+            auth_failures: Family::default(),
+            receiver_warnings: Family::default(),
+            partially_rejected: Family::default(),
+            quarantine_bytes: Family::default(),
+            quarantine_full: Family::default(),
             latency: Family::new_with_constructor(|| {
                 Histogram::new([
                     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -108,7 +217,11 @@ impl Default for SinkMetrics {
 pub struct Metrics {
     registry: Registry,
     pub sources: Arc<SourceMetrics>,
+    /// The `file` sources' files, lines, rotations and errors.
+    pub file_sources: Arc<FileSourceMetrics>,
     pub sinks: Arc<SinkMetrics>,
+    /// The `otlp_http` sources' requests, events and rejections.
+    pub otlp: Arc<OtlpSourceMetrics>,
     /// Every event lost for a reason other than log eviction (which the log
     /// counts per consumer): a full output directory, a record too large to
     /// store, …
@@ -121,7 +234,9 @@ impl Metrics {
     pub fn new(log: Option<Log>) -> Metrics {
         let mut registry = Registry::default();
         let sources = Arc::new(SourceMetrics::default());
+        let file_sources = Arc::new(FileSourceMetrics::default());
         let sinks = Arc::new(SinkMetrics::default());
+        let otlp = Arc::new(OtlpSourceMetrics::default());
         let dropped = Family::<DropLabels, Counter>::default();
         let task_restarts = Family::<TaskLabels, Counter>::default();
 
@@ -135,6 +250,85 @@ impl Metrics {
             "Payload bytes a source appended to the log",
             Unit::Bytes,
             sources.bytes.clone(),
+        );
+        registry.register(
+            "holdfast_otlp_requests",
+            "OTLP/HTTP requests answered, by path and status code",
+            otlp.requests.clone(),
+        );
+        registry.register(
+            "holdfast_otlp_accepted_events",
+            "Log records, spans and metric data points an OTLP/HTTP source appended, by signal",
+            otlp.events.clone(),
+        );
+        registry.register_with_unit(
+            "holdfast_otlp_accepted",
+            "Request body bytes (decompressed) of the requests an OTLP/HTTP source accepted, by signal",
+            Unit::Bytes,
+            otlp.bytes.clone(),
+        );
+        registry.register(
+            "holdfast_otlp_rejected_requests",
+            "OTLP/HTTP requests not accepted, by reason",
+            otlp.rejected.clone(),
+        );
+        registry.register_with_unit(
+            "holdfast_otlp_request_duration",
+            "Time from an OTLP/HTTP request's head to its answer, by path",
+            Unit::Seconds,
+            otlp.duration.clone(),
+        );
+        let fs = &file_sources;
+        registry.register(
+            "holdfast_file_source_files_watched",
+            "Files a file source follows (matched by its globs)",
+            fs.files_watched.clone(),
+        );
+        registry.register(
+            "holdfast_file_source_open_files",
+            "Files a file source holds open",
+            fs.files_open.clone(),
+        );
+        registry.register(
+            "holdfast_file_source_lines",
+            "Lines a file source read (before multiline joining)",
+            fs.lines.clone(),
+        );
+        registry.register_with_unit(
+            "holdfast_file_source_read",
+            "Bytes a file source read from files",
+            Unit::Bytes,
+            fs.bytes.clone(),
+        );
+        registry.register(
+            "holdfast_file_source_truncated_lines",
+            "Lines (or multiline events) cut at max_line_bytes and marked log.record.truncated",
+            fs.lines_truncated.clone(),
+        );
+        registry.register(
+            "holdfast_file_source_invalid_utf8_lines",
+            "Lines with invalid UTF-8, kept lossily and marked log.record.invalid_utf8",
+            fs.lines_invalid_utf8.clone(),
+        );
+        registry.register(
+            "holdfast_file_source_rotations",
+            "Followed files renamed, deleted or moved out of the globs",
+            fs.rotations.clone(),
+        );
+        registry.register(
+            "holdfast_file_source_truncations",
+            "Followed files truncated in place (copytruncate); each starts a new generation",
+            fs.truncations.clone(),
+        );
+        registry.register(
+            "holdfast_file_source_read_errors",
+            "Failed opens and reads of matched files",
+            fs.read_errors.clone(),
+        );
+        registry.register(
+            "holdfast_file_source_checkpoint_errors",
+            "File source checkpoints that failed to write or were found damaged",
+            fs.checkpoint_errors.clone(),
         );
         registry.register(
             "holdfast_sink_sent_events",
@@ -179,6 +373,37 @@ impl Metrics {
             sinks.latency.clone(),
         );
         registry.register(
+            "holdfast_sink_duplicate_events",
+            "Events the receiver already had (409 on create): delivered earlier, not sent twice into the index",
+            sinks.duplicates.clone(),
+        );
+        registry.register(
+            "holdfast_sink_auth_failures",
+            "Requests the receiver refused for their credentials (401/403); the events are kept and retried",
+            sinks.auth_failures.clone(),
+        );
+        registry.register(
+            "holdfast_sink_receiver_warnings",
+            "Answers that accepted every event but carried a warning (OTLP partial_success, nothing rejected)",
+            sinks.receiver_warnings.clone(),
+        );
+        registry.register(
+            "holdfast_sink_partially_rejected_records",
+            "Records a receiver said it rejected without saying which; their whole requests were quarantined",
+            sinks.partially_rejected.clone(),
+        );
+        registry.register_with_unit(
+            "holdfast_sink_quarantine",
+            "Bytes in the sink's quarantine",
+            Unit::Bytes,
+            sinks.quarantine_bytes.clone(),
+        );
+        registry.register(
+            "holdfast_sink_quarantine_full",
+            "1 while rejected events wait for room in a full quarantine (the sink's cursor is held)",
+            sinks.quarantine_full.clone(),
+        );
+        registry.register(
             "holdfast_dropped_events",
             "Events lost for any reason other than log eviction, by component and reason",
             dropped.clone(),
@@ -194,7 +419,9 @@ impl Metrics {
         Metrics {
             registry,
             sources,
+            file_sources,
             sinks,
+            otlp,
             dropped,
             task_restarts,
         }

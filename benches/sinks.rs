@@ -1,0 +1,384 @@
+//! Network sink throughput: how fast each sink type drains a backlog from
+//! the log to a local receiver that accepts everything.
+//!
+//! ```sh
+//! cargo bench --bench sinks                          # 1 GiB backlog (a few minutes, ~1.2 GiB of disk)
+//! HOLDFAST_BENCH_QUICK=1 cargo bench --bench sinks   # 32 MiB, a smoke run
+//! HOLDFAST_BENCH_ONLY=elasticsearch cargo bench --bench sinks   # one sink type
+//! ```
+//!
+//! The backlog is written once (fsync = "never": writing it is not what is
+//! measured), then each sink type drains all of it with `concurrency` 1 and
+//! 4, each run as a new consumer from the oldest event. The receiver runs in
+//! a child process (this same binary, started with
+//! `HOLDFAST_BENCH_RECEIVER=1`) on one thread, so the sink's CPU and memory
+//! figures are its own: it answers `_bulk` with `errors: false` and one item
+//! per document, OTLP with an empty 200, OpenObserve with its status array.
+//!
+//! Reported per run: events/s and MiB/s of log data, CPU time of the sink
+//! process per 1,000 events (user + system), and peak RSS (VmHWM, reset
+//! before each run; file-backed pages of mapped segments count).
+//! The target (issue 6): ≥ 300,000 events/s for `elasticsearch` and
+//! `otlp_http`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use holdfast::config::SinkKind;
+use holdfast::event::{Envelope, EventId, FileOrigin, Record};
+use holdfast::metrics::Metrics;
+use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions, StartAt};
+use holdfast::sinks::elasticsearch::ElasticsearchOptions;
+use holdfast::sinks::openobserve::OpenObserveOptions;
+use holdfast::sinks::{Compression, HttpSinkOptions, OtlpEncoding, OtlpHttpSinkOptions, Template};
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::logs::v1::LogRecord;
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use prost::Message;
+use tokio_util::sync::CancellationToken;
+
+fn main() {
+    if std::env::var_os("HOLDFAST_BENCH_RECEIVER").is_some() {
+        receiver::serve();
+        return;
+    }
+    let quick = std::env::var_os("HOLDFAST_BENCH_QUICK").is_some();
+    let backlog: u64 = if quick { 32 << 20 } else { 1 << 30 };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(run(backlog));
+}
+
+fn kv(k: &str, v: &str) -> KeyValue {
+    KeyValue {
+        key: k.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(v.into())),
+        }),
+        ..Default::default()
+    }
+}
+
+/// A typical tailed line: about 290 bytes in the log.
+fn event(n: u64) -> Vec<u8> {
+    Envelope {
+        id: EventId::for_file_line(0x5eed, 0, n * 120).0.to_vec(),
+        source: "app".into(),
+        observed_time_unix_nano: 1_714_564_800_000_000_000 + n * 1000,
+        resource: Some(Resource {
+            attributes: vec![kv("host.name", "gateway-0042"), kv("service.name", "edge-app")],
+            ..Default::default()
+        }),
+        scope: Some(InstrumentationScope {
+            name: "holdfast.file".into(),
+            ..Default::default()
+        }),
+        record: Some(Record::Log(LogRecord {
+            observed_time_unix_nano: 1_714_564_800_000_000_000 + n * 1000,
+            severity_text: "INFO".into(),
+            body: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(format!(
+                    "2024-05-01T12:00:00.{:06}Z INFO request done method=GET path=/api/v1/items/{} status=200 bytes={} duration_ms={}",
+                    n % 1_000_000,
+                    n % 9973,
+                    n % 65536,
+                    n % 997
+                ))),
+            }),
+            attributes: vec![kv("log.file.name", "app.log")],
+            ..Default::default()
+        })),
+        origin: Some(FileOrigin {
+            path: "/var/log/app/app.log".into(),
+            fingerprint: 0x5eed,
+            generation: 0,
+            offset: n * 120,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes into the struct we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+fn status_kib(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k == key).then(|| v.split_whitespace().next()?.parse().ok())?
+            })
+        })
+        .unwrap_or(0)
+}
+
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+async fn run(backlog: u64) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let log = Log::open(
+        dir.path().join("log"),
+        LogOptions {
+            fsync: FsyncPolicy::Never,
+            segment_bytes: 64 << 20,
+            max_bytes: backlog * 2 + (256 << 20),
+            cursor_sync_interval: Duration::from_secs(1),
+            ..LogOptions::default()
+        },
+    )
+    .unwrap();
+
+    println!("holdfast sink benchmark");
+    println!(
+        "machine: {} cores, {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(
+                |c| c.lines().find(|l| l.starts_with("model name")).map(|l| l
+                    .split(':')
+                    .nth(1)
+                    .unwrap_or("")
+                    .trim()
+                    .to_string())
+            )
+            .unwrap_or_default()
+    );
+
+    // The backlog.
+    let started = Instant::now();
+    let mut n = 0u64;
+    let mut bytes = 0u64;
+    while bytes < backlog {
+        let mut b = Batch::with_capacity(4 << 20);
+        while b.encoded_len() < (4 << 20) {
+            let e = event(n);
+            bytes += e.len() as u64;
+            b.push(&e);
+            n += 1;
+        }
+        log.append(b).await.unwrap();
+    }
+    println!(
+        "backlog: {n} events, {:.0} MiB of events ({:.0} bytes each), written in {:.1}s",
+        bytes as f64 / (1 << 20) as f64,
+        bytes as f64 / n as f64,
+        started.elapsed().as_secs_f64()
+    );
+
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .env("HOLDFAST_BENCH_RECEIVER", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().strip_prefix("PORT ").unwrap().parse().unwrap();
+    let base = reqwest::Url::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+    println!("receiver: 127.0.0.1:{port}, a child process on one thread, accepting everything");
+    println!("sink settings: batch_max_events 2000, batch_max_bytes 8 MiB, batch_timeout 20ms, compression none (and gzip where shown)");
+    println!();
+    println!(
+        "{:<22} {:>5} {:>10} {:>8} {:>14} {:>13} {:>13}",
+        "sink", "conc", "events/s", "MiB/s", "CPU ms/1k ev", "peak RSS MiB", "req latency"
+    );
+
+    let metrics = Arc::new(Metrics::new(None));
+    let runs: &[(&str, usize, Compression)] = &[
+        ("elasticsearch", 1, Compression::None),
+        ("elasticsearch", 4, Compression::None),
+        ("otlp_http", 1, Compression::None),
+        ("otlp_http", 4, Compression::None),
+        ("openobserve", 1, Compression::None),
+        ("openobserve", 4, Compression::None),
+        ("otlp_http", 4, Compression::Gzip),
+    ];
+    // Every run's consumer is registered now, so that the log keeps the
+    // whole backlog until the last run has read it.
+    for i in 0..runs.len() {
+        log.consumer(&format!("bench-{i}"), StartAt::Oldest).unwrap();
+    }
+    let only = std::env::var("HOLDFAST_BENCH_ONLY").ok();
+    for (i, &(kind, concurrency, compression)) in runs.iter().enumerate() {
+        if only.as_deref().is_some_and(|o| o != kind) {
+            log.remove_consumer(&format!("bench-{i}")).unwrap();
+            continue;
+        }
+        let name = format!("bench-{i}");
+        let mut common = HttpSinkOptions::new(
+            vec!["app".into()],
+            dir.path().join("quarantine").join(&name),
+        );
+        common.batch_max_events = 2000;
+        common.batch_max_bytes = 8 << 20;
+        // The last, partial batch of the backlog would otherwise wait the
+        // default 1s for more events.
+        common.batch_timeout = Duration::from_millis(20);
+        common.concurrency = concurrency;
+        common.compression = compression;
+        let sink = match kind {
+            "elasticsearch" => SinkKind::Elasticsearch(ElasticsearchOptions {
+                common,
+                endpoints: vec![base.clone()],
+                index: Template::parse("holdfast-{signal}-{date}").unwrap(),
+            }),
+            "otlp_http" => SinkKind::OtlpHttp(OtlpHttpSinkOptions {
+                common,
+                logs_url: base.join("/v1/logs").unwrap(),
+                traces_url: base.join("/v1/traces").unwrap(),
+                metrics_url: base.join("/v1/metrics").unwrap(),
+                encoding: OtlpEncoding::Protobuf,
+            }),
+            _ => SinkKind::OpenObserve(OpenObserveOptions {
+                common,
+                endpoint: base.clone(),
+                org: "default".into(),
+                stream: Template::parse("{signal}").unwrap(),
+            }),
+        };
+        reset_peak_rss();
+        let cpu0 = cpu_seconds();
+        let t0 = Instant::now();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(holdfast::sinks::run_network(
+            name.clone(),
+            sink,
+            log.clone(),
+            metrics.clone(),
+            stop.clone(),
+        ));
+        loop {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let done = log
+                .stats()
+                .consumers
+                .iter()
+                .any(|c| c.name == name && c.committed == n);
+            if done {
+                break;
+            }
+            assert!(!task.is_finished(), "the sink stopped");
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - cpu0;
+        stop.cancel();
+        task.await.unwrap().unwrap();
+        let label = match compression {
+            Compression::Gzip => format!("{kind} (gzip)"),
+            Compression::None => kind.to_string(),
+        };
+        let text = metrics.encode().unwrap_or_default();
+        let metric = |suffix: &str| -> f64 {
+            let prefix = format!("holdfast_sink_request_duration_seconds_{suffix}{{sink=\"{name}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        let latency_ms = metric("sum") * 1000.0 / metric("count").max(1.0);
+        println!(
+            "{:<22} {:>5} {:>10.0} {:>8.1} {:>14.3} {:>13.1} {:>10.1} ms",
+            label,
+            concurrency,
+            n as f64 / secs,
+            bytes as f64 / (1 << 20) as f64 / secs,
+            cpu * 1000.0 / (n as f64 / 1000.0),
+            status_kib("VmHWM") as f64 / 1024.0,
+            latency_ms
+        );
+        // Let the log drop what every bench consumer has passed.
+        log.remove_consumer(&name).unwrap();
+    }
+    drop(child.stdin.take());
+    let _ = child.wait();
+    log.close().await.unwrap();
+}
+
+/// The receiver: one port, every API, accepting everything.
+mod receiver {
+    use super::*;
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Incoming;
+    use hyper::{Request, Response};
+
+    pub fn serve() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            println!("PORT {port}");
+            std::io::stdout().flush().unwrap();
+            // Stop when the parent closes our stdin.
+            std::thread::spawn(|| {
+                let mut s = String::new();
+                let _ = std::io::stdin().read_line(&mut s);
+                std::process::exit(0);
+            });
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(handle);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+    }
+
+    const ITEM: &[u8] = br#"{"create":{"_index":"holdfast-logs-2024.05.01","_id":"00000000000000000000000000000000","_version":1,"result":"created","status":201}}"#;
+
+    async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, hyper::Error> {
+        let path = req.uri().path().to_string();
+        let body = req.into_body().collect().await?.to_bytes();
+        let (ct, answer) = if path.ends_with("/_bulk") {
+            let docs = memchr::memchr_iter(b'\n', &body).count() / 2;
+            let mut out = Vec::with_capacity(40 + docs * (ITEM.len() + 1));
+            out.extend_from_slice(br#"{"took":1,"errors":false,"items":["#);
+            for i in 0..docs {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(ITEM);
+            }
+            out.extend_from_slice(b"]}");
+            ("application/json", out)
+        } else if path.starts_with("/v1/") {
+            ("application/x-protobuf", Vec::new())
+        } else {
+            let docs = memchr::memmem::find_iter(&body, b"{\"_timestamp\":").count();
+            (
+                "application/json",
+                format!(
+                    r#"{{"code":200,"status":[{{"name":"logs","successful":{docs},"failed":0}}]}}"#
+                )
+                .into_bytes(),
+            )
+        };
+        Ok(Response::builder()
+            .header("content-type", ct)
+            .body(Full::new(Bytes::from(answer)))
+            .unwrap())
+    }
+}

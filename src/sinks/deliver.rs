@@ -1,0 +1,578 @@
+//! One batch on its way: the task that owns a `concurrency` slot until every
+//! event of its batch is finished (delivered, duplicate, or durably
+//! quarantined), or until the sink stops.
+//!
+//! It sends, lets the protocol read the answer and the [`Policy`] classify
+//! it per event, reports finished events to the runtime as soon as they are
+//! finished, and sends again only the events that need it — the same
+//! envelopes, so the same ids and idempotency keys — after a backoff. A 413
+//! splits the request in halves; a configuration problem (401/403, wrong
+//! endpoint) holds the whole request and retries slowly, loudly.
+//!
+//! Stopping: no request is started and no backoff waited for after the
+//! sink's stop token fires; a request already sent is allowed to finish (its
+//! results still count), bounded by `request_timeout`. Events not finished
+//! are simply not reported: the cursor stays below them and they are sent
+//! again after the restart.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use rand::SeedableRng;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, warn};
+
+use super::http::{Answer, Client, MAX_RESPONSE_BYTES};
+use super::options::QuarantineFull;
+use super::protocol::{BodyVerdict, Item, Pos, Protocol};
+pub(crate) use super::quarantine::FULL_RETRY;
+use super::quarantine::{self, Quarantine, Record, WriteError};
+use super::retry::{Decision, Outcome, Policy, Rejection, Verdict};
+use crate::event::Envelope;
+use crate::metrics::{Metrics, SinkLabels, SinkReasonLabels, SinkStatusLabels};
+
+/// An event handed to a delivery task, not yet decoded.
+#[derive(Debug, Clone)]
+pub(crate) struct Raw {
+    pub pos: Pos,
+    pub data: Bytes,
+    /// Sends so far (non-zero for replayed events).
+    pub attempts: u32,
+}
+
+/// What every delivery task of one sink shares.
+pub(crate) struct Shared<P> {
+    pub name: String,
+    pub protocol: P,
+    pub client: Client,
+    pub policy: Policy,
+    pub quarantine: Arc<Quarantine>,
+    pub config_hash: String,
+    pub metrics: Arc<Metrics>,
+    /// Finished events go to the runtime, which moves the watermark.
+    /// Dropped when the sink stops; a send then fails, harmlessly.
+    pub done: mpsc::UnboundedSender<Vec<Pos>>,
+    pub stop: CancellationToken,
+    /// Requests sent so far, for spreading them over endpoints.
+    pub requests: AtomicUsize,
+    /// Rejected events waiting for room in the quarantine.
+    pub parked: std::sync::Mutex<Vec<Parked>>,
+    pub m: SinkHandles,
+}
+
+/// The sink's metric handles, looked up once.
+pub(crate) struct SinkHandles {
+    labels: SinkLabels,
+    sent: Counter,
+    bytes: Counter,
+    duplicates: Counter,
+    auth_failures: Counter,
+    warnings: Counter,
+    partial: Counter,
+    in_flight: Gauge,
+    latency: Histogram,
+    pub quarantine_bytes: Gauge,
+    quarantine_full: Gauge,
+}
+
+impl SinkHandles {
+    pub fn new(metrics: &Metrics, sink: &str) -> SinkHandles {
+        let labels = SinkLabels { sink: sink.into() };
+        let s = &metrics.sinks;
+        SinkHandles {
+            sent: s.events_sent.get_or_create(&labels).clone(),
+            bytes: s.bytes_sent.get_or_create(&labels).clone(),
+            duplicates: s.duplicates.get_or_create(&labels).clone(),
+            auth_failures: s.auth_failures.get_or_create(&labels).clone(),
+            warnings: s.receiver_warnings.get_or_create(&labels).clone(),
+            partial: s.partially_rejected.get_or_create(&labels).clone(),
+            in_flight: s.in_flight.get_or_create(&labels).clone(),
+            latency: s.latency.get_or_create(&labels).clone(),
+            quarantine_bytes: s.quarantine_bytes.get_or_create(&labels).clone(),
+            quarantine_full: s.quarantine_full.get_or_create(&labels).clone(),
+            labels,
+        }
+    }
+
+    fn reason(
+        &self,
+        family: &prometheus_client::metrics::family::Family<SinkReasonLabels, Counter>,
+        reason: &str,
+        n: u64,
+    ) {
+        if n > 0 {
+            family
+                .get_or_create(&SinkReasonLabels {
+                    sink: self.labels.sink.clone(),
+                    reason: reason.to_string(),
+                })
+                .inc_by(n);
+        }
+    }
+}
+
+impl<P: Protocol> Shared<P> {
+    fn finished(&self, done: Vec<Pos>) {
+        if !done.is_empty() {
+            let _ = self.done.send(done);
+        }
+    }
+
+    fn count(&self, which: Which, reason: &str, n: u64) {
+        let s = &self.metrics.sinks;
+        let family = match which {
+            Which::Retries => &s.retries,
+            Which::Rejected => &s.rejected,
+            Which::Quarantined => &s.quarantined,
+        };
+        self.m.reason(family, reason, n);
+    }
+
+    fn status(&self, class: &str) {
+        self.metrics
+            .sinks
+            .requests
+            .get_or_create(&SinkStatusLabels {
+                sink: self.name.clone(),
+                status: class.to_string(),
+            })
+            .inc();
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Which {
+    Retries,
+    Rejected,
+    Quarantined,
+}
+
+/// Delivers one batch to its end (or until the sink stops).
+pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
+    let mut items = Vec::with_capacity(raw.len());
+    let mut invalid = Vec::new();
+    for r in raw {
+        match Envelope::decode_event(&r.data) {
+            Ok(env) => match env.event_id() {
+                Some(id) => items.push(Item {
+                    pos: r.pos,
+                    data: r.data,
+                    env,
+                    id,
+                    attempts: r.attempts,
+                    retries: 0,
+                }),
+                None => invalid.push((r, "the event id is not 16 bytes".to_string())),
+            },
+            Err(e) => invalid.push((r, e.to_string())),
+        }
+    }
+    if !invalid.is_empty() && !quarantine_invalid(&sh, invalid).await {
+        return;
+    }
+
+    // One request per route (OTLP: per signal), in order of appearance.
+    let mut queue: VecDeque<Vec<Item>> = VecDeque::new();
+    let mut routes: Vec<u64> = Vec::new();
+    for it in items {
+        let r = sh.protocol.route(&it.env);
+        match routes.iter().position(|&x| x == r) {
+            Some(i) => queue[i].push(it),
+            None => {
+                routes.push(r);
+                queue.push_back(vec![it]);
+            }
+        }
+    }
+
+    let mut rng = rand::rngs::SmallRng::from_os_rng();
+    // Consecutive rounds that left something to retry: the backoff exponent.
+    let mut failures = 0u32;
+    while let Some(mut batch) = queue.pop_front() {
+        if sh.stop.is_cancelled() {
+            return;
+        }
+        let endpoint = sh.requests.fetch_add(1, Ordering::Relaxed);
+        let req = sh.protocol.encode(&batch, endpoint);
+        let url = req.url.clone();
+        for it in &mut batch {
+            it.attempts += 1;
+        }
+        sh.m.in_flight.inc();
+        let started = Instant::now();
+        let (answer, wire) = sh.client.send(req).await;
+        sh.m.latency.observe(started.elapsed().as_secs_f64());
+        sh.m.in_flight.dec();
+
+        let body_verdict;
+        let error_text;
+        let mut transport_message = None;
+        let outcome = match &answer {
+            Answer::Transport { kind, message } => {
+                sh.status("error");
+                transport_message = Some(message.as_str());
+                Outcome::Transport { kind: *kind }
+            }
+            Answer::Response {
+                status,
+                retry_after,
+                content_type,
+                body,
+                truncated,
+            } => {
+                sh.status(match status {
+                    200..=299 => "2xx",
+                    300..=399 => "3xx",
+                    400..=499 => "4xx",
+                    _ => "5xx",
+                });
+                if (200..300).contains(status) {
+                    body_verdict = if *truncated {
+                        BodyVerdict::Unreadable(format!(
+                            "the answer is longer than {MAX_RESPONSE_BYTES} bytes"
+                        ))
+                    } else {
+                        sh.protocol
+                            .parse(content_type.as_deref(), body, batch.len())
+                    };
+                    Outcome::Success {
+                        status: *status,
+                        body: &body_verdict,
+                    }
+                } else {
+                    error_text = sh.protocol.error_text(content_type.as_deref(), body);
+                    Outcome::Status {
+                        status: *status,
+                        retry_after: *retry_after,
+                        error: &error_text,
+                    }
+                }
+            }
+        };
+        let retries: Vec<u32> = batch.iter().map(|i| i.retries).collect();
+        let decision = sh.policy.classify(&outcome, &retries);
+        if let Outcome::Success { body, .. } = &outcome {
+            match body {
+                BodyVerdict::AcceptedWithWarning(message) => {
+                    sh.m.warnings.inc();
+                    warn!(sink = %sh.name, %url, events = batch.len(), %message,
+                        "the receiver accepted every event but sent a warning");
+                }
+                BodyVerdict::PartiallyRejected { rejected, message } => {
+                    sh.m.partial.inc_by(*rejected);
+                    warn!(sink = %sh.name, %url, rejected, events = batch.len(), %message,
+                        "the receiver rejected some events without saying which: quarantining the whole request");
+                }
+                _ => {}
+            }
+        }
+        match decision {
+            Decision::Split => {
+                let second = batch.split_off(batch.len() / 2);
+                sh.count(
+                    Which::Retries,
+                    "too_large_split",
+                    (batch.len() + second.len()) as u64,
+                );
+                warn!(sink = %sh.name, %url, events = batch.len() + second.len(),
+                    "the receiver refused the request as too large (413): sending it in two halves");
+                queue.push_front(second);
+                queue.push_front(batch);
+            }
+            Decision::Hold {
+                reason,
+                status,
+                message,
+            } => {
+                if reason == "auth" {
+                    sh.m.auth_failures.inc();
+                }
+                sh.count(Which::Retries, reason, batch.len() as u64);
+                let wait = sh.policy.hold(&mut rng);
+                let what = if reason == "auth" {
+                    "the receiver refused the credentials: fix the sink's auth settings (the events are kept and sent once it accepts them)"
+                } else {
+                    "the receiver says the endpoint is wrong: fix the sink's endpoint (the events are kept and sent once it answers)"
+                };
+                error!(sink = %sh.name, %url, status, response = %message, events = batch.len(),
+                    retry_in = ?wait, "{what}");
+                queue.push_front(batch);
+                if !pause(&sh.stop, wait).await {
+                    return;
+                }
+            }
+            Decision::PerEvent {
+                verdicts,
+                retry_after,
+            } => {
+                let mut finished = Vec::new();
+                let mut again = Vec::new();
+                let mut rejected = Vec::new();
+                let (mut sent, mut dups) = (0u64, 0u64);
+                let mut retry_reason = "";
+                for (mut item, v) in batch.into_iter().zip(verdicts) {
+                    match v {
+                        Verdict::Delivered => {
+                            sent += 1;
+                            finished.push(item.pos);
+                        }
+                        Verdict::Duplicate => {
+                            dups += 1;
+                            finished.push(item.pos);
+                        }
+                        Verdict::Retry { reason, counted } => {
+                            sh.count(Which::Retries, reason, 1);
+                            retry_reason = reason;
+                            if counted {
+                                item.retries += 1;
+                            }
+                            again.push(item);
+                        }
+                        Verdict::Reject(r) => rejected.push((item, r)),
+                    }
+                }
+                if matches!(outcome, Outcome::Success { .. }) {
+                    sh.m.bytes.inc_by(wire as u64);
+                }
+                sh.m.sent.inc_by(sent);
+                sh.m.duplicates.inc_by(dups);
+                sh.finished(finished);
+                if !rejected.is_empty() {
+                    for (_, r) in &rejected {
+                        sh.count(Which::Rejected, r.kind, 1);
+                    }
+                    if !quarantine(&sh, rejected).await {
+                        return;
+                    }
+                }
+                if !again.is_empty() {
+                    failures += 1;
+                    let wait = sh.policy.backoff(failures, retry_after, &mut rng);
+                    match transport_message {
+                        Some(m) => warn!(sink = %sh.name, %url, events = again.len(), error = %m,
+                            retry_in = ?wait, "request failed; sending again"),
+                        None => {
+                            warn!(sink = %sh.name, %url, events = again.len(), reason = retry_reason,
+                            retry_in = ?wait, "the receiver asked for a retry")
+                        }
+                    }
+                    queue.push_front(again);
+                    if !pause(&sh.stop, wait).await {
+                        return;
+                    }
+                } else {
+                    failures = 0;
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps for `d`; false if the sink stops first.
+async fn pause(stop: &CancellationToken, d: std::time::Duration) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => true,
+        _ = stop.cancelled() => false,
+    }
+}
+
+fn record<P>(
+    sh: &Shared<P>,
+    env: Option<&Envelope>,
+    id: String,
+    pos: Pos,
+    data: &Bytes,
+    attempts: u32,
+    r: &Rejection,
+) -> Record {
+    let (time_ms, time) = quarantine::now();
+    let mut rec = Record {
+        v: quarantine::FORMAT_VERSION,
+        sink: sh.name.clone(),
+        id,
+        seq: pos.seq(),
+        source: String::new(),
+        signal: "unknown".into(),
+        file: None,
+        kind: r.kind.to_string(),
+        reason: r.reason.clone(),
+        status: r.status,
+        error: r.error.clone(),
+        attempts,
+        holdfast_version: env!("CARGO_PKG_VERSION").to_string(),
+        config_hash: sh.config_hash.clone(),
+        time,
+        time_ms,
+        event: data.to_vec(),
+    };
+    if let Some(env) = env {
+        rec.describe_event(env);
+    }
+    rec
+}
+
+async fn quarantine_invalid<P: Protocol>(sh: &Arc<Shared<P>>, invalid: Vec<(Raw, String)>) -> bool {
+    let mut records = Vec::new();
+    let mut positions = Vec::new();
+    for (raw, why) in invalid {
+        let r = Rejection {
+            kind: "invalid_event",
+            reason: format!("not a valid event: {why}"),
+            status: None,
+            error: String::new(),
+        };
+        sh.count(Which::Rejected, r.kind, 1);
+        error!(sink = %sh.name, seq = ?raw.pos.seq(), error = %why, "an event in the log is not a valid envelope; quarantining it");
+        records.push(record(
+            sh,
+            None,
+            String::new(),
+            raw.pos,
+            &raw.data,
+            raw.attempts,
+            &r,
+        ));
+        positions.push(raw.pos);
+    }
+    store(sh, records, positions).await
+}
+
+async fn quarantine<P: Protocol>(sh: &Arc<Shared<P>>, rejected: Vec<(Item, Rejection)>) -> bool {
+    let mut records = Vec::with_capacity(rejected.len());
+    let mut positions = Vec::with_capacity(rejected.len());
+    for (it, r) in &rejected {
+        records.push(record(
+            sh,
+            Some(&it.env),
+            it.id.to_hex(),
+            it.pos,
+            &it.data,
+            it.attempts,
+            r,
+        ));
+        positions.push(it.pos);
+    }
+    let first = &rejected[0].1;
+    warn!(sink = %sh.name, events = rejected.len(), kind = first.kind, reason = %first.reason,
+        status = ?first.status, error = %first.error, "quarantining events the receiver rejected for good");
+    store(sh, records, positions).await
+}
+
+/// Rejected events waiting for room in a full quarantine (`when_full =
+/// "block"`). They are not finished, so the cursor stays below them; the
+/// runtime tries again every [`FULL_RETRY`] (or `backoff_max`, if shorter)
+/// while the delivery tasks go on with later events, up to the window.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    records: Vec<Record>,
+    positions: Vec<Pos>,
+}
+
+/// What became of one attempt to write to the quarantine.
+enum Stored {
+    Written,
+    Dropped,
+    Full(String),
+    Failed(String),
+}
+
+async fn write<P: Protocol>(sh: &Arc<Shared<P>>, records: &[Record], positions: &[Pos]) -> Stored {
+    let n = records.len() as u64;
+    let q = sh.quarantine.clone();
+    let batch = records.to_vec();
+    match tokio::task::spawn_blocking(move || q.write(&batch)).await {
+        Ok(Ok(_)) => {
+            let mut by_kind: Vec<(&str, u64)> = Vec::new();
+            for r in records {
+                match by_kind.iter_mut().find(|(k, _)| *k == r.kind) {
+                    Some(e) => e.1 += 1,
+                    None => by_kind.push((&r.kind, 1)),
+                }
+            }
+            for (k, c) in by_kind {
+                sh.count(Which::Quarantined, k, c);
+            }
+            sh.m.quarantine_bytes.set(sh.quarantine.used_bytes() as i64);
+            sh.finished(positions.to_vec());
+            Stored::Written
+        }
+        Ok(Err(WriteError::Full { .. })) if sh.quarantine.when_full == QuarantineFull::Drop => {
+            sh.metrics
+                .drop_events(&format!("sink:{}", sh.name), "quarantine_full", n);
+            warn!(sink = %sh.name, events = n, dir = %sh.quarantine.dir().display(),
+                "the quarantine is full: dropping rejected events (when_full = \"drop\")");
+            sh.finished(positions.to_vec());
+            Stored::Dropped
+        }
+        Ok(Err(e @ WriteError::Full { .. })) => Stored::Full(e.to_string()),
+        Ok(Err(e)) => Stored::Failed(e.to_string()),
+        Err(e) => Stored::Failed(format!("the quarantine writer failed: {e}")),
+    }
+}
+
+/// Writes the records durably, then reports their events finished. When the
+/// quarantine is full: drops them (counted) under `when_full = "drop"`, or
+/// parks them unfinished for the runtime to retry. When writing fails
+/// (I/O), keeps trying. False if the sink stopped meanwhile.
+async fn store<P: Protocol>(
+    sh: &Arc<Shared<P>>,
+    records: Vec<Record>,
+    positions: Vec<Pos>,
+) -> bool {
+    loop {
+        match write(sh, &records, &positions).await {
+            Stored::Written | Stored::Dropped => return true,
+            Stored::Full(error) => {
+                sh.m.quarantine_full.set(1);
+                error!(sink = %sh.name, events = records.len(), %error,
+                    "cannot quarantine rejected events: the sink's cursor stops at them until there is room (holdfast quarantine purge, or raise quarantine.max_bytes)");
+                sh.parked
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(Parked { records, positions });
+                return true;
+            }
+            Stored::Failed(error) => {
+                error!(sink = %sh.name, events = records.len(), %error,
+                    "cannot write to the quarantine; trying again (the events stay unfinished)");
+                if !pause(&sh.stop, FULL_RETRY.min(sh.policy.backoff_max)).await {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// Tries the parked events again (the runtime calls this periodically).
+pub(crate) async fn retry_parked<P: Protocol>(sh: &Arc<Shared<P>>) {
+    let parked = std::mem::take(&mut *sh.parked.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut left = Vec::new();
+    for p in parked {
+        match write(sh, &p.records, &p.positions).await {
+            Stored::Written | Stored::Dropped => {}
+            Stored::Full(_) | Stored::Failed(_) => left.push(p),
+        }
+    }
+    let mut parked = sh.parked.lock().unwrap_or_else(|p| p.into_inner());
+    parked.extend(left);
+    if parked.is_empty() {
+        sh.m.quarantine_full.set(0);
+    }
+}
+
+impl<P> Shared<P> {
+    pub fn has_parked(&self) -> bool {
+        !self
+            .parked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+}

@@ -1,0 +1,592 @@
+//! One event as a flat JSON document, for document stores
+//! (Elasticsearch/OpenSearch `_bulk`, OpenObserve `_json`).
+//!
+//! The layout (documented for operators in `docs/sinks.md`):
+//!
+//! * always: `@timestamp` (the event's own time, RFC 3339 UTC with
+//!   milliseconds), `observed_timestamp`, `event_id`, `source`, `signal`;
+//!   `resource` (attributes as an object), `scope` (`name`, `version`,
+//!   `attributes`) when present; `log.file.path`/`log.file.offset` for file
+//!   events;
+//! * logs: `message` for a string body, `body` for any other, `severity_text`,
+//!   `severity_number`, `attributes`, `trace_id`, `span_id`, `event_name`;
+//! * spans: `trace_id`, `span_id`, `parent_span_id`, `name`, `kind`,
+//!   `start_timestamp`, `end_timestamp`, `duration_ms`, `status`,
+//!   `attributes`, `events`, `links`;
+//! * metrics: `metric` (`name`, `unit`, `description`, `type`),
+//!   `attributes` (the point's), `start_timestamp`, and the point's values
+//!   (`value`; or `count`, `sum`, `min`, `max`, `bucket_counts`,
+//!   `explicit_bounds`; or `quantiles`).
+//!
+//! Attribute values become plain JSON: strings, numbers, booleans, arrays,
+//! objects for key-value lists, base64 for bytes. Written by hand straight
+//! into the request body: this is the hot path of the document sinks.
+
+use std::io::Write;
+
+use base64::Engine;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::logs::v1::LogRecord;
+use opentelemetry_proto::tonic::metrics::v1::{
+    exponential_histogram_data_point, metric, number_data_point, Metric,
+};
+use opentelemetry_proto::tonic::trace::v1::{span, status, Span};
+
+use super::keys::push_hex_bytes;
+use super::template::{event_time, Civil};
+use crate::event::{Envelope, EventId, Record};
+
+/// Appends the document of `env` (one JSON object, no newline) to `out`.
+pub(crate) fn write(out: &mut Vec<u8>, env: &Envelope, id: &EventId) {
+    let mut w = Obj::open(out);
+    w.key("@timestamp");
+    timestamp(w.out, event_time(env));
+    w.key("observed_timestamp");
+    timestamp(w.out, env.observed_time_unix_nano);
+    w.hex("event_id", &id.0);
+    w.str("source", &env.source);
+    w.str("signal", env.signal().map_or("unknown", |s| s.as_str()));
+    if let Some(r) = &env.resource {
+        if !r.attributes.is_empty() {
+            w.key("resource");
+            attributes(w.out, &r.attributes);
+        }
+    }
+    if let Some(s) = &env.scope {
+        scope(&mut w, s);
+    }
+    if let Some(o) = &env.origin {
+        w.str("log.file.path", &o.path);
+        w.num("log.file.offset", o.offset as i64);
+    }
+    match &env.record {
+        Some(Record::Log(l)) => log(&mut w, l),
+        Some(Record::Span(s)) => span_fields(&mut w, s),
+        Some(Record::Metric(m)) => metric_fields(&mut w, m),
+        None => {}
+    }
+    w.close();
+}
+
+fn scope(w: &mut Obj<'_>, s: &InstrumentationScope) {
+    if s.name.is_empty() && s.version.is_empty() && s.attributes.is_empty() {
+        return;
+    }
+    w.key("scope");
+    let mut o = Obj::open(w.out);
+    if !s.name.is_empty() {
+        o.str("name", &s.name);
+    }
+    if !s.version.is_empty() {
+        o.str("version", &s.version);
+    }
+    if !s.attributes.is_empty() {
+        o.key("attributes");
+        attributes(o.out, &s.attributes);
+    }
+    o.close();
+}
+
+fn log(w: &mut Obj<'_>, l: &LogRecord) {
+    if !l.severity_text.is_empty() {
+        w.str("severity_text", &l.severity_text);
+    }
+    if l.severity_number != 0 {
+        w.num("severity_number", l.severity_number as i64);
+    }
+    if let Some(body) = &l.body {
+        match &body.value {
+            Some(any_value::Value::StringValue(s)) => w.str("message", s),
+            Some(_) => {
+                w.key("body");
+                any(w.out, body);
+            }
+            None => {}
+        }
+    }
+    if !l.attributes.is_empty() {
+        w.key("attributes");
+        attributes(w.out, &l.attributes);
+    }
+    if !l.trace_id.is_empty() {
+        w.hex("trace_id", &l.trace_id);
+    }
+    if !l.span_id.is_empty() {
+        w.hex("span_id", &l.span_id);
+    }
+    if !l.event_name.is_empty() {
+        w.str("event_name", &l.event_name);
+    }
+}
+
+fn span_fields(w: &mut Obj<'_>, s: &Span) {
+    w.hex("trace_id", &s.trace_id);
+    w.hex("span_id", &s.span_id);
+    if !s.parent_span_id.is_empty() {
+        w.hex("parent_span_id", &s.parent_span_id);
+    }
+    w.str("name", &s.name);
+    let kind = span::SpanKind::try_from(s.kind)
+        .map(|k| k.as_str_name().trim_start_matches("SPAN_KIND_"))
+        .unwrap_or("UNSPECIFIED");
+    w.str("kind", kind);
+    w.key("start_timestamp");
+    timestamp(w.out, s.start_time_unix_nano);
+    w.key("end_timestamp");
+    timestamp(w.out, s.end_time_unix_nano);
+    w.key("duration_ms");
+    let ms = s.end_time_unix_nano.saturating_sub(s.start_time_unix_nano) as f64 / 1e6;
+    float(w.out, ms);
+    if !s.trace_state.is_empty() {
+        w.str("trace_state", &s.trace_state);
+    }
+    if let Some(st) = &s.status {
+        w.key("status");
+        let mut o = Obj::open(w.out);
+        let code = status::StatusCode::try_from(st.code)
+            .map(|c| c.as_str_name().trim_start_matches("STATUS_CODE_"))
+            .unwrap_or("UNSET");
+        o.str("code", code);
+        if !st.message.is_empty() {
+            o.str("message", &st.message);
+        }
+        o.close();
+    }
+    if !s.attributes.is_empty() {
+        w.key("attributes");
+        attributes(w.out, &s.attributes);
+    }
+    if !s.events.is_empty() {
+        w.key("events");
+        w.out.push(b'[');
+        for (i, e) in s.events.iter().enumerate() {
+            if i > 0 {
+                w.out.push(b',');
+            }
+            let mut o = Obj::open(w.out);
+            o.key("timestamp");
+            timestamp(o.out, e.time_unix_nano);
+            o.str("name", &e.name);
+            if !e.attributes.is_empty() {
+                o.key("attributes");
+                attributes(o.out, &e.attributes);
+            }
+            o.close();
+        }
+        w.out.push(b']');
+    }
+    if !s.links.is_empty() {
+        w.key("links");
+        w.out.push(b'[');
+        for (i, l) in s.links.iter().enumerate() {
+            if i > 0 {
+                w.out.push(b',');
+            }
+            let mut o = Obj::open(w.out);
+            o.hex("trace_id", &l.trace_id);
+            o.hex("span_id", &l.span_id);
+            if !l.attributes.is_empty() {
+                o.key("attributes");
+                attributes(o.out, &l.attributes);
+            }
+            o.close();
+        }
+        w.out.push(b']');
+    }
+}
+
+fn metric_fields(w: &mut Obj<'_>, m: &Metric) {
+    let kind = match &m.data {
+        Some(metric::Data::Gauge(_)) => "gauge",
+        Some(metric::Data::Sum(_)) => "sum",
+        Some(metric::Data::Histogram(_)) => "histogram",
+        Some(metric::Data::ExponentialHistogram(_)) => "exponential_histogram",
+        Some(metric::Data::Summary(_)) => "summary",
+        None => "unknown",
+    };
+    w.key("metric");
+    let mut o = Obj::open(w.out);
+    o.str("name", &m.name);
+    if !m.unit.is_empty() {
+        o.str("unit", &m.unit);
+    }
+    if !m.description.is_empty() {
+        o.str("description", &m.description);
+    }
+    o.str("type", kind);
+    o.close();
+    if let Some(p) = super::keys::point(m) {
+        if !p.attributes.is_empty() {
+            w.key("attributes");
+            attributes(w.out, p.attributes);
+        }
+        if p.start_time_unix_nano != 0 {
+            w.key("start_timestamp");
+            timestamp(w.out, p.start_time_unix_nano);
+        }
+    }
+    let number = |w: &mut Obj<'_>, v: &Option<number_data_point::Value>| match v {
+        Some(number_data_point::Value::AsDouble(d)) => {
+            w.key("value");
+            float(w.out, *d);
+        }
+        Some(number_data_point::Value::AsInt(i)) => w.num("value", *i),
+        None => {}
+    };
+    match &m.data {
+        Some(metric::Data::Gauge(g)) => {
+            if let Some(p) = g.data_points.first() {
+                number(w, &p.value);
+            }
+        }
+        Some(metric::Data::Sum(s)) => {
+            if let Some(p) = s.data_points.first() {
+                number(w, &p.value);
+            }
+            w.key("monotonic");
+            w.out
+                .extend_from_slice(if s.is_monotonic { b"true" } else { b"false" });
+            w.str("temporality", temporality(s.aggregation_temporality));
+        }
+        Some(metric::Data::Histogram(h)) => {
+            if let Some(p) = h.data_points.first() {
+                w.num("count", p.count as i64);
+                opt_float(w, "sum", p.sum);
+                opt_float(w, "min", p.min);
+                opt_float(w, "max", p.max);
+                w.key("bucket_counts");
+                list(w.out, p.bucket_counts.iter().map(|c| *c as f64));
+                w.key("explicit_bounds");
+                list(w.out, p.explicit_bounds.iter().copied());
+            }
+            w.str("temporality", temporality(h.aggregation_temporality));
+        }
+        Some(metric::Data::ExponentialHistogram(h)) => {
+            if let Some(p) = h.data_points.first() {
+                w.num("count", p.count as i64);
+                opt_float(w, "sum", p.sum);
+                opt_float(w, "min", p.min);
+                opt_float(w, "max", p.max);
+                w.num("scale", p.scale as i64);
+                w.num("zero_count", p.zero_count as i64);
+                let buckets =
+                    |w: &mut Obj<'_>,
+                     k: &str,
+                     b: &Option<exponential_histogram_data_point::Buckets>| {
+                        if let Some(b) = b {
+                            w.key(k);
+                            let mut o = Obj::open(w.out);
+                            o.num("offset", b.offset as i64);
+                            o.key("bucket_counts");
+                            list(o.out, b.bucket_counts.iter().map(|c| *c as f64));
+                            o.close();
+                        }
+                    };
+                buckets(w, "positive", &p.positive);
+                buckets(w, "negative", &p.negative);
+            }
+            w.str("temporality", temporality(h.aggregation_temporality));
+        }
+        Some(metric::Data::Summary(s)) => {
+            if let Some(p) = s.data_points.first() {
+                w.num("count", p.count as i64);
+                w.key("sum");
+                float(w.out, p.sum);
+                w.key("quantiles");
+                w.out.push(b'[');
+                for (i, q) in p.quantile_values.iter().enumerate() {
+                    if i > 0 {
+                        w.out.push(b',');
+                    }
+                    let mut o = Obj::open(w.out);
+                    o.key("quantile");
+                    float(o.out, q.quantile);
+                    o.key("value");
+                    float(o.out, q.value);
+                    o.close();
+                }
+                w.out.push(b']');
+            }
+        }
+        None => {}
+    }
+}
+
+fn temporality(t: i32) -> &'static str {
+    match t {
+        1 => "delta",
+        2 => "cumulative",
+        _ => "unspecified",
+    }
+}
+
+fn opt_float(w: &mut Obj<'_>, k: &str, v: Option<f64>) {
+    if let Some(v) = v {
+        w.key(k);
+        float(w.out, v);
+    }
+}
+
+/// A JSON object being written: tracks whether a comma is due.
+struct Obj<'a> {
+    out: &'a mut Vec<u8>,
+    first: bool,
+}
+
+impl<'a> Obj<'a> {
+    fn open(out: &'a mut Vec<u8>) -> Obj<'a> {
+        out.push(b'{');
+        Obj { out, first: true }
+    }
+
+    fn key(&mut self, k: &str) {
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        string(self.out, k);
+        self.out.push(b':');
+    }
+
+    fn str(&mut self, k: &str, v: &str) {
+        self.key(k);
+        string(self.out, v);
+    }
+
+    fn num(&mut self, k: &str, v: i64) {
+        self.key(k);
+        let _ = write!(self.out, "{v}");
+    }
+
+    fn hex(&mut self, k: &str, v: &[u8]) {
+        self.key(k);
+        self.out.push(b'"');
+        push_hex_bytes(self.out, v);
+        self.out.push(b'"');
+    }
+
+    fn close(self) {
+        self.out.push(b'}');
+    }
+}
+
+/// Attributes as one object. A repeated key keeps its last value.
+fn attributes(out: &mut Vec<u8>, kvs: &[KeyValue]) {
+    let mut o = Obj::open(out);
+    for kv in kvs {
+        o.key(&kv.key);
+        match &kv.value {
+            Some(v) => any(o.out, v),
+            None => o.out.extend_from_slice(b"null"),
+        }
+    }
+    o.close();
+}
+
+fn any(out: &mut Vec<u8>, v: &AnyValue) {
+    match &v.value {
+        Some(any_value::Value::StringValue(s)) => string(out, s),
+        Some(any_value::Value::BoolValue(b)) => {
+            out.extend_from_slice(if *b { b"true" } else { b"false" })
+        }
+        Some(any_value::Value::IntValue(i)) => {
+            let _ = write!(out, "{i}");
+        }
+        Some(any_value::Value::DoubleValue(d)) => float(out, *d),
+        Some(any_value::Value::ArrayValue(a)) => {
+            out.push(b'[');
+            for (i, v) in a.values.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                any(out, v);
+            }
+            out.push(b']');
+        }
+        Some(any_value::Value::KvlistValue(kv)) => attributes(out, &kv.values),
+        Some(any_value::Value::BytesValue(b)) => {
+            string(out, &base64::engine::general_purpose::STANDARD.encode(b))
+        }
+        Some(any_value::Value::StringValueStrindex(i)) => {
+            let _ = write!(out, "{i}");
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+fn list(out: &mut Vec<u8>, values: impl Iterator<Item = f64>) {
+    out.push(b'[');
+    for (i, v) in values.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        float(out, v);
+    }
+    out.push(b']');
+}
+
+/// A number; JSON has no NaN or infinities, so those become strings.
+fn float(out: &mut Vec<u8>, v: f64) {
+    if v.is_finite() {
+        if v.fract() == 0.0 && v.abs() < 1e15 {
+            let _ = write!(out, "{}", v as i64);
+        } else {
+            let _ = write!(out, "{v}");
+        }
+    } else {
+        string(out, &v.to_string());
+    }
+}
+
+/// A JSON string with the escapes JSON requires.
+pub(crate) fn string(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    // Most strings need no escape at all: one scan (a branch-free fold the
+    // compiler vectorizes), one copy.
+    let needs_escape = bytes
+        .iter()
+        .fold(false, |acc, &b| acc | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    if !needs_escape {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => {
+                out.extend_from_slice(&bytes[start..i]);
+                let _ = write!(out, "\\u{b:04x}");
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        out.extend_from_slice(esc);
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// RFC 3339 UTC with milliseconds, as a JSON string: what a `date` field of
+/// any document store accepts. Written digit by digit: two per document.
+pub(crate) fn timestamp(out: &mut Vec<u8>, unix_nanos: u64) {
+    let c = Civil::from_unix_nanos(unix_nanos);
+    let mut b = *b"\"0000-00-00T00:00:00.000Z\"";
+    let mut put = |at: usize, width: usize, mut v: u64| {
+        for i in (0..width).rev() {
+            b[at + i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(1, 4, c.year.clamp(0, 9999) as u64);
+    put(6, 2, c.month as u64);
+    put(9, 2, c.day as u64);
+    put(12, 2, c.hour as u64);
+    put(15, 2, c.minute as u64);
+    put(18, 2, c.second as u64);
+    put(21, 3, (c.nanos / 1_000_000) as u64);
+    out.extend_from_slice(&b);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::FileOrigin;
+    use opentelemetry_proto::tonic::common::v1::{ArrayValue as Array, KeyValueList};
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+
+    fn kv(k: &str, v: any_value::Value) -> KeyValue {
+        KeyValue {
+            key: k.into(),
+            value: Some(AnyValue { value: Some(v) }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_log_becomes_a_flat_document() {
+        use any_value::Value::*;
+        let id = EventId::for_file_line(1, 0, 0);
+        let env = Envelope {
+            id: id.0.to_vec(),
+            source: "syslog".into(),
+            observed_time_unix_nano: 1_709_251_199_500_000_000,
+            resource: Some(Resource {
+                attributes: vec![kv("host.name", StringValue("dev1".into()))],
+                ..Default::default()
+            }),
+            record: Some(Record::Log(LogRecord {
+                severity_text: "WARN".into(),
+                severity_number: 13,
+                body: Some(AnyValue {
+                    value: Some(StringValue("disk \"sda\" at 91%\n".into())),
+                }),
+                attributes: vec![
+                    kv("n", IntValue(-3)),
+                    kv("ok", BoolValue(true)),
+                    kv("ratio", DoubleValue(0.5)),
+                    kv(
+                        "list",
+                        ArrayValue(Array {
+                            values: vec![AnyValue {
+                                value: Some(StringValue("a".into())),
+                            }],
+                        }),
+                    ),
+                    kv(
+                        "map",
+                        KvlistValue(KeyValueList {
+                            values: vec![kv("x", DoubleValue(f64::NAN))],
+                        }),
+                    ),
+                    kv("raw", BytesValue(vec![0, 1, 2])),
+                ],
+                ..Default::default()
+            })),
+            origin: Some(FileOrigin {
+                path: "/var/log/syslog".into(),
+                offset: 42,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        write(&mut out, &env, &id);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["@timestamp"], "2024-02-29T23:59:59.500Z");
+        assert_eq!(v["event_id"], id.to_hex());
+        assert_eq!(v["source"], "syslog");
+        assert_eq!(v["signal"], "logs");
+        assert_eq!(v["message"], "disk \"sda\" at 91%\n");
+        assert_eq!(v["severity_number"], 13);
+        assert_eq!(v["resource"]["host.name"], "dev1");
+        assert_eq!(v["attributes"]["n"], -3);
+        assert_eq!(v["attributes"]["ok"], true);
+        assert_eq!(v["attributes"]["ratio"], 0.5);
+        assert_eq!(v["attributes"]["list"][0], "a");
+        assert_eq!(v["attributes"]["map"]["x"], "NaN");
+        assert_eq!(v["attributes"]["raw"], "AAEC");
+        assert_eq!(v["log.file.path"], "/var/log/syslog");
+        assert_eq!(v["log.file.offset"], 42);
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        let mut out = Vec::new();
+        string(&mut out, "a\u{1}b\u{7f}é");
+        assert_eq!(
+            serde_json::from_slice::<String>(&out).unwrap(),
+            "a\u{1}b\u{7f}é"
+        );
+    }
+}

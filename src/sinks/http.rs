@@ -1,0 +1,202 @@
+//! The HTTP client of a network sink: TLS with rustls (the system's CA
+//! certificates plus an optional `ca_file`), one `request_timeout` per
+//! request, no redirects (a redirect is reported as a wrong endpoint, not
+//! followed with the data), gzip done here, credentials read from their
+//! files once at start, and answers read up to a bound.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use bytes::Bytes;
+use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
+
+use super::options::{Auth, Compression, HttpSinkOptions};
+use super::protocol::Request;
+use super::retry::{parse_retry_after, TransportKind};
+
+/// Answers longer than this are not read further (and a 2xx one counts as
+/// unreadable): an Elasticsearch `_bulk` answer for 10,000 failed items
+/// with long errors stays well below it.
+pub const MAX_RESPONSE_BYTES: usize = 64 << 20;
+
+pub(crate) struct Client {
+    http: reqwest::Client,
+    auth: Option<HeaderValue>,
+    compression: Compression,
+}
+
+/// What came back for one request.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    Transport {
+        kind: TransportKind,
+        message: String,
+    },
+    Response {
+        status: u16,
+        retry_after: Option<Duration>,
+        content_type: Option<String>,
+        body: Bytes,
+        /// The body was longer than [`MAX_RESPONSE_BYTES`] and was cut.
+        truncated: bool,
+    },
+}
+
+impl Client {
+    /// Builds the client; fails (naming the file) when a credential or CA
+    /// file cannot be read.
+    pub fn new(opts: &HttpSinkOptions) -> anyhow::Result<Client> {
+        let mut b = reqwest::Client::builder()
+            .timeout(opts.request_timeout)
+            .connect_timeout(opts.request_timeout.min(Duration::from_secs(10)))
+            .pool_max_idle_per_host(opts.concurrency)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("holdfast/", env!("CARGO_PKG_VERSION")))
+            .tcp_nodelay(true);
+        if let Some(ca) = &opts.ca_file {
+            let pem = std::fs::read(ca)
+                .with_context(|| format!("reading the CA file {}", ca.display()))?;
+            for cert in reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("{} is not a PEM certificate bundle", ca.display()))?
+            {
+                b = b.add_root_certificate(cert);
+            }
+        }
+        let http = b.build().context("building the HTTP client")?;
+        let auth = match &opts.auth {
+            None => None,
+            Some(a) => Some(auth_header(a)?),
+        };
+        Ok(Client {
+            http,
+            auth,
+            compression: opts.compression,
+        })
+    }
+
+    /// Sends one request; returns the answer and the bytes put on the wire.
+    pub async fn send(&self, req: Request) -> (Answer, usize) {
+        let (body, encoding) = match self.compression {
+            Compression::None => (Bytes::from(req.body), None),
+            Compression::Gzip => (Bytes::from(gzip(&req.body)), Some("gzip")),
+        };
+        let wire = body.len();
+        let mut r = self
+            .http
+            .post(req.url)
+            .header(CONTENT_TYPE, req.content_type)
+            .body(body);
+        if let Some(e) = encoding {
+            r = r.header(CONTENT_ENCODING, e);
+        }
+        if let Some(a) = &self.auth {
+            r = r.header(AUTHORIZATION, a.clone());
+        }
+        let mut resp = match r.send().await {
+            Ok(resp) => resp,
+            Err(e) => return (transport(&e), wire),
+        };
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let content_type = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let mut buf = Vec::new();
+        let mut truncated = false;
+        loop {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => {
+                    if buf.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                        truncated = true;
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) => return (transport(&e), wire),
+            }
+        }
+        (
+            Answer::Response {
+                status,
+                retry_after,
+                content_type,
+                body: Bytes::from(buf),
+                truncated,
+            },
+            wire,
+        )
+    }
+}
+
+fn transport(e: &reqwest::Error) -> Answer {
+    let kind = if e.is_timeout() {
+        TransportKind::Timeout
+    } else if e.is_connect() {
+        TransportKind::Connect
+    } else {
+        TransportKind::Connection
+    };
+    // reqwest's own message is terse; the causes say what happened.
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    Answer::Transport { kind, message }
+}
+
+/// Level 1: most of gzip's gain on telemetry for a fraction of its cost.
+pub(crate) fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(
+        Vec::with_capacity(data.len() / 4 + 64),
+        flate2::Compression::fast(),
+    );
+    // Writing to a Vec cannot fail.
+    let _ = e.write_all(data);
+    e.finish().unwrap_or_default()
+}
+
+/// A secret file's content without surrounding blanks; empty is an error.
+pub(crate) fn read_secret(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the {what} file {}", path.display()))?;
+    let t = text.trim();
+    if t.is_empty() {
+        anyhow::bail!("the {what} file {} is empty", path.display());
+    }
+    Ok(t.to_string())
+}
+
+fn auth_header(a: &Auth) -> anyhow::Result<HeaderValue> {
+    use base64::Engine;
+    let value = match a {
+        Auth::Basic {
+            user,
+            password_file,
+        } => {
+            let password = read_secret(password_file, "password")?;
+            let raw = format!("{user}:{password}");
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(raw)
+            )
+        }
+        Auth::Bearer { token_file } => format!("Bearer {}", read_secret(token_file, "token")?),
+        Auth::ApiKey { key_file } => format!("ApiKey {}", read_secret(key_file, "API key")?),
+    };
+    let mut v = HeaderValue::from_str(&value)
+        .context("the credential holds characters not allowed in an HTTP header")?;
+    // Keeps the value out of debug output.
+    v.set_sensitive(true);
+    Ok(v)
+}

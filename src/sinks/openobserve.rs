@@ -1,0 +1,188 @@
+//! The `openobserve` sink: OpenObserve's JSON ingestion,
+//! `POST {endpoint}/api/{org}/{stream}/_json` with a JSON array of
+//! documents (`document.rs`, plus `_timestamp` in microseconds, the field
+//! OpenObserve keys its time on).
+//!
+//! The stream is chosen per event by a template; one request carries one
+//! stream. The answer counts per stream:
+//!
+//! ```json
+//! {"code":200,"status":[{"name":"logs","successful":9,"failed":1,"error":"…"}]}
+//! ```
+//!
+//! It does not say *which* events failed, so `failed > 0` is handled like an
+//! OTLP partial success: the whole request is quarantined with the reason
+//! "partially rejected: N of M; receiver did not say which" and the error.
+//! An answer accounting for fewer events than were sent proves nothing and
+//! is retried (counted toward `max_attempts`).
+
+use std::io::Write;
+
+use serde::Deserialize;
+
+use super::document;
+use super::options::HttpSinkOptions;
+use super::protocol::{short_text, BodyVerdict, Item, Protocol, Request};
+use super::template::{event_time, Template};
+use crate::event::Envelope;
+
+/// What an `openobserve` sink runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenObserveOptions {
+    pub common: HttpSinkOptions,
+    /// The server, like `http://openobserve:5080`.
+    pub endpoint: reqwest::Url,
+    /// The organization.
+    pub org: String,
+    /// The stream of each event.
+    pub stream: Template,
+}
+
+pub const DEFAULT_ORG: &str = "default";
+pub const DEFAULT_STREAM: &str = "{signal}";
+
+pub(crate) struct OpenObserve {
+    base: reqwest::Url,
+    org: String,
+    stream: Template,
+}
+
+impl OpenObserve {
+    pub fn new(opts: &OpenObserveOptions) -> OpenObserve {
+        OpenObserve {
+            base: opts.endpoint.clone(),
+            org: opts.org.clone(),
+            stream: opts.stream.clone(),
+        }
+    }
+
+    fn stream_of(&self, env: &Envelope) -> String {
+        let mut s = String::new();
+        self.stream.render(env, &mut s);
+        s
+    }
+}
+
+impl Protocol for OpenObserve {
+    fn route(&self, env: &Envelope) -> u64 {
+        if self.stream.by_signal_only() {
+            return env.signal().map_or(0, |s| s as u64);
+        }
+        xxhash_rust::xxh3::xxh3_64(self.stream_of(env).as_bytes())
+    }
+
+    fn encode(&self, items: &[Item], _request: usize) -> Request {
+        let stream = self.stream_of(&items[0].env);
+        let mut body = Vec::with_capacity(items.iter().map(|i| i.data.len() * 3 + 64).sum());
+        let mut doc = Vec::with_capacity(1024);
+        body.push(b'[');
+        for (i, it) in items.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            doc.clear();
+            document::write(&mut doc, &it.env, &it.id);
+            body.extend_from_slice(b"{\"_timestamp\":");
+            let _ = write!(body, "{}", event_time(&it.env) / 1000);
+            body.push(b',');
+            body.extend_from_slice(&doc[1..]);
+        }
+        body.push(b']');
+        let url =
+            super::elasticsearch::join(&self.base, &format!("api/{}/{}/_json", self.org, stream));
+        Request {
+            url,
+            content_type: "application/json",
+            body,
+        }
+    }
+
+    fn parse(&self, _content_type: Option<&str>, body: &[u8], events: usize) -> BodyVerdict {
+        parse_status(body, events)
+    }
+}
+
+/// Reads an ingestion answer.
+pub(crate) fn parse_status(body: &[u8], events: usize) -> BodyVerdict {
+    #[derive(Deserialize)]
+    struct Answer {
+        status: Option<Vec<Stream>>,
+    }
+    #[derive(Deserialize)]
+    struct Stream {
+        #[serde(default)]
+        successful: u64,
+        #[serde(default)]
+        failed: u64,
+        #[serde(default)]
+        error: Option<String>,
+    }
+    let answer: Answer = match serde_json::from_slice(body) {
+        Ok(a) => a,
+        Err(e) => {
+            return BodyVerdict::Unreadable(format!(
+                "the ingestion answer is not the JSON expected ({e}): {}",
+                short_text(body)
+            ))
+        }
+    };
+    let Some(status) = answer.status else {
+        return BodyVerdict::Unreadable(format!(
+            "the ingestion answer has no \"status\" array: {}",
+            short_text(body)
+        ));
+    };
+    let successful: u64 = status.iter().map(|s| s.successful).sum();
+    let failed: u64 = status.iter().map(|s| s.failed).sum();
+    let errors: Vec<&str> = status
+        .iter()
+        .filter_map(|s| s.error.as_deref())
+        .filter(|e| !e.is_empty())
+        .collect();
+    if failed > 0 {
+        return BodyVerdict::PartiallyRejected {
+            rejected: failed,
+            message: errors.join("; "),
+        };
+    }
+    if successful < events as u64 {
+        return BodyVerdict::Unreadable(format!(
+            "the receiver accounted for {successful} of {events} events"
+        ));
+    }
+    BodyVerdict::Accepted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_arrays_decide() {
+        assert_eq!(
+            parse_status(
+                br#"{"code":200,"status":[{"name":"logs","successful":3,"failed":0}]}"#,
+                3
+            ),
+            BodyVerdict::Accepted
+        );
+        assert_eq!(
+            parse_status(
+                br#"{"code":200,"status":[{"name":"logs","successful":2,"failed":1,"error":"too old"}]}"#,
+                3
+            ),
+            BodyVerdict::PartiallyRejected {
+                rejected: 1,
+                message: "too old".into()
+            }
+        );
+        assert!(matches!(
+            parse_status(
+                br#"{"code":200,"status":[{"name":"logs","successful":2,"failed":0}]}"#,
+                3
+            ),
+            BodyVerdict::Unreadable(_)
+        ));
+        assert!(matches!(parse_status(b"ok", 3), BodyVerdict::Unreadable(_)));
+    }
+}

@@ -1,0 +1,123 @@
+//! What every network sink runs with (validated settings, built by
+//! `src/config/sinks.rs`; tests and benchmarks build them directly).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Options shared by `otlp_http`, `elasticsearch` and `openobserve`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSinkOptions {
+    /// Source names whose events this sink sends.
+    pub inputs: Vec<String>,
+    /// Most events in one request.
+    pub batch_max_events: usize,
+    /// About the most bytes of events (as stored in the log) in one request.
+    pub batch_max_bytes: usize,
+    /// A request is sent at the latest this long after its first event was
+    /// read.
+    pub batch_timeout: Duration,
+    /// Requests in flight at once (at least 1).
+    pub concurrency: usize,
+    /// Time allowed for one request, from connecting to the end of the
+    /// answer.
+    pub request_timeout: Duration,
+    /// Answers asking for a retry of an event (per-item 429/5xx, an
+    /// unreadable 200) before it is quarantined as "retries exhausted".
+    pub max_attempts: u32,
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    pub compression: Compression,
+    pub auth: Option<Auth>,
+    /// Extra CA certificates (PEM) to trust besides the system's.
+    pub ca_file: Option<PathBuf>,
+    pub quarantine: QuarantineOptions,
+    /// A hash of the config this runs with, stored with quarantined events.
+    pub config_hash: String,
+    /// How often the quarantine's replay inbox is checked.
+    pub replay_scan_interval: Duration,
+}
+
+/// Request body compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+}
+
+/// Credentials, always read from files (never written in the config).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// HTTP basic: a user and a file holding the password.
+    Basic {
+        user: String,
+        password_file: PathBuf,
+    },
+    /// `Authorization: Bearer <token>`.
+    Bearer { token_file: PathBuf },
+    /// Elasticsearch API key: `Authorization: ApiKey <file content>` (the
+    /// base64 `id:key` Elasticsearch hands out as `encoded`).
+    ApiKey { key_file: PathBuf },
+}
+
+/// Where rejected events go, and how much room they get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantineOptions {
+    /// `<data_dir>/quarantine/<sink>`.
+    pub dir: PathBuf,
+    pub max_bytes: u64,
+    pub when_full: QuarantineFull,
+}
+
+/// What a sink does with a rejected event when its quarantine is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuarantineFull {
+    /// Keep it: the sink's cursor stops at it (later events are still sent,
+    /// up to the sink's window) until the quarantine has room again; an
+    /// alarm metric and an error log say so.
+    Block,
+    /// Drop it and count it in `holdfast_dropped_events_total`.
+    Drop,
+}
+
+/// Defaults, shared with the config's documentation and checks.
+pub mod defaults {
+    use std::time::Duration;
+    pub const BATCH_MAX_EVENTS: u64 = 1000;
+    pub const BATCH_MAX_BYTES: u64 = 5 << 20;
+    pub const BATCH_TIMEOUT: Duration = Duration::from_secs(1);
+    pub const CONCURRENCY: u64 = 2;
+    pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+    pub const MAX_ATTEMPTS: u64 = 5;
+    pub const BACKOFF_INITIAL: Duration = Duration::from_millis(500);
+    pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+    pub const QUARANTINE_MAX_BYTES: u64 = 256 << 20;
+    pub const REPLAY_SCAN_INTERVAL: Duration = Duration::from_secs(5);
+}
+
+impl HttpSinkOptions {
+    /// Defaults for everything but the inputs and the quarantine directory.
+    pub fn new(inputs: Vec<String>, quarantine_dir: PathBuf) -> HttpSinkOptions {
+        use defaults as d;
+        HttpSinkOptions {
+            inputs,
+            batch_max_events: d::BATCH_MAX_EVENTS as usize,
+            batch_max_bytes: d::BATCH_MAX_BYTES as usize,
+            batch_timeout: d::BATCH_TIMEOUT,
+            concurrency: d::CONCURRENCY as usize,
+            request_timeout: d::REQUEST_TIMEOUT,
+            max_attempts: d::MAX_ATTEMPTS as u32,
+            backoff_initial: d::BACKOFF_INITIAL,
+            backoff_max: d::BACKOFF_MAX,
+            compression: Compression::Gzip,
+            auth: None,
+            ca_file: None,
+            quarantine: QuarantineOptions {
+                dir: quarantine_dir,
+                max_bytes: d::QUARANTINE_MAX_BYTES,
+                when_full: QuarantineFull::Block,
+            },
+            config_hash: String::new(),
+            replay_scan_interval: d::REPLAY_SCAN_INTERVAL,
+        }
+    }
+}

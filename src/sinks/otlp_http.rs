@@ -1,0 +1,545 @@
+//! The `otlp_http` sink: OTLP/HTTP export to a collector or backend,
+//! protobuf (default) or JSON, one endpoint per signal (`/v1/logs`,
+//! `/v1/traces`, `/v1/metrics` under `endpoint`, unless set one by one).
+//!
+//! Requests are rebuilt with the grouping OTLP expects: events sharing a
+//! resource (and its schema URL) go under one `Resource*`, and within it
+//! events sharing a scope under one `Scope*`. The protobuf body is written
+//! field by field from the envelopes' own records, without copying them into
+//! request structs.
+//!
+//! The answer: a 2xx with no `partial_success` (or `rejected_* = 0`) means
+//! every record was accepted; `rejected_* = 0` with an `error_message` is a
+//! warning, logged and counted. `rejected_* = N > 0` may not be retried
+//! (the OTLP specification says so) and does not say *which* records were
+//! rejected, so the whole request is quarantined with the reason "partially
+//! rejected: N of M; receiver did not say which" and the receiver's
+//! `error_message`. Failure statuses follow the shared policy (`retry.rs`);
+//! their body, a `google.rpc.Status`, gives the error text.
+
+use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
+use prost::Message;
+
+use super::options::HttpSinkOptions;
+use super::protocol::{short_text, truncate, BodyVerdict, Item, Protocol, Request, MAX_ERROR_TEXT};
+use crate::event::{Envelope, Record, Signal};
+
+/// What an `otlp_http` sink runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtlpHttpSinkOptions {
+    pub common: HttpSinkOptions,
+    /// Where each signal goes: `<endpoint>/v1/logs` unless set on its own.
+    pub logs_url: reqwest::Url,
+    pub traces_url: reqwest::Url,
+    pub metrics_url: reqwest::Url,
+    pub encoding: OtlpEncoding,
+}
+
+/// The OTLP/HTTP body encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpEncoding {
+    Protobuf,
+    Json,
+}
+
+pub(crate) struct OtlpHttp {
+    urls: [reqwest::Url; 3],
+    encoding: OtlpEncoding,
+}
+
+impl OtlpHttp {
+    pub fn new(opts: &OtlpHttpSinkOptions) -> OtlpHttp {
+        OtlpHttp {
+            urls: [
+                opts.logs_url.clone(),
+                opts.traces_url.clone(),
+                opts.metrics_url.clone(),
+            ],
+            encoding: opts.encoding,
+        }
+    }
+}
+
+fn signal_index(env: &Envelope) -> usize {
+    match env.signal() {
+        Some(Signal::Traces) => 1,
+        Some(Signal::Metrics) => 2,
+        _ => 0,
+    }
+}
+
+/// Events grouped by resource, then scope, in order of first appearance.
+struct Group<'a> {
+    resource: Option<&'a Resource>,
+    schema: &'a str,
+    scopes: Vec<ScopeGroup<'a>>,
+}
+
+struct ScopeGroup<'a> {
+    scope: Option<&'a InstrumentationScope>,
+    schema: &'a str,
+    records: Vec<&'a Record>,
+}
+
+fn group(items: &[Item]) -> Vec<Group<'_>> {
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    // Consecutive events nearly always share their resource and scope:
+    // try the last group first.
+    for it in items {
+        let env = &it.env;
+        let Some(record) = &env.record else { continue };
+        let same_resource = |g: &Group<'_>| {
+            g.resource == env.resource.as_ref() && g.schema == env.resource_schema_url
+        };
+        let gi = match groups.last().filter(|g| same_resource(g)) {
+            Some(_) => groups.len() - 1,
+            None => match groups.iter().position(same_resource) {
+                Some(i) => i,
+                None => {
+                    groups.push(Group {
+                        resource: env.resource.as_ref(),
+                        schema: &env.resource_schema_url,
+                        scopes: Vec::new(),
+                    });
+                    groups.len() - 1
+                }
+            },
+        };
+        let scopes = &mut groups[gi].scopes;
+        let same_scope =
+            |s: &ScopeGroup<'_>| s.scope == env.scope.as_ref() && s.schema == env.scope_schema_url;
+        let si = match scopes.last().filter(|s| same_scope(s)) {
+            Some(_) => scopes.len() - 1,
+            None => match scopes.iter().position(same_scope) {
+                Some(i) => i,
+                None => {
+                    scopes.push(ScopeGroup {
+                        scope: env.scope.as_ref(),
+                        schema: &env.scope_schema_url,
+                        records: Vec::new(),
+                    });
+                    scopes.len() - 1
+                }
+            },
+        };
+        scopes[si].records.push(record);
+    }
+    groups
+}
+
+fn record_len(r: &Record) -> usize {
+    match r {
+        Record::Log(l) => l.encoded_len(),
+        Record::Span(s) => s.encoded_len(),
+        Record::Metric(m) => m.encoded_len(),
+    }
+}
+
+fn encode_record(r: &Record, buf: &mut Vec<u8>) {
+    // Encoding into a Vec cannot run out of room.
+    let _ = match r {
+        Record::Log(l) => l.encode(buf),
+        Record::Span(s) => s.encode(buf),
+        Record::Metric(m) => m.encode(buf),
+    };
+}
+
+/// A length-delimited field's full size, given its content's.
+fn field_len(tag: u32, len: usize) -> usize {
+    key_len(tag) + encoded_len_varint(len as u64) + len
+}
+
+fn string_field_len(tag: u32, s: &str) -> usize {
+    if s.is_empty() {
+        0
+    } else {
+        field_len(tag, s.len())
+    }
+}
+
+fn put_header(tag: u32, len: usize, buf: &mut Vec<u8>) {
+    encode_key(tag, WireType::LengthDelimited, buf);
+    encode_varint(len as u64, buf);
+}
+
+fn put_string(tag: u32, s: &str, buf: &mut Vec<u8>) {
+    if !s.is_empty() {
+        put_header(tag, s.len(), buf);
+        buf.extend_from_slice(s.as_bytes());
+    }
+}
+
+fn put_message<M: Message>(tag: u32, m: &M, buf: &mut Vec<u8>) {
+    put_header(tag, m.encoded_len(), buf);
+    let _ = m.encode(buf);
+}
+
+/// `Export{Logs,Trace,Metrics}ServiceRequest` as protobuf. The three share
+/// their shape: request.1 = Resource*; Resource*.1 = resource, .2 = Scope*,
+/// .3 = schema_url; Scope*.1 = scope, .2 = records, .3 = schema_url.
+fn encode_protobuf(groups: &[Group<'_>]) -> Vec<u8> {
+    // Sizes first (each nested message is prefixed by its length), kept so
+    // that records are measured once.
+    let mut record_lens: Vec<usize> = Vec::new();
+    let mut scope_lens: Vec<usize> = Vec::new();
+    let mut group_lens: Vec<usize> = Vec::new();
+    for g in groups {
+        let mut glen = g.resource.map_or(0, |r| field_len(1, r.encoded_len()));
+        glen += string_field_len(3, g.schema);
+        for s in &g.scopes {
+            let mut slen = s.scope.map_or(0, |sc| field_len(1, sc.encoded_len()));
+            slen += string_field_len(3, s.schema);
+            for r in &s.records {
+                let rl = record_len(r);
+                record_lens.push(rl);
+                slen += field_len(2, rl);
+            }
+            scope_lens.push(slen);
+            glen += field_len(2, slen);
+        }
+        group_lens.push(glen);
+    }
+    let total: usize = group_lens.iter().map(|&l| field_len(1, l)).sum();
+    let mut buf = Vec::with_capacity(total);
+    let (mut ri, mut si) = (0, 0);
+    for (g, &glen) in groups.iter().zip(&group_lens) {
+        put_header(1, glen, &mut buf);
+        if let Some(r) = g.resource {
+            put_message(1, r, &mut buf);
+        }
+        for s in &g.scopes {
+            put_header(2, scope_lens[si], &mut buf);
+            si += 1;
+            if let Some(sc) = s.scope {
+                put_message(1, sc, &mut buf);
+            }
+            for r in &s.records {
+                put_header(2, record_lens[ri], &mut buf);
+                ri += 1;
+                encode_record(r, &mut buf);
+            }
+            put_string(3, s.schema, &mut buf);
+        }
+        put_string(3, g.schema, &mut buf);
+    }
+    debug_assert_eq!(buf.len(), total);
+    buf
+}
+
+/// The same request in the OTLP/JSON mapping.
+fn encode_json(groups: &[Group<'_>], signal: usize) -> Vec<u8> {
+    let (resources, scopes, records) = match signal {
+        1 => ("resourceSpans", "scopeSpans", "spans"),
+        2 => ("resourceMetrics", "scopeMetrics", "metrics"),
+        _ => ("resourceLogs", "scopeLogs", "logRecords"),
+    };
+    let mut out = Vec::new();
+    let w = |out: &mut Vec<u8>, s: &str| out.extend_from_slice(s.as_bytes());
+    w(&mut out, &format!("{{\"{resources}\":["));
+    for (gi, g) in groups.iter().enumerate() {
+        if gi > 0 {
+            out.push(b',');
+        }
+        out.push(b'{');
+        if let Some(r) = g.resource {
+            w(&mut out, "\"resource\":");
+            let _ = serde_json::to_writer(&mut out, r);
+            out.push(b',');
+        }
+        if !g.schema.is_empty() {
+            w(&mut out, "\"schemaUrl\":");
+            let _ = serde_json::to_writer(&mut out, g.schema);
+            out.push(b',');
+        }
+        w(&mut out, &format!("\"{scopes}\":["));
+        for (si, s) in g.scopes.iter().enumerate() {
+            if si > 0 {
+                out.push(b',');
+            }
+            out.push(b'{');
+            if let Some(sc) = s.scope {
+                w(&mut out, "\"scope\":");
+                let _ = serde_json::to_writer(&mut out, sc);
+                out.push(b',');
+            }
+            if !s.schema.is_empty() {
+                w(&mut out, "\"schemaUrl\":");
+                let _ = serde_json::to_writer(&mut out, s.schema);
+                out.push(b',');
+            }
+            w(&mut out, &format!("\"{records}\":["));
+            for (ri, r) in s.records.iter().enumerate() {
+                if ri > 0 {
+                    out.push(b',');
+                }
+                let _ = match r {
+                    Record::Log(l) => serde_json::to_writer(&mut out, l),
+                    Record::Span(sp) => serde_json::to_writer(&mut out, sp),
+                    Record::Metric(m) => serde_json::to_writer(&mut out, m),
+                };
+            }
+            w(&mut out, "]}");
+        }
+        w(&mut out, "]}");
+    }
+    w(&mut out, "]}");
+    out
+}
+
+impl Protocol for OtlpHttp {
+    fn route(&self, env: &Envelope) -> u64 {
+        signal_index(env) as u64
+    }
+
+    fn encode(&self, items: &[Item], _request: usize) -> Request {
+        let signal = signal_index(&items[0].env);
+        let groups = group(items);
+        let (content_type, body) = match self.encoding {
+            OtlpEncoding::Protobuf => ("application/x-protobuf", encode_protobuf(&groups)),
+            OtlpEncoding::Json => ("application/json", encode_json(&groups, signal)),
+        };
+        Request {
+            url: self.urls[signal].clone(),
+            content_type,
+            body,
+        }
+    }
+
+    fn parse(&self, content_type: Option<&str>, body: &[u8], _events: usize) -> BodyVerdict {
+        if body.is_empty() {
+            return BodyVerdict::Accepted;
+        }
+        let partial = if is_json(content_type) {
+            match json_partial_success(body) {
+                Ok(p) => p,
+                Err(e) => return BodyVerdict::Unreadable(e),
+            }
+        } else {
+            match ExportResponse::decode(body) {
+                Ok(r) => r
+                    .partial_success
+                    .map(|p| (p.rejected.max(0) as u64, p.error_message)),
+                Err(e) => {
+                    return BodyVerdict::Unreadable(format!(
+                        "the answer is not an OTLP export response ({e})"
+                    ))
+                }
+            }
+        };
+        match partial {
+            Some((rejected, message)) if rejected > 0 => BodyVerdict::PartiallyRejected {
+                rejected,
+                message: truncate(&message, MAX_ERROR_TEXT),
+            },
+            Some((_, message)) if !message.is_empty() => {
+                BodyVerdict::AcceptedWithWarning(truncate(&message, MAX_ERROR_TEXT))
+            }
+            _ => BodyVerdict::Accepted,
+        }
+    }
+
+    fn error_text(&self, content_type: Option<&str>, body: &[u8]) -> String {
+        if is_json(content_type) {
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
+                if let Some(m) = v.get("message").and_then(|m| m.as_str()) {
+                    return truncate(m, MAX_ERROR_TEXT);
+                }
+            }
+        } else if content_type.is_some_and(|c| c.contains("protobuf")) {
+            if let Ok(s) = RpcStatus::decode(body) {
+                if !s.message.is_empty() {
+                    return truncate(&s.message, MAX_ERROR_TEXT);
+                }
+            }
+        }
+        short_text(body)
+    }
+}
+
+fn is_json(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|c| c.contains("json"))
+}
+
+/// `Export*ServiceResponse`: the same shape for every signal.
+#[derive(Clone, PartialEq, Message)]
+struct ExportResponse {
+    #[prost(message, optional, tag = "1")]
+    partial_success: Option<PartialSuccess>,
+}
+
+/// `Export*PartialSuccess`: `rejected_log_records`, `rejected_spans` or
+/// `rejected_data_points` is field 1, `error_message` field 2.
+#[derive(Clone, PartialEq, Message)]
+struct PartialSuccess {
+    #[prost(int64, tag = "1")]
+    rejected: i64,
+    #[prost(string, tag = "2")]
+    error_message: String,
+}
+
+/// `google.rpc.Status`, the body of an OTLP failure.
+#[derive(Clone, PartialEq, Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+/// `partialSuccess` of a JSON answer: the rejected count (a number or, as
+/// the OTLP/JSON mapping writes int64s, a string) and the message.
+fn json_partial_success(body: &[u8]) -> Result<Option<(u64, String)>, String> {
+    let v: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| format!("the answer is not an OTLP/JSON export response ({e})"))?;
+    let Some(p) = v.get("partialSuccess").or_else(|| v.get("partial_success")) else {
+        return Ok(None);
+    };
+    let mut rejected = 0u64;
+    let mut message = String::new();
+    if let Some(o) = p.as_object() {
+        for (k, v) in o {
+            if k.starts_with("rejected") {
+                rejected = match v {
+                    serde_json::Value::Number(n) => n.as_u64().unwrap_or(0),
+                    serde_json::Value::String(s) => s.parse().unwrap_or(0),
+                    _ => 0,
+                };
+            } else if k == "errorMessage" || k == "error_message" {
+                message = v.as_str().unwrap_or("").to_string();
+            }
+        }
+    }
+    Ok(Some((rejected, message)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventId;
+    use bytes::Bytes;
+    use opentelemetry_proto::tonic::collector::logs::v1::{
+        ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
+    };
+    use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::logs::v1::LogRecord;
+
+    fn item(host: &str, scope: &str, body: &str) -> Item {
+        let env = Envelope {
+            id: EventId::random().0.to_vec(),
+            resource: Some(Resource {
+                attributes: vec![KeyValue {
+                    key: "host.name".into(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::StringValue(host.into())),
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            resource_schema_url: "https://opentelemetry.io/schemas/1.21.0".into(),
+            scope: Some(InstrumentationScope {
+                name: scope.into(),
+                ..Default::default()
+            }),
+            record: Some(Record::Log(LogRecord {
+                body: Some(AnyValue {
+                    value: Some(any_value::Value::StringValue(body.into())),
+                }),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        Item {
+            pos: super::super::protocol::Pos::Log(0),
+            data: Bytes::from(env.encode_to_vec()),
+            id: env.event_id().unwrap(),
+            env,
+            attempts: 0,
+            retries: 0,
+        }
+    }
+
+    fn sink(encoding: OtlpEncoding) -> OtlpHttp {
+        let u = |p: &str| reqwest::Url::parse(&format!("http://c:4318/v1/{p}")).unwrap();
+        OtlpHttp {
+            urls: [u("logs"), u("traces"), u("metrics")],
+            encoding,
+        }
+    }
+
+    #[test]
+    fn requests_regroup_by_resource_and_scope() {
+        let items = vec![
+            item("a", "s1", "1"),
+            item("b", "s1", "2"),
+            item("a", "s1", "3"),
+            item("a", "s2", "4"),
+        ];
+        let req = sink(OtlpEncoding::Protobuf).encode(&items, 0);
+        assert_eq!(req.url.path(), "/v1/logs");
+        let back = ExportLogsServiceRequest::decode(req.body.as_slice()).unwrap();
+        assert_eq!(back.resource_logs.len(), 2);
+        let a = &back.resource_logs[0];
+        assert_eq!(a.schema_url, "https://opentelemetry.io/schemas/1.21.0");
+        assert_eq!(a.scope_logs.len(), 2);
+        assert_eq!(a.scope_logs[0].log_records.len(), 2);
+        assert_eq!(a.scope_logs[1].scope.as_ref().unwrap().name, "s2");
+        assert_eq!(back.resource_logs[1].scope_logs[0].log_records.len(), 1);
+
+        let req = sink(OtlpEncoding::Json).encode(&items, 0);
+        let json: ExportLogsServiceRequest = serde_json::from_slice(&req.body).unwrap();
+        assert_eq!(json, back);
+    }
+
+    #[test]
+    fn partial_success_is_read_in_both_encodings() {
+        let s = sink(OtlpEncoding::Protobuf);
+        let pb = ExportLogsServiceResponse {
+            partial_success: Some(ExportLogsPartialSuccess {
+                rejected_log_records: 2,
+                error_message: "too old".into(),
+            }),
+        }
+        .encode_to_vec();
+        assert_eq!(
+            s.parse(Some("application/x-protobuf"), &pb, 5),
+            BodyVerdict::PartiallyRejected {
+                rejected: 2,
+                message: "too old".into()
+            }
+        );
+        assert_eq!(
+            s.parse(
+                Some("application/json"),
+                br#"{"partialSuccess":{"rejectedLogRecords":"0","errorMessage":"deprecated field"}}"#,
+                5
+            ),
+            BodyVerdict::AcceptedWithWarning("deprecated field".into())
+        );
+        assert_eq!(
+            s.parse(
+                Some("application/json"),
+                br#"{"partialSuccess":{"rejectedSpans":3}}"#,
+                5
+            ),
+            BodyVerdict::PartiallyRejected {
+                rejected: 3,
+                message: String::new()
+            }
+        );
+        assert_eq!(
+            s.parse(Some("application/x-protobuf"), b"", 5),
+            BodyVerdict::Accepted
+        );
+        assert_eq!(
+            s.parse(Some("application/json"), b"{}", 5),
+            BodyVerdict::Accepted
+        );
+        assert!(matches!(
+            s.parse(Some("application/json"), b"<html>", 5),
+            BodyVerdict::Unreadable(_)
+        ));
+    }
+}

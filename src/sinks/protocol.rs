@@ -1,0 +1,129 @@
+//! The seam between the shared sink runtime and one receiver's API: how a
+//! request is built from events, and what a 2xx response body says about
+//! each of them. Everything else (batching, retries, backoff, quarantine,
+//! commits, compression, authentication) is the runtime's and the same for
+//! every protocol.
+
+use bytes::Bytes;
+
+use crate::event::{Envelope, EventId};
+
+/// Where an event in a sink came from, so that finishing it moves the right
+/// thing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pos {
+    /// The log, at this sequence number.
+    Log(u64),
+    /// A replay file in the quarantine's inbox; `seq` is where the event
+    /// once was in the log, for the record.
+    Replay { file: u64, seq: Option<u64> },
+}
+
+impl Pos {
+    /// The log sequence number, original for replayed events.
+    pub fn seq(&self) -> Option<u64> {
+        match *self {
+            Pos::Log(s) => Some(s),
+            Pos::Replay { seq, .. } => seq,
+        }
+    }
+}
+
+/// One event on its way to a receiver.
+#[derive(Debug, Clone)]
+pub(crate) struct Item {
+    pub pos: Pos,
+    /// The event's bytes exactly as stored in the log (what the quarantine
+    /// keeps).
+    pub data: Bytes,
+    pub env: Envelope,
+    pub id: EventId,
+    /// Times this event was sent.
+    pub attempts: u32,
+    /// Answers that asked for a retry and count toward `max_attempts`.
+    pub retries: u32,
+}
+
+/// An HTTP request body ready to send (before compression).
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub url: reqwest::Url,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
+/// One event's answer in a per-item response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ItemAnswer {
+    pub status: u16,
+    pub error: Option<String>,
+}
+
+impl ItemAnswer {
+    #[cfg(test)]
+    pub fn new(status: u16, error: Option<&str>) -> ItemAnswer {
+        ItemAnswer {
+            status,
+            error: error.map(str::to_string),
+        }
+    }
+}
+
+/// What a 2xx response body says about the events of its request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum BodyVerdict {
+    /// Every event accepted.
+    Accepted,
+    /// Every event accepted, with a message worth a warning (OTLP
+    /// `partial_success` with nothing rejected).
+    AcceptedWithWarning(String),
+    /// One answer per event, in request order.
+    PerItem(Vec<ItemAnswer>),
+    /// `rejected` events were refused, without saying which.
+    PartiallyRejected { rejected: u64, message: String },
+    /// The body could not be understood: nothing is known to be delivered.
+    Unreadable(String),
+}
+
+/// A receiver's API. Implementations are pure: no I/O, no clock.
+pub(crate) trait Protocol: Send + Sync + 'static {
+    /// Events with different routes never share a request (OTLP: one
+    /// endpoint per signal; OpenObserve: one stream per request).
+    fn route(&self, _env: &Envelope) -> u64 {
+        0
+    }
+
+    /// The request for these events (never empty, all of one route).
+    /// `request` counts requests, for protocols that spread them over
+    /// several endpoints.
+    fn encode(&self, items: &[Item], request: usize) -> Request;
+
+    /// What a 2xx body says about the `events` events of its request.
+    fn parse(&self, content_type: Option<&str>, body: &[u8], events: usize) -> BodyVerdict;
+
+    /// The receiver's explanation in a non-2xx body, shortened for logs and
+    /// the quarantine.
+    fn error_text(&self, _content_type: Option<&str>, body: &[u8]) -> String {
+        short_text(body)
+    }
+}
+
+/// At most this much of a receiver's error text is kept.
+pub(crate) const MAX_ERROR_TEXT: usize = 2048;
+
+/// A body as text, cut to [`MAX_ERROR_TEXT`] bytes at a character boundary.
+pub(crate) fn short_text(body: &[u8]) -> String {
+    let s = String::from_utf8_lossy(&body[..body.len().min(MAX_ERROR_TEXT + 4)]);
+    truncate(s.trim(), MAX_ERROR_TEXT)
+}
+
+pub(crate) fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

@@ -1,0 +1,384 @@
+//! The shared sink runtime: one log consumer, batches, `concurrency`
+//! delivery tasks, the watermark, commits, and the replay inbox.
+//!
+//! ```text
+//!  log ──read──▶ forming batch ──(full | batch_timeout)──▶ deliver task ×concurrency
+//!   ▲                 ▲                                         │ finished events
+//!   │            replay inbox                                   ▼
+//!   └──── commit(watermark) ◀──────────── Watermark ◀──────── done channel
+//! ```
+//!
+//! The loop owns the consumer, the forming batch and the watermark; the
+//! delivery tasks own their batches and report each event the moment it is
+//! finished. The cursor is committed to the watermark, the lowest event not
+//! finished, so it never passes an event still in flight, waiting for a
+//! retry, or waiting for room in the quarantine (`DESIGN.md` promise 6).
+//!
+//! Bounds: at most `concurrency` batches in flight plus the one forming;
+//! and the *window* — events read but not yet committable — is at most
+//! [`window`] events: when one old event is stuck (retrying, held for
+//! credentials, or a full quarantine), later ones are still sent until the
+//! window is full, then reading pauses. After a crash at most the window is
+//! sent again, with the same ids.
+//!
+//! Input filtering reads only the envelope's `source` field (a few bytes of
+//! protobuf), so events of other sources are skipped without decoding them;
+//! decoding happens in the delivery tasks, on every core.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+use anyhow::Context;
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::deliver::{deliver, retry_parked, Raw, Shared, SinkHandles, FULL_RETRY};
+use super::http::Client;
+use super::options::HttpSinkOptions;
+use super::protocol::{Pos, Protocol};
+use super::quarantine::{self, Quarantine};
+use super::retry::Policy;
+use super::watermark::Watermark;
+use crate::metrics::Metrics;
+use crate::seglog::{Log, LogError, StartAt};
+
+/// The most events between the committed position and the read position.
+pub(crate) fn window(opts: &HttpSinkOptions) -> usize {
+    (opts.batch_max_events * (opts.concurrency + 1) * 4).max(10_000)
+}
+
+/// The batch being filled.
+struct Forming {
+    events: Vec<Raw>,
+    bytes: usize,
+    /// When it must go, whatever its size.
+    due: Option<Instant>,
+}
+
+/// Replay files being sent: id → (path, events not yet finished).
+#[derive(Default)]
+struct Replays {
+    next_id: u64,
+    open: HashMap<u64, (PathBuf, usize)>,
+    queue: VecDeque<Raw>,
+}
+
+/// Runs a network sink until `stop` is cancelled. The caller (the daemon's
+/// supervisor) restarts it on error; it then resumes from its committed
+/// position.
+pub(crate) async fn run<P: Protocol>(
+    name: String,
+    opts: HttpSinkOptions,
+    protocol: P,
+    log: Log,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let client = Client::new(&opts).with_context(|| format!("starting sink {name}"))?;
+    let quarantine = {
+        let q = opts.quarantine.clone();
+        tokio::task::spawn_blocking(move || Quarantine::open(&q)).await??
+    };
+    let mut consumer = log
+        .consumer(&name, StartAt::Oldest)
+        .with_context(|| format!("opening the log consumer for sink {name}"))?;
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Vec<Pos>>();
+    let handles = SinkHandles::new(&metrics, &name);
+    handles.quarantine_bytes.set(quarantine.used_bytes() as i64);
+    let shared = Arc::new(Shared {
+        name: name.clone(),
+        protocol,
+        client,
+        policy: Policy {
+            backoff_initial: opts.backoff_initial,
+            backoff_max: opts.backoff_max,
+            max_attempts: opts.max_attempts.max(1),
+        },
+        quarantine: Arc::new(quarantine),
+        config_hash: opts.config_hash.clone(),
+        metrics: metrics.clone(),
+        done: done_tx,
+        stop: stop.clone(),
+        requests: AtomicUsize::new(0),
+        parked: Default::default(),
+        m: handles,
+    });
+    let window = window(&opts);
+    let mut tracker = Watermark::new(consumer.position());
+    let mut committed = consumer.position();
+    let mut forming = Forming {
+        events: Vec::with_capacity(opts.batch_max_events),
+        bytes: 0,
+        due: None,
+    };
+    let mut replays = Replays::default();
+    let mut lanes: JoinSet<()> = JoinSet::new();
+    let mut next_scan = Instant::now();
+    let mut next_park = Instant::now();
+    info!(sink = %name, from = consumer.position(), concurrency = opts.concurrency,
+        "sink started");
+
+    let result: anyhow::Result<()> = loop {
+        // Replayed events go first: an operator asked for them.
+        while forming.events.len() < opts.batch_max_events && forming.bytes < opts.batch_max_bytes {
+            let Some(r) = replays.queue.pop_front() else {
+                break;
+            };
+            push(&mut forming, r, &opts);
+        }
+        if tracker.position() > committed {
+            committed = tracker.position();
+            if let Err(e) = consumer.commit(committed) {
+                break Err(e.into());
+            }
+        }
+        let full =
+            forming.events.len() >= opts.batch_max_events || forming.bytes >= opts.batch_max_bytes;
+        let due = forming.due.is_some_and(|d| d <= Instant::now());
+        if (full || due) && lanes.len() < opts.concurrency {
+            let batch = std::mem::replace(
+                &mut forming.events,
+                Vec::with_capacity(opts.batch_max_events),
+            );
+            forming.bytes = 0;
+            forming.due = None;
+            lanes.spawn(deliver(shared.clone(), batch));
+            continue;
+        }
+        let can_read = !full && tracker.span() < window;
+        let room_events = opts
+            .batch_max_events
+            .saturating_sub(forming.events.len())
+            .max(1);
+        let room_bytes = opts.batch_max_bytes.saturating_sub(forming.bytes).max(1);
+        let timer = forming.due.filter(|_| lanes.len() < opts.concurrency);
+        let scan_at = next_scan;
+        let parked = shared.has_parked();
+        if !parked {
+            next_park = Instant::now() + FULL_RETRY.min(opts.backoff_max);
+        }
+        let park_at = next_park;
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => break Ok(()),
+            Some(done) = done_rx.recv() => finish(&mut tracker, &mut replays, &shared.quarantine, done),
+            Some(joined) = lanes.join_next(), if !lanes.is_empty() => {
+                if let Err(e) = joined {
+                    // A delivery task panicked: its events will never be
+                    // reported. Start over from the committed position.
+                    break Err(anyhow::anyhow!("a delivery task of sink {name} failed: {e}"));
+                }
+            }
+            read = consumer.read_wait(room_events, room_bytes), if can_read => match read {
+                Ok(events) => {
+                    for e in events {
+                        tracker.register(e.seq);
+                        if wanted(&e.data, &opts.inputs) {
+                            push(&mut forming, Raw { pos: Pos::Log(e.seq), data: e.data, attempts: 0 }, &opts);
+                        } else {
+                            tracker.complete(e.seq);
+                        }
+                    }
+                }
+                Err(LogError::Closed) => break Ok(()),
+                Err(e) => break Err(e.into()),
+            },
+            _ = tokio::time::sleep_until(timer.unwrap_or_else(Instant::now)), if timer.is_some() => {}
+            _ = tokio::time::sleep_until(park_at), if parked => {
+                retry_parked(&shared).await;
+                next_park = Instant::now() + FULL_RETRY.min(opts.backoff_max);
+            }
+            _ = tokio::time::sleep_until(scan_at) => {
+                next_scan = Instant::now() + opts.replay_scan_interval;
+                if replays.open.is_empty() {
+                    load_replay(&shared.quarantine, &mut replays, &metrics, &name).await;
+                }
+            }
+        }
+    };
+
+    // Stopping: delivery tasks finish the request they have in flight (no
+    // new ones, no backoff), and what they finish is still committed.
+    while let Some(joined) = lanes.join_next().await {
+        let _ = joined;
+        while let Ok(done) = done_rx.try_recv() {
+            finish(&mut tracker, &mut replays, &shared.quarantine, done);
+        }
+    }
+    while let Ok(done) = done_rx.try_recv() {
+        finish(&mut tracker, &mut replays, &shared.quarantine, done);
+    }
+    if tracker.position() > committed {
+        consumer.commit(tracker.position())?;
+    }
+    info!(sink = %name, committed = tracker.position(), "sink stopped");
+    result
+}
+
+fn push(forming: &mut Forming, r: Raw, opts: &HttpSinkOptions) {
+    if forming.events.is_empty() {
+        forming.due = Some(Instant::now() + opts.batch_timeout);
+    }
+    forming.bytes += r.data.len();
+    forming.events.push(r);
+}
+
+fn finish(tracker: &mut Watermark, replays: &mut Replays, q: &Quarantine, done: Vec<Pos>) {
+    for pos in done {
+        match pos {
+            Pos::Log(seq) => tracker.complete(seq),
+            Pos::Replay { file, .. } => {
+                let Some((path, left)) = replays.open.get_mut(&file) else {
+                    continue;
+                };
+                *left -= 1;
+                if *left == 0 {
+                    let path = path.clone();
+                    replays.open.remove(&file);
+                    match q.finish_inbox_file(&path) {
+                        Ok(()) => info!(file = %path.display(), "replay file finished"),
+                        Err(e) => warn!(file = %path.display(), error = %e,
+                            "cannot remove a finished replay file; its events will be sent again"),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Loads the oldest replay file, if any, into the replay queue.
+async fn load_replay(q: &Arc<Quarantine>, replays: &mut Replays, metrics: &Metrics, name: &str) {
+    let q2 = q.clone();
+    let loaded = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
+        let Some(path) = q2.inbox_files()?.into_iter().next() else {
+            return Ok(None);
+        };
+        let records = quarantine::read_records(&path)?;
+        Ok(Some((path, records)))
+    })
+    .await;
+    let (path, records) = match loaded {
+        Ok(Ok(Some(x))) => x,
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => {
+            warn!(sink = %name, error = %e, "cannot read the replay inbox");
+            return;
+        }
+        Err(e) => {
+            warn!(sink = %name, error = %e, "cannot read the replay inbox");
+            return;
+        }
+    };
+    let id = replays.next_id;
+    replays.next_id += 1;
+    let mut n = 0;
+    for r in records {
+        match r {
+            Ok(rec) => {
+                replays.queue.push_back(Raw {
+                    pos: Pos::Replay {
+                        file: id,
+                        seq: rec.seq,
+                    },
+                    data: Bytes::from(rec.event),
+                    attempts: rec.attempts,
+                });
+                n += 1;
+            }
+            Err(e) => {
+                metrics.drop_events(&format!("sink:{name}"), "replay_damaged", 1);
+                warn!(sink = %name, error = %e, "skipping a damaged line of a replay file");
+            }
+        }
+    }
+    info!(sink = %name, file = %path.display(), events = n, "replaying quarantined events");
+    if n == 0 {
+        let _ = q.finish_inbox_file(&path);
+    } else {
+        replays.open.insert(id, (path, n));
+    }
+}
+
+/// Whether the event's source is one of `inputs`. Reads only the
+/// envelope's field 2 (`source`); an event whose bytes cannot be walked is
+/// wanted, so that the delivery task quarantines it as invalid rather than
+/// skipping it silently.
+pub(crate) fn wanted(data: &[u8], inputs: &[String]) -> bool {
+    match source_of(data) {
+        Some(s) => inputs.iter().any(|i| i.as_bytes() == s),
+        None => true,
+    }
+}
+
+/// The bytes of protobuf field 2 of an envelope, without decoding the rest.
+fn source_of(mut b: &[u8]) -> Option<&[u8]> {
+    fn varint(b: &mut &[u8]) -> Option<u64> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let (&byte, rest) = b.split_first()?;
+            *b = rest;
+            v |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    let mut found = None;
+    while !b.is_empty() {
+        let key = varint(&mut b)?;
+        let (field, wire) = (key >> 3, key & 7);
+        match wire {
+            0 => {
+                varint(&mut b)?;
+            }
+            1 => b = b.get(8..)?,
+            2 => {
+                let len = usize::try_from(varint(&mut b)?).ok()?;
+                let v = b.get(..len)?;
+                if field == 2 {
+                    // The last occurrence wins in protobuf; keep walking.
+                    found = Some(v);
+                }
+                b = &b[len..];
+            }
+            5 => b = b.get(4..)?,
+            _ => return None,
+        }
+    }
+    Some(found.unwrap_or(b""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Envelope, EventId, Record};
+    use opentelemetry_proto::tonic::logs::v1::LogRecord;
+    use prost::Message;
+
+    #[test]
+    fn the_source_is_read_without_decoding() {
+        let env = Envelope {
+            id: EventId::random().0.to_vec(),
+            source: "syslog".into(),
+            observed_time_unix_nano: 42,
+            record: Some(Record::Log(LogRecord {
+                severity_number: 9,
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let bytes = env.encode_to_vec();
+        assert_eq!(source_of(&bytes), Some(&b"syslog"[..]));
+        assert!(wanted(&bytes, &["a".into(), "syslog".into()]));
+        assert!(!wanted(&bytes, &["a".into()]));
+        // Garbage is wanted: the delivery task quarantines it.
+        assert!(wanted(b"\xff\xff\xff", &["a".into()]));
+    }
+}

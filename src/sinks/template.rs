@@ -1,0 +1,293 @@
+//! Name templates: an Elasticsearch index or an OpenObserve stream chosen
+//! per event, like `"holdfast-{signal}-{date}"`.
+//!
+//! Placeholders: `{signal}` (`logs`, `traces`, `metrics`), `{source}` (the
+//! source's name, lower-cased), and the event's own time in UTC: `{date}`
+//! (`2024.05.01`), `{year}`, `{month}`, `{day}`, `{hour}` (zero-padded). The
+//! time is the record's (log time, span start, metric point time), or when
+//! holdfast observed it if the record has none, so a late event lands in
+//! the index of its own day.
+
+use crate::event::{Envelope, Record};
+
+/// A parsed template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    text: String,
+    parts: Vec<Part>,
+    uses_time: bool,
+    uses_source: bool,
+}
+
+/// The last name a template rendered, and what it depended on: consecutive
+/// events nearly always render the same name, so a request renders it once.
+#[derive(Debug, Default)]
+pub(crate) struct Rendered {
+    key: Option<(Option<crate::event::Signal>, u64, String)>,
+    name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Literal(String),
+    Signal,
+    Source,
+    Date,
+    Year,
+    Month,
+    Day,
+    Hour,
+}
+
+/// The placeholders a template may use.
+pub const PLACEHOLDERS: &[&str] = &["signal", "source", "date", "year", "month", "day", "hour"];
+
+impl Template {
+    /// Parses `text`; the error says which placeholder or brace is wrong.
+    pub fn parse(text: &str) -> Result<Template, String> {
+        let mut parts = Vec::new();
+        let mut lit = String::new();
+        let mut rest = text;
+        while let Some(open) = rest.find(['{', '}']) {
+            lit.push_str(&rest[..open]);
+            if rest.as_bytes()[open] == b'}' {
+                return Err(format!(
+                    "a '}}' without its '{{' in \"{text}\": placeholders look like {{signal}}"
+                ));
+            }
+            let after = &rest[open + 1..];
+            let Some(close) = after.find('}') else {
+                return Err(format!("an unclosed '{{' in \"{text}\""));
+            };
+            let name = &after[..close];
+            let part = match name {
+                "signal" => Part::Signal,
+                "source" => Part::Source,
+                "date" => Part::Date,
+                "year" => Part::Year,
+                "month" => Part::Month,
+                "day" => Part::Day,
+                "hour" => Part::Hour,
+                other => {
+                    let list: Vec<String> =
+                        PLACEHOLDERS.iter().map(|p| format!("{{{p}}}")).collect();
+                    return Err(format!(
+                        "unknown placeholder {{{other}}} in \"{text}\"; known: {}",
+                        list.join(", ")
+                    ));
+                }
+            };
+            if !lit.is_empty() {
+                parts.push(Part::Literal(std::mem::take(&mut lit)));
+            }
+            parts.push(part);
+            rest = &after[close + 1..];
+        }
+        lit.push_str(rest);
+        if !lit.is_empty() {
+            parts.push(Part::Literal(lit));
+        }
+        let uses_time = parts.iter().any(|p| {
+            matches!(
+                p,
+                Part::Date | Part::Year | Part::Month | Part::Day | Part::Hour
+            )
+        });
+        let uses_source = parts.contains(&Part::Source);
+        Ok(Template {
+            text: text.to_string(),
+            parts,
+            uses_time,
+            uses_source,
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The literal text of the template, for checks on allowed characters.
+    pub fn literals(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Literal(s) => Some(s.as_str()),
+            _ => None,
+        })
+    }
+
+    /// Whether the rendered name depends on the event's time.
+    pub fn uses_time(&self) -> bool {
+        self.uses_time
+    }
+
+    /// Whether the rendered name depends only on the event's signal.
+    pub fn by_signal_only(&self) -> bool {
+        !self.uses_time && !self.uses_source
+    }
+
+    /// The name for `env`, rendered only when it can differ from the last
+    /// one (another signal, source, or hour).
+    pub(crate) fn render_cached<'a>(&self, env: &Envelope, cache: &'a mut Rendered) -> &'a str {
+        let hour = if self.uses_time {
+            event_time(env) / 3_600_000_000_000
+        } else {
+            0
+        };
+        let source = if self.uses_source { env.source.as_str() } else { "" };
+        let signal = env.signal();
+        let fresh = match &cache.key {
+            Some((s, h, src)) => *s == signal && *h == hour && src == source,
+            None => false,
+        };
+        if !fresh {
+            cache.name.clear();
+            self.render(env, &mut cache.name);
+            cache.key = Some((signal, hour, source.to_string()));
+        }
+        &cache.name
+    }
+
+    /// Renders the name for `env` into `out`.
+    pub fn render(&self, env: &Envelope, out: &mut String) {
+        use std::fmt::Write;
+        let c = if self.uses_time() {
+            Civil::from_unix_nanos(event_time(env))
+        } else {
+            Civil::default()
+        };
+        for p in &self.parts {
+            // Writing to a String cannot fail.
+            let _ = match p {
+                Part::Literal(s) => out.write_str(s),
+                Part::Signal => out.write_str(env.signal().map_or("unknown", |s| s.as_str())),
+                Part::Source => {
+                    out.extend(env.source.chars().map(|c| c.to_ascii_lowercase()));
+                    Ok(())
+                }
+                Part::Date => write!(out, "{:04}.{:02}.{:02}", c.year, c.month, c.day),
+                Part::Year => write!(out, "{:04}", c.year),
+                Part::Month => write!(out, "{:02}", c.month),
+                Part::Day => write!(out, "{:02}", c.day),
+                Part::Hour => write!(out, "{:02}", c.hour),
+            };
+        }
+    }
+}
+
+/// The event's own time in unix nanoseconds: the record's, else when
+/// holdfast observed it.
+pub(crate) fn event_time(env: &Envelope) -> u64 {
+    let t = match &env.record {
+        Some(Record::Log(l)) => {
+            if l.time_unix_nano != 0 {
+                l.time_unix_nano
+            } else {
+                l.observed_time_unix_nano
+            }
+        }
+        Some(Record::Span(s)) => s.start_time_unix_nano,
+        Some(Record::Metric(m)) => super::keys::point(m).map_or(0, |p| p.time_unix_nano),
+        None => 0,
+    };
+    if t != 0 {
+        t
+    } else {
+        env.observed_time_unix_nano
+    }
+}
+
+/// A UTC date and time of day.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Civil {
+    pub year: i64,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+    pub nanos: u32,
+}
+
+impl Civil {
+    /// Howard Hinnant's `civil_from_days`, valid for every u64 nanosecond
+    /// count.
+    pub fn from_unix_nanos(nanos: u64) -> Civil {
+        let secs = nanos / 1_000_000_000;
+        let days = (secs / 86_400) as i64;
+        let rem = secs % 86_400;
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+        let y = yoe + era * 400;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        Civil {
+            year: if m <= 2 { y + 1 } else { y },
+            month: m,
+            day: d,
+            hour: (rem / 3600) as u32,
+            minute: (rem % 3600 / 60) as u32,
+            second: (rem % 60) as u32,
+            nanos: (nanos % 1_000_000_000) as u32,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventId;
+    use opentelemetry_proto::tonic::logs::v1::LogRecord;
+
+    fn env(source: &str, t: u64) -> Envelope {
+        Envelope {
+            id: EventId::random().0.to_vec(),
+            source: source.into(),
+            observed_time_unix_nano: 5,
+            record: Some(Record::Log(LogRecord {
+                time_unix_nano: t,
+                ..Default::default()
+            })),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn dates_are_utc_civil_dates() {
+        let c = Civil::from_unix_nanos(0);
+        assert_eq!((c.year, c.month, c.day, c.hour), (1970, 1, 1, 0));
+        // 2024-02-29T23:59:59.5Z, a leap day.
+        let c = Civil::from_unix_nanos(1_709_251_199_500_000_000);
+        assert_eq!(
+            (c.year, c.month, c.day, c.hour, c.minute, c.second, c.nanos),
+            (2024, 2, 29, 23, 59, 59, 500_000_000)
+        );
+        let c = Civil::from_unix_nanos(1_735_689_600_000_000_000);
+        assert_eq!((c.year, c.month, c.day), (2025, 1, 1));
+    }
+
+    #[test]
+    fn templates_render_per_event() {
+        let t = Template::parse("hf-{signal}-{source}-{date}").unwrap();
+        let mut s = String::new();
+        t.render(&env("SysLog", 1_709_251_199_500_000_000), &mut s);
+        assert_eq!(s, "hf-logs-syslog-2024.02.29");
+        let t = Template::parse("{year}/{month}/{day}/{hour}").unwrap();
+        let mut s = String::new();
+        // No record time: the observed time (5 ns after the epoch).
+        t.render(&env("a", 0), &mut s);
+        assert_eq!(s, "1970/01/01/00");
+        assert!(!Template::parse("logs").unwrap().uses_time());
+    }
+
+    #[test]
+    fn bad_templates_say_what_is_wrong() {
+        assert!(Template::parse("x-{sginal}")
+            .unwrap_err()
+            .contains("unknown placeholder {sginal}"));
+        assert!(Template::parse("x-{date").unwrap_err().contains("unclosed"));
+        assert!(Template::parse("x-}").unwrap_err().contains("without its"));
+    }
+}

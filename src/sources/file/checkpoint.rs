@@ -1,0 +1,327 @@
+//! Checkpoints: what a `file` source knows about its files, on disk.
+//!
+//! One file, `<checkpoint_dir>/checkpoint.json`:
+//!
+//! ```text
+//! holdfast-file-checkpoint v1 crc32=1c291ca3 len=1234
+//! {"source":"app","log_seq":4711,"written_unix_ms":...,"records":[{...}, ...]}
+//! ```
+//!
+//! The header line carries the format version, the CRC-32 and the length of
+//! the JSON body that follows, so a damaged or cut file is recognised and
+//! never trusted. The body is JSON so an operator can read it.
+//!
+//! A record holds a stream's key and generation, where it lives (device,
+//! inode, birth time, last path), its prefix, and `offset`: every line before
+//! it was appended to the log and acknowledged *before this checkpoint was
+//! written* — the checkpoint is written only after the appends it describes,
+//! never ahead of them. `log_seq` is a sequence number such that every line
+//! of this source appended after the checkpoint's positions has a sequence
+//! number at or above it: on startup the source reads the log from there and
+//! moves each stream past the lines it finds, so a crash between an append
+//! and the next checkpoint repeats nothing.
+//!
+//! Writing is crash-safe: the new contents go to `checkpoint.json.tmp`,
+//! which is fsynced and renamed over the old file; then the directory is
+//! fsynced. A damaged file is renamed to `checkpoint.json.damaged` for the
+//! operator, reported, and the source rebuilds what it can from the log.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub const FILE: &str = "checkpoint.json";
+const TMP: &str = "checkpoint.json.tmp";
+pub const DAMAGED: &str = "checkpoint.json.damaged";
+const MAGIC: &str = "holdfast-file-checkpoint";
+pub const VERSION: u32 = 1;
+/// Far above any real checkpoint (10,000 files make about 3 MiB); a header
+/// claiming more is damage, not a reason to allocate.
+const MAX_BODY: usize = 256 << 20;
+
+/// The last bytes read before a stream's position, kept for streams that no
+/// longer have a file, so a copy of their file can be recognised.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tail {
+    /// Offset just after the bytes.
+    pub end: u64,
+    /// The bytes, in hex.
+    pub hex: String,
+}
+
+/// One stream (one generation of one file).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    #[serde(with = "hex64")]
+    pub key: u64,
+    pub generation: u32,
+    pub path: String,
+    pub dev: u64,
+    pub ino: u64,
+    pub btime: Option<i64>,
+    pub prefix_len: u32,
+    #[serde(with = "hex64")]
+    pub prefix_hash: u64,
+    /// Lines before this offset are in the log.
+    pub offset: u64,
+    /// Set when the file is no longer found (deleted, rotated out of the
+    /// globs, or truncated away): unix milliseconds since when.
+    pub detached_unix_ms: Option<u64>,
+    pub tail: Option<Tail>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub source: String,
+    pub log_seq: u64,
+    pub written_unix_ms: u64,
+    pub records: Vec<Record>,
+}
+
+/// What was found on disk.
+#[derive(Debug)]
+pub enum Loaded {
+    /// No checkpoint: a first start (or one deleted by hand).
+    Missing,
+    Found(Checkpoint),
+    /// A checkpoint that cannot be trusted; why, and where it was moved.
+    Damaged {
+        reason: String,
+        moved_to: PathBuf,
+    },
+}
+
+mod hex64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{v:016x}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let s = String::deserialize(d)?;
+        u64::from_str_radix(&s, 16).map_err(serde::de::Error::custom)
+    }
+}
+
+pub fn to_hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The bytes of a checkpoint file.
+pub fn encode(ck: &Checkpoint) -> Vec<u8> {
+    let body = serde_json::to_vec(ck).expect("a checkpoint always serializes");
+    let mut out = format!(
+        "{MAGIC} v{VERSION} crc32={:08x} len={}\n",
+        crc32fast::hash(&body),
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Parses and checks a checkpoint file's bytes.
+pub fn decode(bytes: &[u8], source: &str) -> Result<Checkpoint, String> {
+    let nl = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .filter(|&n| n < 200)
+        .ok_or("no header line")?;
+    let header = std::str::from_utf8(&bytes[..nl]).map_err(|_| "header is not text")?;
+    let mut words = header.split(' ');
+    if words.next() != Some(MAGIC) {
+        return Err(format!("header {header:?} does not start with {MAGIC}"));
+    }
+    let version = words
+        .next()
+        .and_then(|v| v.strip_prefix('v'))
+        .and_then(|v| v.parse::<u32>().ok())
+        .ok_or_else(|| format!("header {header:?} has no version"))?;
+    if version != VERSION {
+        return Err(format!(
+            "format version {version} is not supported (this holdfast reads version {VERSION})"
+        ));
+    }
+    let crc = words
+        .next()
+        .and_then(|w| w.strip_prefix("crc32="))
+        .and_then(|w| u32::from_str_radix(w, 16).ok())
+        .ok_or_else(|| format!("header {header:?} has no crc32"))?;
+    let len = words
+        .next()
+        .and_then(|w| w.strip_prefix("len="))
+        .and_then(|w| w.parse::<usize>().ok())
+        .filter(|&l| l <= MAX_BODY)
+        .ok_or_else(|| format!("header {header:?} has no valid len"))?;
+    let body = &bytes[nl + 1..];
+    if body.len() != len {
+        return Err(format!("body is {} bytes, header says {len}", body.len()));
+    }
+    let actual = crc32fast::hash(body);
+    if actual != crc {
+        return Err(format!(
+            "checksum mismatch: header says {crc:08x}, body has {actual:08x}"
+        ));
+    }
+    let ck: Checkpoint = serde_json::from_slice(body).map_err(|e| format!("body: {e}"))?;
+    if ck.source != source {
+        return Err(format!(
+            "it belongs to source {:?}, not {source:?}",
+            ck.source
+        ));
+    }
+    Ok(ck)
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Reads the checkpoint in `dir`. A damaged one is moved aside and reported
+/// in the result; only I/O errors (other than its absence) are errors.
+pub fn load(dir: &Path, source: &str) -> io::Result<Loaded> {
+    let path = dir.join(FILE);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
+        Err(e) => return Err(e),
+    };
+    match decode(&bytes, source) {
+        Ok(ck) => Ok(Loaded::Found(ck)),
+        Err(reason) => {
+            let moved_to = dir.join(DAMAGED);
+            fs::rename(&path, &moved_to)?;
+            sync_dir(dir)?;
+            Ok(Loaded::Damaged { reason, moved_to })
+        }
+    }
+}
+
+/// Writes the checkpoint crash-safely (see the module doc).
+pub fn save(dir: &Path, ck: &Checkpoint) -> io::Result<()> {
+    if !dir.exists() {
+        fs::create_dir_all(dir)?;
+        if let Some(parent) = dir.parent() {
+            sync_dir(parent)?;
+        }
+    }
+    let tmp = dir.join(TMP);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)?;
+    f.write_all(&encode(ck))?;
+    f.sync_data()?;
+    drop(f);
+    fs::rename(&tmp, dir.join(FILE))?;
+    sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Checkpoint {
+        Checkpoint {
+            source: "app".into(),
+            log_seq: 42,
+            written_unix_ms: 1,
+            records: vec![Record {
+                key: 0xdead_beef_0000_0001,
+                generation: 2,
+                path: "/var/log/app.log".into(),
+                dev: 1,
+                ino: 2,
+                btime: Some(3),
+                prefix_len: 1024,
+                prefix_hash: 7,
+                offset: 99,
+                detached_unix_ms: None,
+                tail: Some(Tail {
+                    end: 99,
+                    hex: to_hex(b"ab\n"),
+                }),
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trip_and_hex() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("checkpoints").join("app");
+        assert!(matches!(load(&d, "app").unwrap(), Loaded::Missing));
+        save(&d, &sample()).unwrap();
+        save(&d, &sample()).unwrap();
+        match load(&d, "app").unwrap() {
+            Loaded::Found(ck) => assert_eq!(ck, sample()),
+            other => panic!("{other:?}"),
+        }
+        assert!(!d.join(TMP).exists());
+        assert_eq!(
+            from_hex(&to_hex(&[0, 1, 254, 255])).unwrap(),
+            vec![0, 1, 254, 255]
+        );
+        assert_eq!(from_hex("abc"), None);
+        assert_eq!(from_hex("zz"), None);
+    }
+
+    /// Every kind of damage is reported with its reason, and the file is
+    /// moved aside rather than trusted.
+    #[test]
+    fn damage_is_detected_and_named() {
+        let good = encode(&sample());
+        let nl = good.iter().position(|&b| b == b'\n').unwrap();
+        let mut flipped = good.clone();
+        flipped[nl + 10] ^= 0x01;
+        let cut = good[..good.len() - 5].to_vec();
+        let mut v2 = good.clone();
+        v2[MAGIC.len() + 2] = b'2';
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (flipped, "checksum mismatch"),
+            (cut, "header says"),
+            (v2, "version 2 is not supported"),
+            (b"garbage".to_vec(), "no header line"),
+            (Vec::new(), "no header line"),
+            (b"something else v1\n{}".to_vec(), "does not start with"),
+        ];
+        for (bytes, want) in cases {
+            let err = decode(&bytes, "app").unwrap_err();
+            assert!(err.contains(want), "{err:?} should contain {want:?}");
+        }
+        assert!(decode(&good, "other")
+            .unwrap_err()
+            .contains("belongs to source"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let mut bytes = good.clone();
+        bytes[nl + 3] ^= 0x20;
+        fs::write(d.join(FILE), &bytes).unwrap();
+        match load(d, "app").unwrap() {
+            Loaded::Damaged { reason, moved_to } => {
+                assert!(reason.contains("checksum"), "{reason}");
+                assert_eq!(fs::read(moved_to).unwrap(), bytes);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!d.join(FILE).exists());
+    }
+}

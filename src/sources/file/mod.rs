@@ -1,0 +1,301 @@
+/*!
+The `file` source: tails files through rotation, truncation, crashes and bad
+lines, and appends every line to the log once.
+
+```text
+              tailer thread (blocking)                     appender task (async)
+ globs ─ scan ─┐                                    ┌─ append, ≤ 4 in flight ──▶ log
+ inotify ──────┼─ identify ─ read ─ split ─ encode ─┤   (acknowledged in order)
+               │   (identity.rs) (lines.rs,         └─ checkpoint: acknowledged positions
+               │                  multiline.rs,         + log_seq (checkpoint.rs)
+               │                  encode.rs)
+ startup: checkpoint ─▶ read the log from its log_seq ─▶ positions (recovery.rs)
+```
+
+* `discovery.rs` — globs (globset), scans on `scan_interval`, inotify
+  wake-ups (notify); polling alone also works.
+* `identity.rs` — which file is which: device + inode + birth time + a hash
+  of the first `fingerprint_bytes`; the key each line's id derives from.
+* `tailer.rs` — the thread that follows files through rename, copytruncate,
+  deletion and restarts, and keeps descriptors and memory bounded.
+* `lines.rs`, `multiline.rs` — `\n` / `\r\n` lines, `max_line_bytes`,
+  unfinished last lines, multiline events.
+* `encode.rs` — a line as an [`Envelope`](crate::event::Envelope) holding an
+  OTLP `LogRecord`, written without per-line allocation.
+* `appender.rs` — appends in order with several in flight, pauses when the
+  log is full, checkpoints what is acknowledged.
+* `checkpoint.rs`, `recovery.rs` — crash-safe checkpoints, and the log scan
+  that makes a crash between an append and its checkpoint harmless.
+
+# The guarantee
+
+A line appended durably is not appended again after a restart, and no line
+is lost, because of two rules:
+
+1. The checkpoint is written only from positions whose appends were
+   acknowledged, in order. It never runs ahead of the log.
+2. It records `log_seq`, a sequence number below which every line it does
+   not cover cannot lie. On startup the source reads the log from `log_seq`
+   to its end and moves each file past the lines it finds there, so a crash
+   after an append and before the next checkpoint repeats nothing.
+
+A new file's identity (its key) is checkpointed before any of its lines is
+appended, so recovery can always tell whose lines it finds.
+
+Known limits (see `docs/sources-file.md`): lines written between
+copytruncate's copy and its truncation are lost if the copy does not match
+the globs (and in any case those written between the copy and the
+truncation); a file rotated out of the globs while holdfast was down, or
+while it was closed as idle, is not read further; a line appended just
+before a `drop_oldest` eviction removed it from the log may be read again.
+*/
+
+mod appender;
+pub mod checkpoint;
+mod discovery;
+mod encode;
+mod identity;
+mod lines;
+mod multiline;
+mod recovery;
+mod tailer;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+use crate::metrics::Metrics;
+use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
+use crate::seglog::Log;
+
+pub use encode::{
+    ATTR_INVALID_UTF8, ATTR_NAME, ATTR_ORIGINAL_BYTES, ATTR_PATH, ATTR_TRUNCATED, ORIGIN_END_TAG,
+    SCOPE_NAME,
+};
+
+/// Defaults, for the config module and for tests.
+pub const DEFAULT_FINGERPRINT_BYTES: usize = 1024;
+pub const DEFAULT_MAX_LINE_BYTES: usize = 256 << 10;
+pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_secs(10);
+pub const DEFAULT_ROTATE_WAIT: Duration = Duration::from_secs(30);
+pub const DEFAULT_IDLE_CLOSE: Duration = Duration::from_secs(300);
+pub const DEFAULT_LINE_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_MULTILINE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Set to `1` to switch inotify off (polling only), e.g. to check what a
+/// network file system will see.
+pub const POLL_ONLY_ENV: &str = "HOLDFAST_FILE_SOURCE_POLL_ONLY";
+
+/// Where to start in files found on the very first start (no checkpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    Beginning,
+    End,
+}
+
+/// Multiline events: a line matching `start_pattern` starts an event, other
+/// lines join the event before them; an event is complete at the next start
+/// line or after `timeout` without a new line.
+#[derive(Debug, Clone)]
+pub struct Multiline {
+    pub start_pattern: regex::Regex,
+    pub timeout: Duration,
+}
+
+/// What a `file` source needs to run (validated settings).
+#[derive(Debug, Clone)]
+pub struct FileSourceOptions {
+    /// Globs of files to follow (`*` does not cross `/`; `**` does).
+    pub include: Vec<String>,
+    /// Globs of files to leave alone: with a `/`, matched against the full
+    /// path; without, against the file name.
+    pub exclude: Vec<String>,
+    pub start_at: StartAt,
+    /// How often the globs are scanned (inotify wakes the scan earlier).
+    pub scan_interval: Duration,
+    /// Bytes at the start of a file that identify it.
+    pub fingerprint_bytes: usize,
+    /// How long a file rotated or deleted away is still polled for late writes.
+    pub rotate_wait: Duration,
+    /// A file with nothing new for this long is closed (reopened on change).
+    pub idle_close: Duration,
+    /// Longer lines are truncated, marked and counted.
+    pub max_line_bytes: usize,
+    /// A last line without newline is emitted after the file was idle this long.
+    pub line_idle_timeout: Duration,
+    pub multiline: Option<Multiline>,
+    /// `<data_dir>/checkpoints/<source name>`.
+    pub checkpoint_dir: PathBuf,
+}
+
+impl FileSourceOptions {
+    /// Options with every default (the config's), following `include`.
+    pub fn new(include: Vec<String>, checkpoint_dir: PathBuf) -> FileSourceOptions {
+        FileSourceOptions {
+            include,
+            exclude: Vec::new(),
+            start_at: StartAt::End,
+            scan_interval: DEFAULT_SCAN_INTERVAL,
+            fingerprint_bytes: DEFAULT_FINGERPRINT_BYTES,
+            rotate_wait: DEFAULT_ROTATE_WAIT,
+            idle_close: DEFAULT_IDLE_CLOSE,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            line_idle_timeout: DEFAULT_LINE_IDLE_TIMEOUT,
+            multiline: None,
+            checkpoint_dir,
+        }
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if self.include.is_empty() {
+            bail!("include lists no pattern");
+        }
+        if self.fingerprint_bytes == 0 || self.fingerprint_bytes > 1 << 20 {
+            bail!("fingerprint_bytes must be between 1 and 1 MiB");
+        }
+        if self.max_line_bytes == 0 {
+            bail!("max_line_bytes must be greater than zero");
+        }
+        if self.scan_interval.is_zero() {
+            bail!("scan_interval must be greater than zero");
+        }
+        Ok(())
+    }
+}
+
+/// Bytes per chunk (one append) at most; smaller if segments are small.
+const CHUNK_BYTES: usize = 1 << 20;
+/// Chunks waiting between the tailer and the appender.
+const CHANNEL_DEPTH: usize = 2;
+
+/// Open descriptors a source may hold: a quarter of the soft limit.
+fn max_open_files() -> usize {
+    let soft = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| {
+                    l.split_whitespace()
+                        .nth(3)
+                        .and_then(|v| v.parse::<usize>().ok())
+                })
+        })
+        .unwrap_or(1024);
+    (soft / 4).clamp(16, 4096)
+}
+
+/// Runs the source until `stop` is cancelled, then appends what it holds,
+/// writes its checkpoint and returns. Safe to call again after an error (a
+/// supervisor restart): it resumes from the checkpoint and the log.
+pub async fn run(
+    name: String,
+    opts: FileSourceOptions,
+    log: Log,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    opts.check().with_context(|| format!("source {name}"))?;
+    let counters = tailer::Counters::new(&metrics, &name);
+    let lo = log.options();
+    let max_frame = (lo.segment_bytes as usize)
+        .saturating_sub(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN)
+        .min(MAX_FRAME_PAYLOAD);
+    let settings = tailer::Settings {
+        name: name.clone(),
+        opts: opts.clone(),
+        max_frame,
+        chunk_bytes: CHUNK_BYTES.min(max_frame / 2).max(1),
+        max_open: max_open_files(),
+        inotify: std::env::var(POLL_ONLY_ENV).map_or(true, |v| v.is_empty() || v == "0"),
+    };
+
+    // 1. The checkpoint.
+    let dir = opts.checkpoint_dir.clone();
+    let n = name.clone();
+    let loaded = tokio::task::spawn_blocking(move || checkpoint::load(&dir, &n))
+        .await?
+        .with_context(|| {
+            format!(
+                "source {name}: reading the checkpoint in {}",
+                opts.checkpoint_dir.display()
+            )
+        })?;
+    let (ck, first_start) = match loaded {
+        checkpoint::Loaded::Missing => (None, true),
+        checkpoint::Loaded::Found(ck) => (Some(ck), false),
+        checkpoint::Loaded::Damaged { reason, moved_to } => {
+            counters.checkpoint_errors.inc();
+            error!(source = %name, reason = %reason, moved_to = %moved_to.display(),
+                "the checkpoint is damaged and was set aside; rebuilding positions from the log (files not found there are read from the start)");
+            (None, false)
+        }
+    };
+
+    // 2. What reached the log after it.
+    let from = ck.as_ref().map_or(0, |c| c.log_seq);
+    let (l, n) = (log.clone(), name.clone());
+    let started = std::time::Instant::now();
+    let mut found = tokio::task::spawn_blocking(move || recovery::scan(&l, &n, from))
+        .await?
+        .with_context(|| {
+            format!("source {name}: reading the log from sequence {from} to recover positions")
+        })?;
+    let mut records = BTreeMap::new();
+    let mut advanced = 0;
+    if let Some(ck) = &ck {
+        for (i, r) in ck.records.iter().enumerate() {
+            let mut r = r.clone();
+            let to = found.advance(r.key, r.generation, r.offset);
+            if to != r.offset {
+                advanced += 1;
+                r.offset = to;
+            }
+            records.insert(i as u64 + 1, r);
+        }
+    }
+    info!(source = %name, files = records.len(), from_seq = from, scanned = found.scanned, lines_found = found.events,
+        positions_advanced = advanced, ms = started.elapsed().as_millis() as u64,
+        "file source recovered its positions");
+    let init = tailer::Initial {
+        records: records.iter().map(|(id, r)| (*id, r.clone())).collect(),
+        first_start,
+        found: ck.is_none().then_some(found),
+        next_id: records.len() as u64 + 1,
+    };
+
+    // 3. The tailer thread and the appender.
+    let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_DEPTH);
+    let wake = Arc::new(discovery::Wake::default());
+    let host = encode::host_name();
+    let t = tailer::Tailer::new(settings, init, tx, wake.clone(), counters.clone(), &host)
+        .map_err(|e| anyhow!("source {name}: {e}"))?;
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(format!("file:{name}"))
+        .spawn(move || {
+            t.run();
+            let _ = done_tx.send(());
+        })
+        .with_context(|| format!("source {name}: starting the tailer thread"))?;
+    let app = appender::Appender::new(
+        name.clone(),
+        log,
+        opts.checkpoint_dir.clone(),
+        records,
+        counters,
+    );
+    let r = app.run(rx, stop, wake.clone()).await;
+    wake.stop();
+    let tailer_ok = done_rx.await.is_ok();
+    r?;
+    if !tailer_ok {
+        bail!("source {name}: the tailer thread panicked");
+    }
+    Ok(())
+}

@@ -1,0 +1,214 @@
+/*!
+Receiving a request body within its bounds: at most `max_body_bytes`, before
+the request's deadline, and inside the source-wide memory budget.
+
+The budget is a semaphore whose permits are bytes. A request reserves its
+`Content-Length` before reading (or each chunk as it arrives when the length
+is not declared), and its decompressed bytes as they are produced; the
+reservation is released when the request is answered. So however many
+clients send at once, and however slowly, the bodies in memory stay within
+the budget; a request that cannot get room before its deadline is answered
+429 and retried by the client.
+*/
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::response::RequestError;
+
+/// Bodies held in memory at once, across every connection of one source.
+pub(crate) struct Budget {
+    sem: Arc<Semaphore>,
+}
+
+impl Budget {
+    /// `max(64 MiB, 2 × max_body_bytes + 1 MiB)`: room for at least one
+    /// largest request, compressed and decompressed.
+    pub(crate) fn for_max_body(max_body_bytes: u64) -> Budget {
+        let bytes = (64u64 << 20).max(2 * max_body_bytes + (1 << 20));
+        Budget::with_bytes(bytes.min(u32::MAX as u64) as usize)
+    }
+
+    pub(crate) fn with_bytes(bytes: usize) -> Budget {
+        Budget {
+            sem: Arc::new(Semaphore::new(bytes)),
+        }
+    }
+
+    pub(crate) fn empty(&self) -> Reservation {
+        Reservation {
+            sem: self.sem.clone(),
+            permit: None,
+        }
+    }
+
+    #[cfg(test)]
+    fn available(&self) -> usize {
+        self.sem.available_permits()
+    }
+}
+
+/// Bytes of the budget one request holds; given back on drop.
+pub(crate) struct Reservation {
+    sem: Arc<Semaphore>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Reservation {
+    pub(crate) fn held(&self) -> usize {
+        self.permit.as_ref().map_or(0, |p| p.num_permits())
+    }
+
+    fn add(&mut self, p: OwnedSemaphorePermit) {
+        match &mut self.permit {
+            Some(held) => held.merge(p),
+            None => self.permit = Some(p),
+        }
+    }
+
+    /// Waits until `n` more bytes fit the budget, or fails with `Busy` at
+    /// `deadline`.
+    pub(crate) async fn grow(&mut self, n: usize, deadline: Instant) -> Result<(), RequestError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let n = u32::try_from(n).map_err(|_| RequestError::Busy)?;
+        let acquire = self.sem.clone().acquire_many_owned(n);
+        match tokio::time::timeout_at(deadline, acquire).await {
+            Ok(Ok(p)) => {
+                self.add(p);
+                Ok(())
+            }
+            // Timed out, or the semaphore was closed (never done).
+            _ => Err(RequestError::Busy),
+        }
+    }
+
+    /// Takes `n` more bytes if they fit now; for synchronous code
+    /// (decompression) that must not wait.
+    pub(crate) fn try_grow(&mut self, n: usize) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let Ok(n) = u32::try_from(n) else {
+            return false;
+        };
+        match self.sem.clone().try_acquire_many_owned(n) {
+            Ok(p) => {
+                self.add(p);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// How long a request waits for room in the budget before it is answered
+/// 429 (its own deadline permitting).
+const BUDGET_WAIT: Duration = Duration::from_secs(2);
+
+/// Reads the whole body: at most `limit` bytes, before `deadline`, with
+/// room reserved in `res` for every byte held.
+pub(crate) async fn read(
+    body: &mut Incoming,
+    limit: u64,
+    declared: Option<u64>,
+    deadline: Instant,
+    timeout: Duration,
+    res: &mut Reservation,
+) -> Result<Bytes, RequestError> {
+    let room_by = || deadline.min(Instant::now() + BUDGET_WAIT);
+    if let Some(n) = declared {
+        // `declared <= limit` was checked by the caller; hyper ends the body
+        // at exactly Content-Length bytes, so this covers all of it.
+        res.grow(n as usize, room_by()).await?;
+    }
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut total: u64 = 0;
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => return Err(RequestError::Timeout(timeout)),
+            Ok(None) => break,
+            Ok(Some(Err(e))) => return Err(RequestError::BodyRead(e.to_string())),
+            Ok(Some(Ok(frame))) => frame,
+        };
+        // Trailers carry nothing OTLP uses.
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        total += data.len() as u64;
+        if total > limit {
+            return Err(RequestError::BodyTooLarge { limit });
+        }
+        let held = res.held() as u64;
+        if total > held {
+            res.grow((total - held) as usize, room_by()).await?;
+        }
+        if !data.is_empty() {
+            chunks.push(data);
+        }
+    }
+    Ok(match chunks.len() {
+        0 => Bytes::new(),
+        // The common case: no copy.
+        1 => chunks.pop().unwrap_or_default(),
+        _ => {
+            let mut all = BytesMut::with_capacity(total as usize);
+            for c in chunks {
+                all.extend_from_slice(&c);
+            }
+            all.freeze()
+        }
+    })
+}
+
+/// Reads and discards up to `limit` bytes of a body we answer without
+/// using, so the connection stays usable and the client, which usually
+/// sends its whole body before reading the answer, sees the answer rather
+/// than a reset. Returns whether the body was read to its end.
+pub(crate) async fn discard(body: &mut Incoming, limit: u64, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    let mut seen = 0u64;
+    loop {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(None) => return true,
+            Ok(Some(Ok(f))) => {
+                if let Some(d) = f.data_ref() {
+                    seen += d.len() as u64;
+                    if seen > limit {
+                        return false;
+                    }
+                }
+            }
+            _ => return false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reservations_come_back_when_dropped() {
+        let b = Budget::with_bytes(100);
+        let mut r = b.empty();
+        let soon = Instant::now() + Duration::from_millis(50);
+        r.grow(60, soon).await.unwrap();
+        assert_eq!(b.available(), 40);
+        assert!(r.try_grow(40));
+        assert!(!r.try_grow(1));
+        let mut other = b.empty();
+        assert!(matches!(other.grow(1, soon).await, Err(RequestError::Busy)));
+        drop(r);
+        assert_eq!(b.available(), 100);
+        other.grow(100, soon).await.unwrap();
+        assert_eq!(other.held(), 100);
+    }
+}

@@ -1,0 +1,472 @@
+/*!
+One request, from its head to its answer.
+
+The checks run cheapest first, and everything that can be refused without
+the body is refused before a byte of it is read: path (404), method (405),
+token (401), draining (503), content type and encoding (415), declared
+length (413). Then the body is read within its bounds, decompressed,
+decoded, split into one batch, and appended; only an append that returned
+`Ok` is answered 200.
+*/
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hyper::body::Incoming;
+use hyper::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, EXPECT};
+use hyper::{Method, Request, Response};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, warn};
+
+use super::auth::Token;
+use super::body::{self, Budget};
+use super::decode::{self, Compression, Decoded};
+use super::response::{self, Body, Encoding, RequestError};
+use super::split::{self, SplitError};
+use super::APPEND_WAIT;
+use crate::api::{Health, Phase};
+use crate::config::OtlpHttpSourceSettings;
+use crate::event::Signal;
+use crate::metrics::{
+    Metrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels, SourceLabels,
+};
+use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
+use crate::seglog::{Batch, Log, LogError};
+
+/// Bodies up to this size (compressed: a quarter of it) are decoded on the
+/// connection's task; larger ones on the blocking pool, so one big request
+/// does not stall the other connections of a runtime worker.
+const INLINE_BYTES: usize = 64 << 10;
+
+/// A body we refuse before reading it to its end is still read and
+/// discarded, up to twice `max_body_bytes` (at least this much) and for at
+/// most `DISCARD_WAIT`: clients write their whole body before reading the
+/// answer, and closing on unread bytes would reset the connection under the
+/// answer (a "lingering close", as web servers do).
+const DISCARD_BYTES: u64 = 64 << 10;
+const DISCARD_WAIT: Duration = Duration::from_secs(1);
+
+/// Once `stop` is cancelled, a request still receiving its body has this
+/// long to finish it before it is answered 503, so that shutdown is bounded
+/// whatever `request_timeout` is.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// Repeated warnings (log full, log errors) are logged at most this often.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Everything the connections of one source share.
+pub(crate) struct Source {
+    pub name: String,
+    pub opts: OtlpHttpSourceSettings,
+    log: Log,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    stop: CancellationToken,
+    token: Option<Token>,
+    budget: Budget,
+    /// The most framed bytes one append may carry (see `seglog::Log::append`).
+    max_append_bytes: usize,
+    /// Counters fixed per source, created once rather than per request.
+    events: [Counter; 3],
+    bytes: [Counter; 3],
+    durations: [Histogram; 4],
+    source_events: Counter,
+    source_bytes: Counter,
+    /// Milliseconds since the epoch of the last rate-limited "log full"
+    /// warning and "cannot append" error.
+    last_full_warning_ms: AtomicU64,
+    last_error_ms: AtomicU64,
+}
+
+/// The three paths, and the label for anything else.
+const PATHS: [&str; 4] = ["/v1/logs", "/v1/traces", "/v1/metrics", "other"];
+
+fn signal_of(path: &str) -> Option<Signal> {
+    match path {
+        "/v1/logs" => Some(Signal::Logs),
+        "/v1/traces" => Some(Signal::Traces),
+        "/v1/metrics" => Some(Signal::Metrics),
+        _ => None,
+    }
+}
+
+fn index(s: Signal) -> usize {
+    match s {
+        Signal::Logs => 0,
+        Signal::Traces => 1,
+        Signal::Metrics => 2,
+    }
+}
+
+fn now_unix_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// What an accepted request added to the log.
+struct Accepted {
+    signal: Signal,
+    events: u64,
+    event_bytes: u64,
+    body_bytes: u64,
+}
+
+impl Source {
+    pub(crate) fn new(
+        name: String,
+        opts: OtlpHttpSourceSettings,
+        log: Log,
+        metrics: Arc<Metrics>,
+        health: Arc<Health>,
+        stop: CancellationToken,
+        token: Option<Token>,
+    ) -> Source {
+        let o = &metrics.otlp;
+        let signal =
+            |fam: &prometheus_client::metrics::family::Family<OtlpSignalLabels, Counter>,
+             s: Signal| {
+                fam.get_or_create(&OtlpSignalLabels {
+                    source: name.clone(),
+                    signal: s.as_str().to_string(),
+                })
+                .clone()
+            };
+        let all = [Signal::Logs, Signal::Traces, Signal::Metrics];
+        let events = all.map(|s| signal(&o.events, s));
+        let bytes = all.map(|s| signal(&o.bytes, s));
+        let durations = PATHS.map(|p| {
+            o.duration
+                .get_or_create(&OtlpPathLabels {
+                    source: name.clone(),
+                    path: p.to_string(),
+                })
+                .clone()
+        });
+        let labels = SourceLabels {
+            source: name.clone(),
+        };
+        let source_events = metrics.sources.events.get_or_create(&labels).clone();
+        let source_bytes = metrics.sources.bytes.get_or_create(&labels).clone();
+        let max_append_bytes = (log.options().segment_bytes as usize)
+            .saturating_sub(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN)
+            .min(MAX_FRAME_PAYLOAD);
+        Source {
+            budget: Budget::for_max_body(opts.max_body_bytes),
+            name,
+            opts,
+            log,
+            metrics,
+            health,
+            stop,
+            token,
+            max_append_bytes,
+            events,
+            bytes,
+            durations,
+            source_events,
+            source_bytes,
+            last_full_warning_ms: AtomicU64::new(0),
+            last_error_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn draining(&self) -> bool {
+        self.stop.is_cancelled() || self.health.phase() == Phase::Draining
+    }
+
+    /// Whether a repeated message whose last time is kept in `last` may be
+    /// logged now.
+    fn may_log(last: &AtomicU64) -> bool {
+        let now = (now_unix_nanos() / 1_000_000).max(1);
+        let then = last.load(Ordering::Relaxed);
+        now.saturating_sub(then) >= WARN_EVERY.as_millis() as u64
+            && last
+                .compare_exchange(then, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    fn count(&self, path: usize, status: u16, outcome: &Result<Accepted, RequestError>) {
+        let o = &self.metrics.otlp;
+        o.requests
+            .get_or_create(&OtlpRequestLabels {
+                source: self.name.clone(),
+                path: PATHS[path].to_string(),
+                status: status.to_string(),
+            })
+            .inc();
+        match outcome {
+            Ok(a) => {
+                self.events[index(a.signal)].inc_by(a.events);
+                self.bytes[index(a.signal)].inc_by(a.body_bytes);
+                self.source_events.inc_by(a.events);
+                self.source_bytes.inc_by(a.event_bytes);
+            }
+            Err(e) => {
+                o.rejected
+                    .get_or_create(&OtlpReasonLabels {
+                        source: self.name.clone(),
+                        reason: e.reason().to_string(),
+                    })
+                    .inc();
+            }
+        }
+    }
+}
+
+/// Answers one request. Never fails: every outcome is a response.
+pub(crate) async fn handle(
+    src: Arc<Source>,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let started = Instant::now();
+    let path = signal_of(req.uri().path()).map_or(PATHS.len() - 1, index);
+    // Answer in the request's encoding whenever it is one we speak.
+    let encoding = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(decode::encoding_from);
+    let (outcome, body_unread) = accept(&src, req, started).await;
+    let resp = match &outcome {
+        Ok(a) => {
+            debug!(source = %src.name, %peer, signal = a.signal.as_str(), events = a.events,
+                "OTLP request appended");
+            response::success(encoding.unwrap_or(Encoding::Protobuf))
+        }
+        Err(e) => {
+            match e {
+                RequestError::LogUnavailable | RequestError::Internal(_) => {}
+                RequestError::LogFull { .. } if Source::may_log(&src.last_full_warning_ms) => {
+                    warn!(
+                        source = %src.name,
+                        "the log is full (when_full = \"block\"): OTLP clients are told to retry \
+                         later; a sink is not keeping up or log.max_bytes is too small"
+                    )
+                }
+                _ => debug!(source = %src.name, %peer, status = e.status().as_u16(),
+                    reason = e.reason(), error = %e, "OTLP request refused"),
+            }
+            response::error(e, encoding, body_unread)
+        }
+    };
+    src.count(path, resp.status().as_u16(), &outcome);
+    src.durations[path].observe(started.elapsed().as_secs_f64());
+    resp
+}
+
+/// Runs the checks and the append; also says whether the body was left
+/// unread (the connection should then close).
+async fn accept(
+    src: &Arc<Source>,
+    req: Request<Incoming>,
+    started: Instant,
+) -> (Result<Accepted, RequestError>, bool) {
+    let (parts, mut body) = req.into_parts();
+    let discard_limit = DISCARD_BYTES.max(2 * src.opts.max_body_bytes);
+    let checked = match head_checks(src, &parts) {
+        Ok(checked) => checked,
+        Err(e) => {
+            // A client waiting for "100 Continue" has not sent its body and
+            // will not once it has the answer: nothing to discard.
+            let expects_continue = parts
+                .headers
+                .get(EXPECT)
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+            let drained = match content_length(&parts.headers) {
+                _ if expects_continue => false,
+                Some(n) if n > discard_limit => false,
+                _ => body::discard(&mut body, discard_limit, DISCARD_WAIT).await,
+            };
+            // While draining, ask clients to reconnect (to the next process).
+            let close = !drained || matches!(e, RequestError::Draining);
+            return (Err(e), close);
+        }
+    };
+    let (signal, encoding, compression, declared) = checked;
+    let limit = src.opts.max_body_bytes;
+    let deadline = started + src.opts.request_timeout;
+    let mut res = src.budget.empty();
+    let read = body::read(
+        &mut body,
+        limit,
+        declared,
+        deadline,
+        src.opts.request_timeout,
+        &mut res,
+    );
+    let grace_over = async {
+        src.stop.cancelled().await;
+        tokio::time::sleep(DRAIN_GRACE).await;
+    };
+    let outcome = tokio::select! {
+        r = read => r,
+        _ = grace_over => Err(RequestError::DrainingBody),
+    };
+    let raw = match outcome {
+        Ok(raw) => raw,
+        Err(e @ RequestError::BodyTooLarge { .. }) => {
+            drop(res);
+            let drained = body::discard(&mut body, discard_limit, DISCARD_WAIT).await;
+            return (Err(e), !drained);
+        }
+        Err(e) => return (Err(e), true),
+    };
+    (
+        prepare_and_append(src, signal, encoding, compression, raw, res).await,
+        false,
+    )
+}
+
+type Checked = (Signal, Encoding, Compression, Option<u64>);
+
+fn content_length(h: &hyper::HeaderMap) -> Option<u64> {
+    h.get(CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
+}
+
+fn head_checks(src: &Source, parts: &hyper::http::request::Parts) -> Result<Checked, RequestError> {
+    let Some(signal) = signal_of(parts.uri.path()) else {
+        return Err(RequestError::NotFound {
+            path: parts.uri.path().chars().take(200).collect(),
+        });
+    };
+    if parts.method != Method::POST {
+        return Err(RequestError::Method {
+            method: parts.method.to_string(),
+        });
+    }
+    if let Some(t) = &src.token {
+        if !t.accepts(parts.headers.get(AUTHORIZATION)) {
+            return Err(RequestError::Unauthorized);
+        }
+    }
+    if src.draining() {
+        return Err(RequestError::Draining);
+    }
+    let encoding = decode::encoding_of(&parts.headers)?;
+    let compression = decode::compression_of(&parts.headers)?;
+    let declared = content_length(&parts.headers);
+    if let Some(n) = declared {
+        if n > src.opts.max_body_bytes {
+            return Err(RequestError::DeclaredTooLarge {
+                declared: n,
+                limit: src.opts.max_body_bytes,
+            });
+        }
+    }
+    Ok((signal, encoding, compression, declared))
+}
+
+/// A request's batch, ready to append.
+struct Prepared {
+    batch: Batch,
+    events: u64,
+    event_bytes: u64,
+    body_bytes: u64,
+}
+
+/// Decompresses, decodes and splits: CPU work, off the async workers when
+/// the body is large.
+fn prepare(
+    src: &Source,
+    signal: Signal,
+    encoding: Encoding,
+    compression: Compression,
+    raw: bytes::Bytes,
+    res: &mut body::Reservation,
+) -> Result<Prepared, RequestError> {
+    let data = decode::decompress(raw, compression, src.opts.max_body_bytes, res)?;
+    let decoded: Decoded = decode::decode(signal, encoding, &data)?;
+    let expected = decoded.record_count();
+    let mut batch = Batch::with_capacity(data.len() + expected as usize * 64);
+    let split = split::split(
+        decoded,
+        &src.name,
+        now_unix_nanos(),
+        src.max_append_bytes,
+        |e| batch.push(e),
+    )
+    .map_err(|e| match e {
+        SplitError::TooLarge { bytes, limit } => RequestError::EventsTooLarge { bytes, limit },
+        e @ SplitError::NoData { .. } => RequestError::Decode(e.to_string()),
+    })?;
+    // The faithful-count check: every record decoded is an event in the
+    // batch, and nothing else is.
+    if split.events != expected || batch.len() as u64 != expected {
+        return Err(RequestError::Internal(format!(
+            "{expected} records were decoded but {} events were made; the request is refused \
+             so that none is lost",
+            split.events
+        )));
+    }
+    Ok(Prepared {
+        batch,
+        events: split.events,
+        event_bytes: split.bytes,
+        body_bytes: data.len() as u64,
+    })
+}
+
+async fn prepare_and_append(
+    src: &Arc<Source>,
+    signal: Signal,
+    encoding: Encoding,
+    compression: Compression,
+    raw: bytes::Bytes,
+    mut res: body::Reservation,
+) -> Result<Accepted, RequestError> {
+    let inline = match compression {
+        Compression::Identity => raw.len() <= INLINE_BYTES,
+        _ => raw.len() <= INLINE_BYTES / 4,
+    };
+    let (prepared, res) = if inline {
+        (
+            prepare(src, signal, encoding, compression, raw, &mut res),
+            res,
+        )
+    } else {
+        let s = src.clone();
+        tokio::task::spawn_blocking(move || {
+            let p = prepare(&s, signal, encoding, compression, raw, &mut res);
+            (p, res)
+        })
+        .await
+        .map_err(|e| RequestError::Internal(format!("decoding task failed: {e}")))?
+    };
+    if let Err(RequestError::Internal(msg)) = &prepared {
+        error!(source = %src.name, "{msg}");
+    }
+    let p = prepared?;
+    let accepted = Accepted {
+        signal,
+        events: p.events,
+        event_bytes: p.event_bytes,
+        body_bytes: p.body_bytes,
+    };
+    if p.events == 0 {
+        // An empty request is valid and answered with success (OTLP spec).
+        return Ok(accepted);
+    }
+    let result = src.log.append_timeout(p.batch, APPEND_WAIT).await;
+    // The bodies' room in the budget stands for the batch until here.
+    drop(res);
+    match result {
+        Ok(_) => Ok(accepted),
+        Err(LogError::Full { waited, .. }) => Err(RequestError::LogFull { waited }),
+        Err(LogError::TooLarge { bytes, max }) => {
+            Err(RequestError::EventsTooLarge { bytes, limit: max })
+        }
+        Err(e) => {
+            if Source::may_log(&src.last_error_ms) {
+                error!(source = %src.name, error = %e,
+                    "cannot append OTLP data to the log; clients are told to retry later");
+            }
+            Err(RequestError::LogUnavailable)
+        }
+    }
+}

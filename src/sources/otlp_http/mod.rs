@@ -1,0 +1,162 @@
+/*!
+The `otlp_http` source: an OTLP/HTTP receiver that answers 200 only once a
+request's records are durable in the log.
+
+```text
+ client ── POST /v1/{logs,traces,metrics} ──▶ server.rs   listener, connection permits, TLS
+                                               handler.rs route → auth → draining? → headers
+                                               body.rs    read with caps, deadline, memory budget
+                                               decode.rs  decompress (capped) → protobuf | json.rs
+                                               split.rs   one request → one Batch of Envelopes
+                                               Log::append_timeout  (durable under fsync policy)
+        ◀── 200 Export*ServiceResponse ─────── response.rs (or a google.rpc.Status and a status code)
+```
+
+# Contract
+
+* `POST /v1/logs`, `/v1/traces`, `/v1/metrics` with `Content-Type:
+  application/x-protobuf` (also `application/protobuf`) or
+  `application/json` (the OTLP/JSON mapping), and `Content-Encoding: gzip`,
+  `deflate` (zlib or raw) or `identity`.
+* **200** with an empty `Export*ServiceResponse`, in the request's encoding,
+  only after [`Log::append_timeout`] returned: the records are durable under
+  the log's fsync policy. One request is one [`Batch`](crate::seglog::Batch)
+  and one append, so a request is all or nothing: no error path leaves part
+  of a request in the log.
+* Errors carry a `google.rpc.Status` in the request's encoding (plain text
+  when the encoding is unknown) and a message that says what to change:
+  400 undecodable body, 401 missing or wrong bearer token, 404/405 wrong path
+  or method, 408 body not received within `request_timeout`, 413 body over
+  `max_body_bytes` (by `Content-Length`, while streaming, and after
+  decompression), 415 other content types or encodings, 429 too many bodies
+  in memory at once, 503 log full (`when_full = "block"`), log unwritable, or
+  shutting down. 429 and 503 carry `Retry-After`: SDKs retry them. Nothing a
+  client should retry is ever a 500.
+* Each log record, span and metric data point becomes one
+  [`Envelope`](crate::event::Envelope) with a fresh random
+  [`EventId`](crate::event::EventId), its resource, scope and both schema
+  URLs; a metric keeps name, description, unit, metadata, temporality and
+  monotonicity around its single point. An OTLP sink can rebuild an
+  equivalent request.
+
+# Faithfulness
+
+Protobuf is decoded with prost. JSON is decoded by our own strict decoder
+(`json.rs`), never by the serde derive of `opentelemetry-proto`, which drops
+unknown keys, snake_case keys and malformed oneof members without a word:
+a request answered 200 would then have lost records. The strict decoder
+rejects (400) every key it does not know, duplicate keys, two members of one
+oneof, numbers it cannot represent exactly and ids of the wrong length; and
+the number of records is counted a second time on the raw JSON tree and again
+after splitting, so a mismatch can never be acknowledged. This is stricter
+than the OTLP spec's "ignore unknown fields": for a receiver that promises
+durability, acknowledging a field it cannot store is the worse failure.
+
+# Bounds
+
+Connections are capped by `max_connections` (a semaphore; more wait in the
+kernel's backlog). Headers must arrive within `header_timeout`, which also
+closes idle keep-alive connections; the whole request, body included, within
+`request_timeout`. Bodies are capped by `max_body_bytes` before and after
+decompression, and decompression is streamed with a hard stop one byte past
+the cap, so a gzip bomb costs one buffer. Bodies held in memory at once,
+compressed and decompressed, are bounded by a budget of
+`max(64 MiB, 2 × max_body_bytes + 1 MiB)`; requests beyond it wait until
+their deadline, then get 429.
+
+# Shutdown
+
+While the daemon drains ([`Phase::Draining`]) new requests get 503 with
+`Retry-After`. When `stop` is cancelled the listener closes, keep-alive
+connections close after their current request, and [`run`] returns once
+every in-flight request has been answered: 200 after a durable append, or an
+error.
+*/
+
+mod auth;
+mod body;
+mod decode;
+mod handler;
+mod json;
+mod response;
+mod server;
+mod split;
+mod tls;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::api::Health;
+#[cfg(doc)]
+use crate::api::Phase;
+use crate::config::OtlpHttpSourceSettings;
+use crate::metrics::Metrics;
+use crate::seglog::Log;
+
+/// How long an append waits for space in a full log (`when_full = "block"`)
+/// before the request is answered 503: short, so the client backs off and
+/// retries rather than hangs.
+pub const APPEND_WAIT: Duration = Duration::from_secs(1);
+
+/// Runs the source named `name` until `stop` is cancelled, then finishes
+/// the requests in flight and returns.
+///
+/// Fails at start if the token file, the TLS files or the listen address
+/// cannot be used; each error names the setting to change.
+pub async fn run(
+    name: String,
+    opts: OtlpHttpSourceSettings,
+    log: Log,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let token = match &opts.bearer_token_file {
+        Some(path) => Some(auth::Token::load(path).with_context(|| {
+            format!("reading the bearer token of source {name} (sources.{name}.bearer_token_file)")
+        })?),
+        None => None,
+    };
+    let tls = match &opts.tls {
+        Some(t) => Some(tls::acceptor(t).with_context(|| {
+            format!(
+                "setting up TLS for source {name} (sources.{name}.tls.cert_file and sources.{name}.tls.key_file)"
+            )
+        })?),
+        None => None,
+    };
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "source {name} cannot listen on {} for OTLP/HTTP: {e}; change sources.{name}.listen \
+                 or stop what uses the port",
+                opts.listen
+            )
+        })?;
+    let addr = listener.local_addr().unwrap_or(opts.listen);
+    info!(
+        source = %name,
+        %addr,
+        tls = tls.is_some(),
+        auth = token.is_some(),
+        max_body_bytes = opts.max_body_bytes,
+        "OTLP/HTTP source listening"
+    );
+    let src = Arc::new(handler::Source::new(
+        name.clone(),
+        opts,
+        log,
+        metrics,
+        health,
+        stop.clone(),
+        token,
+    ));
+    server::serve(listener, tls, src, stop).await;
+    info!(source = %name, "OTLP/HTTP source stopped; every request in flight was answered");
+    Ok(())
+}

@@ -1,0 +1,614 @@
+/*!
+One decoded request → one envelope per log record, span and metric data
+point, each encoded once, straight into the caller's batch.
+
+An [`Envelope`]'s fields are written in tag order, so its encoding is the
+concatenation of independent pieces:
+
+```text
+ 1 id  2 source  3 observed      — per event / the same for the whole request
+ 4 resource  5 resource_schema_url — the same for every record of a ResourceX
+ 6 scope  7 scope_schema_url       — the same for every record of a ScopeX
+ 8|9|10 record                     — the record, encoded once
+```
+
+The resource and scope parts are encoded once per group and copied for each
+record, rather than cloned into every envelope and encoded again. The bytes
+are exactly what `Envelope::encode_to_vec` gives (a test checks it), so
+readers need not know about this.
+
+A metric becomes one envelope per data point: a `Metric` with the same name,
+description, unit and metadata, and a data member of the same kind (with its
+temporality and monotonicity) holding that single point. The fields around
+the data member (name, description and unit before it, metadata after it,
+in tag order) are encoded once per metric.
+*/
+
+use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
+use opentelemetry_proto::tonic::metrics::v1::{
+    metric::Data, ExponentialHistogram, Gauge, Histogram, Metric, Sum, Summary,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use prost::Message;
+
+use super::decode::Decoded;
+use crate::event::{Envelope, EventId};
+
+/// Protobuf keys (field number << 3 | wire type 2) of the record fields of
+/// [`Envelope`] and the data members of `Metric`.
+const KEY_ID: u8 = 1 << 3 | 2;
+const KEY_LOG: u8 = 8 << 3 | 2;
+const KEY_SPAN: u8 = 9 << 3 | 2;
+const KEY_METRIC: u8 = 10 << 3 | 2;
+const KEY_GAUGE: u8 = 5 << 3 | 2;
+const KEY_SUM: u8 = 7 << 3 | 2;
+const KEY_HISTOGRAM: u8 = 9 << 3 | 2;
+const KEY_EXP_HISTOGRAM: u8 = 10 << 3 | 2;
+const KEY_SUMMARY: u8 = 11 << 3 | 2;
+
+/// What splitting produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Split {
+    pub events: u64,
+    /// Bytes of the encoded envelopes.
+    pub bytes: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SplitError {
+    /// The events (with the log's 4-byte framing each) outgrow one append.
+    #[error("the events take more than {limit} bytes")]
+    TooLarge { bytes: u64, limit: u64 },
+    /// A metric with no data member: a kind holdfast does not know (its
+    /// protobuf field was skipped) or a mistake; either way there is no
+    /// point to store, and accepting it would lose what it held.
+    #[error(
+        "invalid OTLP at {path}: metric {name:?} has no data (gauge, sum, histogram, \
+         exponentialHistogram or summary); holdfast refuses metrics of a kind it cannot store"
+    )]
+    NoData { path: String, name: String },
+}
+
+struct Writer<F: FnMut(&[u8])> {
+    /// Fields 2 and 3, the same for every event of the request.
+    head: Vec<u8>,
+    /// Fields 4-7 of the current resource and scope.
+    prefix: Vec<u8>,
+    /// Where the scope part starts in `prefix`.
+    resource_len: usize,
+    scratch: Vec<u8>,
+    emit: F,
+    split: Split,
+    /// Framed bytes allowed (what one append takes).
+    limit: u64,
+}
+
+impl<F: FnMut(&[u8])> Writer<F> {
+    fn new(source: &str, observed_unix_nano: u64, limit: usize, emit: F) -> Self {
+        let head = Envelope {
+            source: source.to_string(),
+            observed_time_unix_nano: observed_unix_nano,
+            ..Default::default()
+        }
+        .encode_to_vec();
+        Writer {
+            head,
+            prefix: Vec::new(),
+            resource_len: 0,
+            scratch: Vec::with_capacity(4096),
+            emit,
+            split: Split {
+                events: 0,
+                bytes: 0,
+            },
+            limit: limit as u64,
+        }
+    }
+
+    fn resource(&mut self, resource: Option<Resource>, schema_url: String) {
+        self.prefix = Envelope {
+            resource,
+            resource_schema_url: schema_url,
+            ..Default::default()
+        }
+        .encode_to_vec();
+        self.resource_len = self.prefix.len();
+    }
+
+    fn scope(&mut self, scope: Option<InstrumentationScope>, schema_url: String) {
+        self.prefix.truncate(self.resource_len);
+        let part = Envelope {
+            scope,
+            scope_schema_url: schema_url,
+            ..Default::default()
+        };
+        encode(&part, &mut self.prefix);
+    }
+
+    /// Starts an event in `scratch`, up to the record's key.
+    fn start(&mut self, key: u8) {
+        let s = &mut self.scratch;
+        s.clear();
+        s.push(KEY_ID);
+        s.push(16);
+        s.extend_from_slice(&EventId::random().0);
+        s.extend_from_slice(&self.head);
+        s.extend_from_slice(&self.prefix);
+        s.push(key);
+    }
+
+    fn finish(&mut self) -> Result<(), SplitError> {
+        (self.emit)(&self.scratch);
+        self.split.events += 1;
+        self.split.bytes += self.scratch.len() as u64;
+        let framed = self.split.bytes + 4 * self.split.events;
+        if framed > self.limit {
+            return Err(SplitError::TooLarge {
+                bytes: framed,
+                limit: self.limit,
+            });
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, key: u8, record: &impl Message) -> Result<(), SplitError> {
+        self.start(key);
+        record
+            .encode_length_delimited(&mut self.scratch)
+            .expect("a Vec grows as needed");
+        self.finish()
+    }
+
+    /// One metric envelope: the metric's fields before the data member
+    /// (tags 1-3), one data member, and those after it (tag 12).
+    fn metric(
+        &mut self,
+        shell: &Shell,
+        data_key: u8,
+        data: &impl Message,
+    ) -> Result<(), SplitError> {
+        let data_len = data.encoded_len();
+        let metric_len = shell.before.len()
+            + 1
+            + prost::length_delimiter_len(data_len)
+            + data_len
+            + shell.after.len();
+        self.start(KEY_METRIC);
+        let s = &mut self.scratch;
+        prost::encode_length_delimiter(metric_len, s).expect("a Vec grows as needed");
+        s.extend_from_slice(&shell.before);
+        s.push(data_key);
+        data.encode_length_delimited(s)
+            .expect("a Vec grows as needed");
+        s.extend_from_slice(&shell.after);
+        self.finish()
+    }
+}
+
+/// A metric's encoded fields around its data member.
+struct Shell {
+    before: Vec<u8>,
+    after: Vec<u8>,
+}
+
+fn encode(msg: &impl Message, buf: &mut Vec<u8>) {
+    msg.encode(buf).expect("a Vec grows as needed");
+}
+
+/// Splits `decoded` into envelopes, handing each encoded envelope to
+/// `emit`. Fails, after emitting some, if the events outgrow `limit` framed
+/// bytes or a metric has no data: the caller then discards what it got.
+pub(crate) fn split(
+    decoded: Decoded,
+    source: &str,
+    observed_unix_nano: u64,
+    limit: usize,
+    emit: impl FnMut(&[u8]),
+) -> Result<Split, SplitError> {
+    let mut w = Writer::new(source, observed_unix_nano, limit, emit);
+    match decoded {
+        Decoded::Logs(req) => {
+            for rl in req.resource_logs {
+                w.resource(rl.resource, rl.schema_url);
+                for sl in rl.scope_logs {
+                    w.scope(sl.scope, sl.schema_url);
+                    for rec in &sl.log_records {
+                        w.record(KEY_LOG, rec)?;
+                    }
+                }
+            }
+        }
+        Decoded::Traces(req) => {
+            for rs in req.resource_spans {
+                w.resource(rs.resource, rs.schema_url);
+                for ss in rs.scope_spans {
+                    w.scope(ss.scope, ss.schema_url);
+                    for span in &ss.spans {
+                        w.record(KEY_SPAN, span)?;
+                    }
+                }
+            }
+        }
+        Decoded::Metrics(req) => {
+            for (i, rm) in req.resource_metrics.into_iter().enumerate() {
+                w.resource(rm.resource, rm.schema_url);
+                for (j, sm) in rm.scope_metrics.into_iter().enumerate() {
+                    w.scope(sm.scope, sm.schema_url);
+                    for (k, m) in sm.metrics.into_iter().enumerate() {
+                        split_metric(&mut w, m, || {
+                            format!("resourceMetrics[{i}].scopeMetrics[{j}].metrics[{k}]")
+                        })?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(w.split)
+}
+
+fn split_metric<F: FnMut(&[u8])>(
+    w: &mut Writer<F>,
+    mut m: Metric,
+    path: impl FnOnce() -> String,
+) -> Result<(), SplitError> {
+    let Some(data) = m.data.take() else {
+        return Err(SplitError::NoData {
+            path: path(),
+            name: m.name,
+        });
+    };
+    let after = Metric {
+        metadata: std::mem::take(&mut m.metadata),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let shell = Shell {
+        before: m.encode_to_vec(),
+        after,
+    };
+    match data {
+        Data::Gauge(g) => {
+            for p in g.data_points {
+                let one = Gauge {
+                    data_points: vec![p],
+                };
+                w.metric(&shell, KEY_GAUGE, &one)?;
+            }
+        }
+        Data::Sum(s) => {
+            for p in s.data_points {
+                let one = Sum {
+                    data_points: vec![p],
+                    aggregation_temporality: s.aggregation_temporality,
+                    is_monotonic: s.is_monotonic,
+                };
+                w.metric(&shell, KEY_SUM, &one)?;
+            }
+        }
+        Data::Histogram(h) => {
+            for p in h.data_points {
+                let one = Histogram {
+                    data_points: vec![p],
+                    aggregation_temporality: h.aggregation_temporality,
+                };
+                w.metric(&shell, KEY_HISTOGRAM, &one)?;
+            }
+        }
+        Data::ExponentialHistogram(h) => {
+            for p in h.data_points {
+                let one = ExponentialHistogram {
+                    data_points: vec![p],
+                    aggregation_temporality: h.aggregation_temporality,
+                };
+                w.metric(&shell, KEY_EXP_HISTOGRAM, &one)?;
+            }
+        }
+        Data::Summary(s) => {
+            for p in s.data_points {
+                let one = Summary {
+                    data_points: vec![p],
+                };
+                w.metric(&shell, KEY_SUMMARY, &one)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Record;
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+    use opentelemetry_proto::tonic::metrics::v1::{
+        exponential_histogram_data_point, number_data_point, summary_data_point,
+        ExponentialHistogramDataPoint, HistogramDataPoint, NumberDataPoint, ResourceMetrics,
+        ScopeMetrics, SummaryDataPoint,
+    };
+
+    fn kv(k: &str, v: &str) -> KeyValue {
+        KeyValue {
+            key: k.into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(v.into())),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn run(d: Decoded) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let s = split(d, "otlp", 42, usize::MAX, |e| out.push(e.to_vec())).unwrap();
+        assert_eq!(s.events as usize, out.len());
+        assert_eq!(s.bytes as usize, out.iter().map(Vec::len).sum::<usize>());
+        out
+    }
+
+    /// Decodes, checks the bytes are prost's own encoding, and drops the id.
+    fn envelopes(events: &[Vec<u8>]) -> Vec<Envelope> {
+        events
+            .iter()
+            .map(|e| {
+                let mut env = Envelope::decode_event(e).unwrap();
+                assert_eq!(&env.encode_to_vec(), e, "not the canonical encoding");
+                env.id.clear();
+                env
+            })
+            .collect()
+    }
+
+    #[test]
+    fn logs_keep_resource_scope_and_schema_urls() {
+        let res = Resource {
+            attributes: vec![kv("service.name", "a")],
+            ..Default::default()
+        };
+        let scope = InstrumentationScope {
+            name: "lib".into(),
+            version: "1".into(),
+            ..Default::default()
+        };
+        let rec = |b: &str| LogRecord {
+            time_unix_nano: 7,
+            body: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(b.into())),
+            }),
+            ..Default::default()
+        };
+        let req = ExportLogsServiceRequest {
+            resource_logs: vec![
+                ResourceLogs {
+                    resource: Some(res.clone()),
+                    schema_url: "https://r".into(),
+                    scope_logs: vec![
+                        ScopeLogs {
+                            scope: Some(scope.clone()),
+                            schema_url: "https://s".into(),
+                            log_records: vec![rec("1"), rec("2")],
+                        },
+                        ScopeLogs {
+                            scope: None,
+                            schema_url: String::new(),
+                            log_records: vec![rec("3")],
+                        },
+                    ],
+                },
+                ResourceLogs {
+                    resource: None,
+                    schema_url: String::new(),
+                    scope_logs: vec![ScopeLogs {
+                        scope: Some(scope.clone()),
+                        schema_url: String::new(),
+                        log_records: vec![rec("4")],
+                    }],
+                },
+            ],
+        };
+        let events = run(Decoded::Logs(req));
+        let ids: std::collections::HashSet<_> = events.iter().map(|e| e[2..18].to_vec()).collect();
+        assert_eq!(ids.len(), 4, "ids are distinct");
+        let envs = envelopes(&events);
+        let want = |resource: Option<Resource>,
+                    rs: &str,
+                    scope: Option<InstrumentationScope>,
+                    ss: &str,
+                    b: &str| Envelope {
+            source: "otlp".into(),
+            observed_time_unix_nano: 42,
+            resource,
+            resource_schema_url: rs.into(),
+            scope,
+            scope_schema_url: ss.into(),
+            record: Some(Record::Log(rec(b))),
+            ..Default::default()
+        };
+        assert_eq!(
+            envs,
+            vec![
+                want(
+                    Some(res.clone()),
+                    "https://r",
+                    Some(scope.clone()),
+                    "https://s",
+                    "1"
+                ),
+                want(
+                    Some(res.clone()),
+                    "https://r",
+                    Some(scope.clone()),
+                    "https://s",
+                    "2"
+                ),
+                want(Some(res), "https://r", None, "", "3"),
+                want(None, "", Some(scope), "", "4"),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_metric_kind_becomes_one_envelope_per_point() {
+        let num = |v: i64| NumberDataPoint {
+            time_unix_nano: v as u64,
+            value: Some(number_data_point::Value::AsInt(v)),
+            ..Default::default()
+        };
+        let shell = |name: &str| Metric {
+            name: name.into(),
+            description: "d".into(),
+            unit: "ms".into(),
+            metadata: vec![kv("m", "x")],
+            data: None,
+        };
+        let with = |name: &str, data: Data| Metric {
+            data: Some(data),
+            ..shell(name)
+        };
+        let metrics = vec![
+            with(
+                "g",
+                Data::Gauge(Gauge {
+                    data_points: vec![num(1), num(2)],
+                }),
+            ),
+            with(
+                "s",
+                Data::Sum(Sum {
+                    data_points: vec![num(3)],
+                    aggregation_temporality: 2,
+                    is_monotonic: true,
+                }),
+            ),
+            with(
+                "h",
+                Data::Histogram(Histogram {
+                    data_points: vec![HistogramDataPoint {
+                        count: 2,
+                        bucket_counts: vec![1, 1],
+                        explicit_bounds: vec![5.0],
+                        sum: Some(3.0),
+                        ..Default::default()
+                    }],
+                    aggregation_temporality: 1,
+                }),
+            ),
+            with(
+                "e",
+                Data::ExponentialHistogram(ExponentialHistogram {
+                    data_points: vec![ExponentialHistogramDataPoint {
+                        scale: -2,
+                        positive: Some(exponential_histogram_data_point::Buckets {
+                            offset: -1,
+                            bucket_counts: vec![0, 4],
+                        }),
+                        ..Default::default()
+                    }],
+                    aggregation_temporality: 2,
+                }),
+            ),
+            with(
+                "q",
+                Data::Summary(Summary {
+                    data_points: vec![SummaryDataPoint {
+                        quantile_values: vec![summary_data_point::ValueAtQuantile {
+                            quantile: 0.5,
+                            value: 1.5,
+                        }],
+                        ..Default::default()
+                    }],
+                }),
+            ),
+            with("empty", Data::Gauge(Gauge::default())),
+        ];
+        let req = ExportMetricsServiceRequest {
+            resource_metrics: vec![ResourceMetrics {
+                scope_metrics: vec![ScopeMetrics {
+                    metrics: metrics.clone(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let envs = envelopes(&run(Decoded::Metrics(req)));
+        let got: Vec<Metric> = envs
+            .into_iter()
+            .map(|e| match e.record {
+                Some(Record::Metric(m)) => m,
+                other => panic!("not a metric: {other:?}"),
+            })
+            .collect();
+        let mut want = Vec::new();
+        for m in metrics {
+            let one = |d| Metric {
+                data: Some(d),
+                ..shell(&m.name)
+            };
+            match m.data.unwrap() {
+                Data::Gauge(g) => want.extend(g.data_points.into_iter().map(|p| {
+                    one(Data::Gauge(Gauge {
+                        data_points: vec![p],
+                    }))
+                })),
+                Data::Sum(s) => want.extend(s.data_points.iter().map(|p| {
+                    one(Data::Sum(Sum {
+                        data_points: vec![p.clone()],
+                        ..s.clone()
+                    }))
+                })),
+                d => want.push(one(d)),
+            }
+        }
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_metric_without_data_is_refused() {
+        let req = ExportMetricsServiceRequest {
+            resource_metrics: vec![ResourceMetrics {
+                scope_metrics: vec![ScopeMetrics {
+                    metrics: vec![Metric {
+                        name: "future".into(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let e = split(Decoded::Metrics(req), "s", 1, usize::MAX, |_| {}).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("resourceMetrics[0].scopeMetrics[0].metrics[0]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_limit_counts_framed_bytes() {
+        let req = ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                scope_logs: vec![ScopeLogs {
+                    log_records: vec![LogRecord::default(); 10],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let one = run(Decoded::Logs(ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                scope_logs: vec![ScopeLogs {
+                    log_records: vec![LogRecord::default()],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }))[0]
+            .len();
+        let exact = 10 * (one + 4);
+        assert!(split(Decoded::Logs(req.clone()), "otlp", 42, exact, |_| {}).is_ok());
+        let e = split(Decoded::Logs(req), "otlp", 42, exact - 1, |_| {}).unwrap_err();
+        assert!(matches!(e, SplitError::TooLarge { .. }));
+    }
+}

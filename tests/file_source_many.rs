@@ -1,0 +1,113 @@
+//! 10,000 matched files: every line arrives once, open descriptors stay
+//! under the source's cap, an idle source costs little CPU, and files
+//! closed to respect the cap are reopened when they change. Runs with
+//! inotify switched off, so it also proves that polling alone finds
+//! everything. Its own test binary: it counts the process's descriptors.
+
+mod file_source_common;
+
+use std::time::{Duration, Instant};
+
+use file_source_common::*;
+use holdfast::sources::file;
+
+const FILES: usize = 10_000;
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// User + system CPU seconds of this process.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+fn max_open_cap() -> usize {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let soft: usize = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+        .unwrap();
+    (soft / 4).clamp(16, 4096)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_files() {
+    // Only this test runs in this binary, so the variable reaches no other.
+    std::env::set_var(file::POLL_ONLY_ENV, "1");
+    let h = Harness::new();
+    let mut want = Vec::new();
+    for i in 0..FILES {
+        let (b, lines) = numbered(&format!("file{i:05}"), 0, 2);
+        std::fs::write(h.path(&format!("f{i:05}.log")), &b).unwrap();
+        want.extend(lines);
+    }
+    let baseline = open_fds();
+    let started = Instant::now();
+    let src = h.start(file::FileSourceOptions {
+        scan_interval: Duration::from_secs(1),
+        ..h.options("*.log")
+    });
+    let mut max_fds = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while h.log.next_seq() < want.len() as u64 {
+        max_fds = max_fds.max(open_fds());
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {} lines after 60 s",
+            h.log.next_seq(),
+            want.len()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    eprintln!(
+        "{FILES} files read in {:.2} s; at most {} descriptors open (baseline {baseline}, cap {})",
+        started.elapsed().as_secs_f64(),
+        max_fds,
+        max_open_cap()
+    );
+    assert!(
+        max_fds <= baseline + max_open_cap() + 64,
+        "{max_fds} descriptors open (baseline {baseline}, cap {})",
+        max_open_cap()
+    );
+    assert_eq!(h.metric("holdfast_file_source_files_watched"), FILES as f64);
+
+    // Idle: ten thousand files cost little.
+    let cpu = cpu_seconds();
+    let wall = Instant::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let used = cpu_seconds() - cpu;
+    eprintln!(
+        "idle with {FILES} files: {used:.2} CPU seconds in {:.1} s",
+        wall.elapsed().as_secs_f64()
+    );
+    assert!(
+        used < 1.5,
+        "an idle source used {used:.2} CPU seconds in 3 s"
+    );
+
+    // Files closed to stay under the cap are reopened when they change.
+    let mut n = want.len() as u64;
+    for i in (0..FILES).step_by(97) {
+        let line = format!("file{i:05} later");
+        append(
+            &h.path(&format!("f{i:05}.log")),
+            format!("{line}\n").as_bytes(),
+        );
+        want.push(line);
+        n += 1;
+    }
+    h.wait_events(n, Duration::from_secs(30)).await;
+    src.stop().await;
+    assert_each_once(&h.bodies(), &want);
+    assert!(
+        open_fds() <= baseline + 2,
+        "descriptors left open after the source stopped"
+    );
+}
