@@ -214,7 +214,8 @@ async fn run(backlog: u64) {
     // Every run's consumer is registered now, so that the log keeps the
     // whole backlog until the last run has read it.
     for i in 0..runs.len() {
-        log.consumer(&format!("bench-{i}"), StartAt::Oldest).unwrap();
+        log.consumer(&format!("bench-{i}"), StartAt::Oldest)
+            .unwrap();
     }
     let only = std::env::var("HOLDFAST_BENCH_ONLY").ok();
     for (i, &(kind, concurrency, compression)) in runs.iter().enumerate() {
@@ -287,7 +288,8 @@ async fn run(backlog: u64) {
         };
         let text = metrics.encode().unwrap_or_default();
         let metric = |suffix: &str| -> f64 {
-            let prefix = format!("holdfast_sink_request_duration_seconds_{suffix}{{sink=\"{name}\"}} ");
+            let prefix =
+                format!("holdfast_sink_request_duration_seconds_{suffix}{{sink=\"{name}\"}} ");
             text.lines()
                 .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
                 .unwrap_or(0.0)

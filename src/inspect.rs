@@ -109,17 +109,45 @@ fn human_age(secs: f64) -> String {
     }
 }
 
-/// `holdfast inspect`.
+/// Files and bytes under `dir` (0, 0 if it does not exist).
+fn dir_usage(dir: &Path) -> (u64, u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (0, 0);
+    };
+    entries
+        .flatten()
+        .fold((0, 0), |(files, bytes), e| match e.metadata() {
+            Ok(m) if m.is_dir() => {
+                let (f, b) = dir_usage(&e.path());
+                (files + f, bytes + b)
+            }
+            Ok(m) => (files + 1, bytes + m.len()),
+            Err(_) => (files, bytes),
+        })
+}
+
+/// `holdfast inspect`: the log, and the quarantine beside it
+/// (`<data_dir>/quarantine`; `holdfast quarantine list` shows its records).
 pub fn inspect(log_dir: &Path, as_json: bool) -> anyhow::Result<String> {
     let log = Log::open_read_only(log_dir)
         .with_context(|| format!("reading the log in {}", log_dir.display()))?;
     let s = log.stats();
+    let quarantine = log_dir.parent().map(|d| d.join("quarantine"));
+    let (q_files, q_bytes) = quarantine.as_deref().map_or((0, 0), dir_usage);
     Ok(if as_json {
-        let mut t = serde_json::to_string_pretty(&stats_json(log_dir, &s))?;
+        let mut v = stats_json(log_dir, &s);
+        v["quarantine"] = json!({ "files": q_files, "bytes": q_bytes });
+        let mut t = serde_json::to_string_pretty(&v)?;
         t.push('\n');
         t
     } else {
-        stats_text(log_dir, &s)
+        let mut t = stats_text(log_dir, &s);
+        t += &format!(
+            "\nquarantine     {} file(s), {} (holdfast quarantine list)\n",
+            q_files,
+            human_bytes(q_bytes)
+        );
+        t
     })
 }
 

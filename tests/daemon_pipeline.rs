@@ -175,7 +175,9 @@ fn post(addr: std::net::SocketAddr, path: &str, content_type: &str, body: &[u8])
 #[test]
 fn otlp_records_reach_the_file_sink_through_the_daemon() {
     let mut a = Agent::new("");
-    let otlp: std::net::SocketAddr = format!("127.0.0.1:{}", daemon::free_port()).parse().unwrap();
+    let otlp: std::net::SocketAddr = format!("127.0.0.1:{}", daemon::free_port())
+        .parse()
+        .unwrap();
     let body = format!(
         "[sources.otlp]\ntype = \"otlp_http\"\nlisten = \"{otlp}\"\n\n\
          [sinks.archive]\ntype = \"file\"\ninputs = [\"otlp\"]\npath = \"{}\"\nbatch_timeout = \"50ms\"\n",
@@ -186,24 +188,47 @@ fn otlp_records_reach_the_file_sink_through_the_daemon() {
     a.start();
     a.wait_ready();
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp");
-    for (path, file) in [("/v1/logs", "logs.pb"), ("/v1/traces", "traces.pb"), ("/v1/metrics", "metrics.pb")] {
+    for (path, file) in [
+        ("/v1/logs", "logs.pb"),
+        ("/v1/traces", "traces.pb"),
+        ("/v1/metrics", "metrics.pb"),
+    ] {
         let body = std::fs::read(fixtures.join(file)).unwrap();
-        assert_eq!(post(otlp, path, "application/x-protobuf", &body), 200, "{file}");
+        assert_eq!(
+            post(otlp, path, "application/x-protobuf", &body),
+            200,
+            "{file}"
+        );
     }
     assert_eq!(post(otlp, "/v1/logs", "text/plain", b"hi"), 415);
     // One log record, two spans, two metric points.
     let out = a.path("out");
-    let lines = wait_for("5 events in the sink's output", Duration::from_secs(30), || {
-        let text: String = std::fs::read_dir(&out)
-            .ok()?
-            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
-            .collect();
-        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        (lines.len() >= 5).then_some(lines)
-    });
+    let lines = wait_for(
+        "5 events in the sink's output",
+        Duration::from_secs(30),
+        || {
+            let text: String = std::fs::read_dir(&out)
+                .ok()?
+                .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+                .collect();
+            let lines: Vec<serde_json::Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            (lines.len() >= 5).then_some(lines)
+        },
+    );
     assert!(a.stop().success());
-    let signals: Vec<&str> = lines.iter().map(|l| l["signal"].as_str().unwrap()).collect();
+    let signals: Vec<&str> = lines
+        .iter()
+        .map(|l| l["signal"].as_str().unwrap())
+        .collect();
     assert_eq!(signals, ["logs", "traces", "traces", "metrics", "metrics"]);
-    assert_eq!(lines[0]["record"]["body"]["stringValue"], "disk /dev/sda1 almost full");
-    assert!(lines.iter().all(|l| l["source"] == "otlp" && l["id"].as_str().unwrap().len() == 32));
+    assert_eq!(
+        lines[0]["record"]["body"]["stringValue"],
+        "disk /dev/sda1 almost full"
+    );
+    assert!(lines
+        .iter()
+        .all(|l| l["source"] == "otlp" && l["id"].as_str().unwrap().len() == 32));
 }

@@ -445,9 +445,9 @@ pub(crate) fn string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     // Most strings need no escape at all: one scan (a branch-free fold the
     // compiler vectorizes), one copy.
-    let needs_escape = bytes
-        .iter()
-        .fold(false, |acc, &b| acc | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    let needs_escape = bytes.iter().fold(false, |acc, &b| {
+        acc | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
     if !needs_escape {
         out.extend_from_slice(bytes);
         out.push(b'"');

@@ -132,7 +132,11 @@ impl Template {
         } else {
             0
         };
-        let source = if self.uses_source { env.source.as_str() } else { "" };
+        let source = if self.uses_source {
+            env.source.as_str()
+        } else {
+            ""
+        };
         let signal = env.signal();
         let fresh = match &cache.key {
             Some((s, h, src)) => *s == signal && *h == hour && src == source,

@@ -251,6 +251,8 @@ struct Stream {
     wanted: bool,
     /// Open and read to its end, but inotify or a scan says it changed.
     dirty: bool,
+    /// Detached because its file was truncated in place (copytruncate).
+    truncated_away: bool,
 }
 
 impl Stream {
@@ -579,6 +581,7 @@ impl Tailer {
                 tail_end: tail.map_or(0, |t| t.1),
                 wanted: false,
                 dirty: false,
+                truncated_away: false,
             };
             t.insert(id, st);
         }
@@ -609,6 +612,7 @@ impl Tailer {
         s.attached = true;
         s.detached_at = None;
         s.unseen_since = None;
+        s.truncated_away = false;
         self.detached.remove(&id);
         self.by_inode.insert(s.meta.inode(), id);
         self.by_path.insert(s.path.clone(), id);
@@ -1015,6 +1019,7 @@ impl Tailer {
             tail_end: 0,
             wanted: false,
             dirty: false,
+            truncated_away: false,
         };
         self.out.upserts.push((id, st.record()));
         self.out.barrier = true;
@@ -1284,6 +1289,7 @@ impl Tailer {
         self.out.c.truncations.inc();
         let had_file = self.streams[&id].file.is_some();
         self.detach_keeping(id, now);
+        self.streams.get_mut(&id).unwrap().truncated_away = true;
         let s = &self.streams[&id];
         let (key, path) = (s.key, s.path.clone());
         let generation = self.keys.get(&key).map_or(0, |k| k.1) + 1;
@@ -1318,6 +1324,7 @@ impl Tailer {
             tail_end: 0,
             wanted: false,
             dirty: false,
+            truncated_away: false,
         };
         self.out.upserts.push((nid, st.record()));
         self.out.barrier = true;
@@ -1472,12 +1479,15 @@ impl Tailer {
                     && s.unseen_since.is_none()
                     && self.pbuf.len() >= fp
                 {
+                    // Only as a copy of a followed file, or of one just
+                    // truncated: a new file that merely starts like a file
+                    // rotated away long ago is not held against it.
                     let first = Prefix::of(&self.pbuf);
                     if self.full_prefixes.contains_key(&first.hash)
-                        || self
-                            .detached
-                            .iter()
-                            .any(|d| self.streams[d].prefix == first)
+                        || self.detached.iter().any(|d| {
+                            let d = &self.streams[d];
+                            d.truncated_away && d.prefix == first
+                        })
                     {
                         self.reidentify(id, now);
                         return true;
