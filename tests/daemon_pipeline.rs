@@ -232,3 +232,51 @@ fn otlp_records_reach_the_file_sink_through_the_daemon() {
         .iter()
         .all(|l| l["source"] == "otlp" && l["id"].as_str().unwrap().len() == 32));
 }
+
+#[path = "common/receivers.rs"]
+mod receivers;
+
+/// The real binary with a network sink: lines tailed from a file reach an
+/// Elasticsearch-style `_bulk` receiver, each once, keyed by its event id,
+/// and the sink's cursor reaches the end of the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_lines_reach_an_elasticsearch_receiver_through_the_daemon() {
+    let es = receivers::Receiver::start(receivers::Api::Elasticsearch).await;
+    let mut a = Agent::new("");
+    let app = a.path("app.log");
+    let body = format!(
+        "[sources.app]\ntype = \"file\"\ninclude = [\"{}\"]\nstart_at = \"beginning\"\nscan_interval = \"200ms\"\n\n\
+         [sinks.search]\ntype = \"elasticsearch\"\ninputs = [\"app\"]\nendpoints = [\"http://{}\"]\nbatch_timeout = \"50ms\"\n",
+        app.display(),
+        es.addr
+    );
+    let text = std::fs::read_to_string(&a.config).unwrap() + &body;
+    std::fs::write(&a.config, text).unwrap();
+    std::fs::write(&app, b"").unwrap();
+    append_lines(&app, 0, 300);
+    a.start();
+    a.wait_ready();
+    wait_for(
+        "300 documents at the receiver",
+        Duration::from_secs(60),
+        || (es.state().stored.len() >= 300).then_some(()),
+    );
+    assert!(a.stop().success(), "{}", a.stderr());
+    let st = es.state();
+    assert_eq!(st.stored.len(), 300);
+    assert!(
+        st.stored.values().all(|&n| n == 1),
+        "a document stored twice"
+    );
+    drop(st);
+    let out = holdfast(&["inspect", "--config", a.config_arg(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let search = v["consumers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "search")
+        .unwrap()
+        .clone();
+    assert_eq!(search["lag_events"], 0, "{v}");
+}
