@@ -46,8 +46,9 @@ Known limits (see `docs/sources-file.md`): lines written between
 copytruncate's copy and its truncation are lost if the copy does not match
 the globs (and in any case those written between the copy and the
 truncation); a file rotated out of the globs while holdfast was down, or
-while it was closed as idle, is not read further; a line appended just
-before a `drop_oldest` eviction removed it from the log may be read again.
+while it was closed as idle, or before holdfast ever found it, is not read
+further; a line appended just before a `drop_oldest` eviction removed it
+from the log may be read again.
 */
 
 mod appender;
