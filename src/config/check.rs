@@ -360,7 +360,11 @@ impl<'a> Checker<'a> {
     fn push(&mut self, severity: Severity, span: Option<Range<usize>>, key: &str, message: String) {
         let order = span.as_ref().map_or(usize::MAX, |s| s.start);
         let d = self.src.diagnostic(severity, span, key, message);
-        self.found.push((order, d));
+        // A value TOML cannot represent (`1e400`) fails both the whole-file
+        // pass and its own table's pass; the operator needs to read it once.
+        if !self.found.iter().any(|(o, f)| *o == order && *f == d) {
+            self.found.push((order, d));
+        }
     }
 
     pub fn has_errors(&self) -> bool {
