@@ -261,11 +261,26 @@ fn load(path: &std::path::Path) -> Result<Settings, ExitCode> {
 
 fn fail(e: anyhow::Error) -> ExitCode {
     // The chain of causes, one per line, for the journal at 3 a.m.
-    eprintln!("error: {e}");
-    for cause in e.chain().skip(1) {
+    let causes = causes(&e);
+    eprintln!("error: {}", causes[0]);
+    for cause in &causes[1..] {
         eprintln!("  caused by: {cause}");
     }
     ExitCode::from(1)
+}
+
+/// The messages of `e`'s chain, each cause once: errors that print their
+/// source in their own message (`creating … : Not a directory`) would
+/// otherwise show it twice.
+fn causes(e: &anyhow::Error) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.last().is_some_and(|prev| prev.ends_with(&text)) {
+            out.push(text);
+        }
+    }
+    out
 }
 
 fn main() -> ExitCode {
@@ -291,7 +306,7 @@ fn main() -> ExitCode {
                 Ok(Exit::Clean) => ExitCode::SUCCESS,
                 Ok(Exit::Interrupted) => ExitCode::from(130),
                 Err(e) => {
-                    tracing::error!("{e:#}");
+                    tracing::error!("{}", causes(&e).join(": "));
                     fail(e)
                 }
             }

@@ -59,7 +59,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     let started = Instant::now();
     let log = tokio::task::spawn_blocking(move || Log::open(&log_dir, opts))
         .await?
-        .with_context(|| format!("opening the log in {}", settings.log_dir().display()))?;
+        .with_context(|| {
+            format!(
+                "opening the log in {} (the `log` directory of data_dir)",
+                settings.log_dir().display()
+            )
+        })?;
     let s = log.stats();
     info!(
         segments = s.segments,
