@@ -1,17 +1,19 @@
 /*!
 The local HTTP API: `/metrics` (Prometheus text), `/healthz` (the process
 is alive and its main loop turns) and `/readyz` (the log is recovered and
-sources accept input; 503 while starting and while draining).
+sources accept input; 503 while starting, while draining, and while a
+source fails and is being restarted).
 
 It binds to 127.0.0.1 unless configured otherwise and serves GET only. Every
 connection is bounded: a semaphore caps how many are open, and a request
 must arrive within a header timeout.
 */
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -37,6 +39,10 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Default)]
 pub struct Health {
     phase: AtomicU8,
+    /// Sources whose task failed and has not yet run for a while since its
+    /// restart, with the failure: "ready" promises that sources accept
+    /// input, which a source that cannot bind or read its token does not.
+    failing: Mutex<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +56,31 @@ pub enum Phase {
 impl Health {
     pub fn set(&self, p: Phase) {
         self.phase.store(p as u8, Ordering::Release);
+    }
+
+    /// Marks the task `name` as failing with `error` (`/readyz` answers 503).
+    pub fn set_failing(&self, name: &str, error: String) {
+        self.failing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), error);
+    }
+
+    /// The task `name` runs again.
+    pub fn clear_failing(&self, name: &str) {
+        self.failing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+    }
+
+    /// Failing tasks and their errors, by name.
+    pub fn failing(&self) -> Vec<(String, String)> {
+        let failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+        failing
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     pub fn phase(&self) -> Phase {
@@ -172,7 +203,20 @@ fn route(req: Request<Incoming>, metrics: &Metrics, health: &Health) -> Response
         },
         "/healthz" => text(StatusCode::OK, "ok\n"),
         _ => match health.phase() {
-            Phase::Ready => text(StatusCode::OK, "ready\n"),
+            Phase::Ready => {
+                let failing = health.failing();
+                if failing.is_empty() {
+                    text(StatusCode::OK, "ready\n")
+                } else {
+                    let what: Vec<String> = failing
+                        .iter()
+                        .map(|(task, error)| {
+                            format!("{task} is failing and being restarted: {error}\n")
+                        })
+                        .collect();
+                    text(StatusCode::SERVICE_UNAVAILABLE, what.concat())
+                }
+            }
             Phase::Starting => text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "starting: recovering the log\n",

@@ -155,9 +155,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
             SourceKind::File(s) => {
                 let opts =
                     file_source_options(s, &settings.data_dir.join("checkpoints").join(&name));
-                supervisor::spawn(
+                supervisor::spawn_watched(
                     task_name,
                     metrics.clone(),
+                    Some(health.clone()),
                     sources_stop.clone(),
                     move || {
                         sources::file::run(
@@ -172,9 +173,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
             }
             SourceKind::OtlpHttp(s) => {
                 let (opts, health) = (s.clone(), health.clone());
-                supervisor::spawn(
+                supervisor::spawn_watched(
                     task_name,
                     metrics.clone(),
+                    Some(health.clone()),
                     sources_stop.clone(),
                     move || {
                         sources::otlp_http::run(

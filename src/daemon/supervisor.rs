@@ -10,12 +10,16 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
+use crate::api::Health;
 use crate::metrics::{Metrics, TaskLabels};
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// A task that ran this long before failing starts again from the first backoff.
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
+
+/// A restarted task that has run this long is taken to work again.
+const SETTLED: Duration = Duration::from_secs(1);
 
 /// Runs `make()` until it returns `Ok` after `stop` was cancelled, restarting
 /// it with exponential backoff whenever it fails.
@@ -29,25 +33,62 @@ where
     F: Fn() -> Fut + Send + 'static,
     Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
 {
+    spawn_watched(name, metrics, None, stop, make)
+}
+
+/// [`spawn`], and while the task fails (from a failure until a restart has
+/// run for [`SETTLED`]) it is listed in `health`, so `/readyz` says so.
+pub fn spawn_watched<F, Fut>(
+    name: String,
+    metrics: Arc<Metrics>,
+    health: Option<Arc<Health>>,
+    stop: CancellationToken,
+    make: F,
+) -> JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+{
     tokio::spawn(async move {
         let mut backoff = FIRST_BACKOFF;
+        let mut failing = false;
         loop {
             let started = Instant::now();
-            let outcome = tokio::spawn(make()).await;
+            let mut task = tokio::spawn(make());
+            let outcome = match (&health, failing) {
+                (Some(h), true) => tokio::select! {
+                    o = &mut task => o,
+                    _ = tokio::time::sleep(SETTLED) => {
+                        h.clear_failing(&name);
+                        failing = false;
+                        task.await
+                    }
+                },
+                _ => task.await,
+            };
             if stop.is_cancelled() {
                 if let Ok(Err(e)) = &outcome {
                     error!(task = %name, error = format!("{e:#}"), "task failed while stopping");
                 }
                 return;
             }
-            match outcome {
-                Ok(Ok(())) => error!(task = %name, "task ended on its own; starting it again"),
+            let why = match outcome {
+                Ok(Ok(())) => {
+                    error!(task = %name, "task ended on its own; starting it again");
+                    "it ended on its own".to_string()
+                }
                 Ok(Err(e)) => {
-                    error!(task = %name, error = format!("{e:#}"), "task failed; starting it again in {backoff:?}")
+                    error!(task = %name, error = format!("{e:#}"), "task failed; starting it again in {backoff:?}");
+                    format!("{e:#}")
                 }
                 Err(e) => {
-                    error!(task = %name, error = %e, "task panicked; starting it again in {backoff:?}")
+                    error!(task = %name, error = %e, "task panicked; starting it again in {backoff:?}");
+                    format!("it panicked: {e}")
                 }
+            };
+            if let Some(h) = &health {
+                h.set_failing(&name, why);
+                failing = true;
             }
             if started.elapsed() >= HEALTHY_RUN {
                 backoff = FIRST_BACKOFF;
@@ -99,5 +140,48 @@ mod tests {
             .get_or_create(&TaskLabels { task: "t".into() })
             .get();
         assert_eq!(restarts, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watched_task_is_listed_as_failing_until_a_restart_settles() {
+        let metrics = Arc::new(Metrics::new(None));
+        let health = Arc::new(Health::default());
+        let stop = CancellationToken::new();
+        let runs = Arc::new(AtomicU32::new(0));
+        let r = runs.clone();
+        let s = stop.clone();
+        let h = spawn_watched(
+            "source:t".into(),
+            metrics,
+            Some(health.clone()),
+            stop.clone(),
+            move || {
+                let r = r.clone();
+                let s = s.clone();
+                async move {
+                    if r.fetch_add(1, Ordering::SeqCst) < 2 {
+                        anyhow::bail!("cannot bind");
+                    }
+                    s.cancelled().await;
+                    Ok(())
+                }
+            },
+        );
+        while runs.load(Ordering::SeqCst) < 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let failing = health.failing();
+        assert_eq!(failing.len(), 1);
+        assert!(failing[0].1.contains("cannot bind"), "{failing:?}");
+        // Second run fails too; the third runs, and settles after SETTLED.
+        while runs.load(Ordering::SeqCst) < 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(health.failing().len(), 1, "not settled yet");
+        tokio::time::sleep(SETTLED + Duration::from_millis(10)).await;
+        assert!(health.failing().is_empty());
+        stop.cancel();
+        h.await.unwrap();
     }
 }
