@@ -506,12 +506,16 @@ fn a_sink_path_it_cannot_write_keeps_the_data_and_says_why() {
 }
 
 fn post(addr: &str, body: &[u8]) -> u16 {
+    post_with(addr, body, "")
+}
+
+fn post_with(addr: &str, body: &[u8], headers: &str) -> u16 {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     write!(
         s,
         "POST /v1/logs HTTP/1.1\r\nHost: test\r\nContent-Type: application/x-protobuf\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
+         {headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )
     .unwrap();
@@ -519,4 +523,67 @@ fn post(addr: &str, body: &[u8]) -> u16 {
     let mut resp = String::new();
     let _ = s.read_to_string(&mut resp);
     resp.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A source that cannot start (its token file is missing, its port taken):
+/// `check` names the key; `run` stays up and retries it, but `/readyz`
+/// answers 503 naming the source and the key until it runs, since "ready"
+/// promises that sources accept input.
+#[test]
+fn a_source_that_cannot_start_keeps_the_agent_unready_until_it_can() {
+    for case in ["token", "port"] {
+        let mut a = Agent::new("");
+        let port = free_port();
+        let otlp = format!("127.0.0.1:{port}");
+        let token = a.path("otlp.token");
+        let mut body = format!("[sources.otlp]\ntype = \"otlp_http\"\nlisten = \"{otlp}\"\n");
+        let key = if case == "token" {
+            body += &format!("bearer_token_file = \"{}\"\n", token.display());
+            "sources.otlp.bearer_token_file"
+        } else {
+            "sources.otlp.listen"
+        };
+        let taken = (case == "port").then(|| std::net::TcpListener::bind(&otlp).unwrap());
+        let text = std::fs::read_to_string(&a.config).unwrap() + &body;
+        std::fs::write(&a.config, &text).unwrap();
+
+        let (code, _, stderr) = run_with_deadline(
+            &["check", "--config", a.config_arg()],
+            Duration::from_secs(20),
+        );
+        assert_eq!(code, Some(2), "{case}: {stderr}");
+        assert!(stderr.contains(key), "{case}: {stderr}");
+
+        a.start();
+        let api = a.api;
+        let (_, why) = wait_for(
+            "/readyz to say the source is failing",
+            Duration::from_secs(30),
+            || http_get(api, "/readyz").filter(|(s, _)| *s == 503),
+        );
+        assert!(
+            why.contains("source:otlp") && why.contains(key),
+            "{case}: {why}"
+        );
+        assert_eq!(http_get(api, "/healthz").unwrap().0, 200, "{case}");
+        assert!(a.try_exit().is_none(), "{case}: still running");
+
+        // Fixed while running: the source starts on its next attempt.
+        std::fs::write(&token, "s3cret\n").unwrap();
+        drop(taken);
+        wait_for("/readyz to turn 200", Duration::from_secs(30), || {
+            http_get(api, "/readyz").filter(|(s, _)| *s == 200)
+        });
+        let logs = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp/logs.pb"),
+        )
+        .unwrap();
+        let status = if case == "token" {
+            post_with(&otlp, &logs, "Authorization: Bearer s3cret\r\n")
+        } else {
+            post(&otlp, &logs)
+        };
+        assert_eq!(status, 200, "{case}");
+        assert!(a.stop().success(), "{case}: {}", a.stderr());
+    }
 }
