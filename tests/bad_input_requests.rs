@@ -4,8 +4,8 @@
 //! agent is still ready and the log holds exactly what it held before (not
 //! one byte written, checked on the log's own counters and with
 //! `holdfast dump`). Bad bytes in tailed files (invalid UTF-8, NUL bytes,
-//! 10 MiB lines) arrive as `docs/sources-file.md` says, marked and counted,
-//! with the lines around them intact.
+//! 10 MiB lines, a line that never ends) arrive as `docs/sources-file.md`
+//! says, marked and counted, with the lines around them intact.
 
 #[path = "common/daemon.rs"]
 mod daemon;
@@ -567,6 +567,40 @@ fn rows() -> Vec<Row> {
             Some("too_large"),
         ),
         row(
+            "a gzip bomb of JSON",
+            "/v1/logs",
+            &[("Content-Type", JSON), ("Content-Encoding", "gzip")],
+            Wire::Body(gzip_bomb()),
+            413,
+            &["decompresses to more than"],
+            Some("too_large"),
+        ),
+        row(
+            "a deflate bomb",
+            "/v1/logs",
+            &[("Content-Type", PROTOBUF), ("Content-Encoding", "deflate")],
+            // zlib streams cannot be concatenated like gzip members; 4 MiB
+            // in ~4 KiB is bomb enough for a 1 MiB limit.
+            Wire::Body({
+                let mut e =
+                    flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+                e.write_all(&vec![0u8; 4 << 20]).unwrap();
+                e.finish().unwrap()
+            }),
+            413,
+            &["decompresses to more than"],
+            Some("too_large"),
+        ),
+        row(
+            "deflate declared, garbage sent",
+            "/v1/logs",
+            &[("Content-Type", PROTOBUF), ("Content-Encoding", "deflate")],
+            Wire::Body(b"\xff\xfe\xfd\xfc not deflate".to_vec()),
+            400,
+            &["deflate"],
+            Some("decompress"),
+        ),
+        row(
             "gzip declared, plain protobuf sent",
             "/v1/logs",
             pb_gzip,
@@ -614,6 +648,58 @@ fn rows() -> Vec<Row> {
                 Some("method"),
             )
         },
+        row(
+            "two different Content-Lengths",
+            "/v1/logs",
+            &[],
+            Wire::Raw(
+                b"POST /v1/logs HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-protobuf\r\n\
+                  Content-Length: 4\r\nContent-Length: 40\r\n\r\n\xff\xff\xff\xff"
+                    .to_vec(),
+            ),
+            400,
+            &[],
+            None,
+        ),
+        row(
+            "Content-Length and chunked together",
+            "/v1/logs",
+            &[],
+            Wire::Raw(
+                b"POST /v1/logs HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-protobuf\r\n\
+                  Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n\xff\xff\xff\xff\r\n0\r\n\r\n"
+                    .to_vec(),
+            ),
+            400,
+            &[],
+            None,
+        ),
+        row(
+            "a negative Content-Length",
+            "/v1/logs",
+            &[],
+            Wire::Raw(
+                b"POST /v1/logs HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-protobuf\r\n\
+                  Content-Length: -1\r\n\r\n"
+                    .to_vec(),
+            ),
+            400,
+            &[],
+            None,
+        ),
+        row(
+            "broken chunked framing",
+            "/v1/logs",
+            &[],
+            Wire::Raw(
+                b"POST /v1/logs HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-protobuf\r\n\
+                  Transfer-Encoding: chunked\r\n\r\nzz\r\n\xff\xff\r\n0\r\n\r\n"
+                    .to_vec(),
+            ),
+            400,
+            &[],
+            None,
+        ),
         row(
             "bytes that are not HTTP",
             "/v1/logs",
@@ -925,4 +1011,89 @@ fn bad_bytes_in_files_arrive_marked_and_their_neighbours_intact() {
         "last line, no newline"
     );
     assert!(a.stop().success(), "{}", a.stderr());
+}
+
+/// (body, attributes other than `log.file.*`) of every event in the log.
+fn file_events(a: &Agent) -> Vec<(String, Vec<(String, String)>)> {
+    let out = holdfast(&["dump", "--config", a.config_arg()]);
+    assert!(out.status.success());
+    std::str::from_utf8(&out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let e: serde_json::Value = serde_json::from_str(l).unwrap();
+            let body = e["record"]["body"]["stringValue"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let mut attrs: Vec<(String, String)> = e["record"]["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|kv| {
+                    (
+                        kv["key"].as_str().unwrap().to_string(),
+                        attr_value(&kv["value"]),
+                    )
+                })
+                .filter(|(k, _)| !k.starts_with("log.file."))
+                .collect();
+            attrs.sort();
+            (body, attrs)
+        })
+        .collect()
+}
+
+/// A line that never ends: memory stays bounded (the unfinished line is cut
+/// at `max_line_bytes`); once the file is quiet for `line_idle_timeout` what
+/// was written goes out as one truncated event, and what the writer adds
+/// later starts a new one. The lines around it arrive intact.
+#[test]
+fn an_endless_line_goes_out_cut_and_the_file_goes_on() {
+    let mut a = Agent::new("");
+    let app = a.path("app.log");
+    let body = format!(
+        "[log]\nsegment_size = \"4MiB\"\nmax_bytes = \"64MiB\"\n\n\
+         [sources.app]\ntype = \"file\"\ninclude = [\"{}\"]\nstart_at = \"beginning\"\n\
+         line_idle_timeout = \"1s\"\n",
+        app.display()
+    );
+    let text = std::fs::read_to_string(&a.config).unwrap() + &body;
+    std::fs::write(&a.config, text).unwrap();
+    std::fs::write(&app, b"before the endless line\n").unwrap();
+    a.start();
+    a.wait_ready();
+
+    let mut f = std::fs::OpenOptions::new().append(true).open(&app).unwrap();
+    // One write: the idle timeout must not fall inside it.
+    f.write_all(&vec![b'z'; TEN_MIB]).unwrap();
+    let events = |n: f64| {
+        wait_for(
+            &format!("{n} events from the file"),
+            Duration::from_secs(60),
+            || (a.metric("holdfast_source_events_total{source=\"app\"}")? >= n).then_some(()),
+        )
+    };
+    events(2.0);
+    f.write_all(b"and more, then its end\nafter the endless line\n")
+        .unwrap();
+    events(4.0);
+    assert_eq!(http_get(a.api, "/readyz").unwrap().0, 200);
+    assert!(a.stop().success(), "{}", a.stderr());
+
+    let cut = |n: usize| {
+        vec![
+            ("log.record.original_bytes".to_string(), n.to_string()),
+            ("log.record.truncated".to_string(), "true".to_string()),
+        ]
+    };
+    assert_eq!(
+        file_events(&a),
+        vec![
+            ("before the endless line".to_string(), vec![]),
+            ("z".repeat(MAX_LINE), cut(TEN_MIB)),
+            ("and more, then its end".to_string(), vec![]),
+            ("after the endless line".to_string(), vec![]),
+        ]
+    );
 }
