@@ -303,9 +303,19 @@ fn run_with_deadline(args: &[&str], deadline: Duration) -> (Option<i32>, String,
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let status = wait_for("holdfast to exit", deadline, || {
-        child.try_wait().unwrap_or(None)
-    });
+    let end = std::time::Instant::now() + deadline;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > end {
+            // Never leave a stray agent behind a failed test.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("holdfast {args:?} did not exit within {:?}", deadline);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let out = child.wait_with_output().unwrap();
     (
         status.code(),

@@ -161,6 +161,43 @@ fn prepared_log() -> tempfile::TempDir {
     keep
 }
 
+/// `holdfast run --config CONFIG`, which must exit on its own within 20 s:
+/// (exit code, stderr).
+fn run_to_exit(config: &str) -> (Option<i32>, String) {
+    let args = ["run", "--config", config];
+    let mut child = std::process::Command::new(daemon::BIN)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > end {
+            // Never leave a stray agent behind a failed test.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "holdfast {args:?} did not exit within {:?}",
+                Duration::from_secs(20)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status.code(), stderr)
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
@@ -537,9 +574,8 @@ fn a_second_instance_on_the_same_data_dir_is_refused_and_the_first_keeps_serving
         .replace(&a.api.to_string(), &format!("127.0.0.1:{}", free_port()))
         .replace(&otlp, &other_otlp);
     std::fs::write(&second, text).unwrap();
-    let out = holdfast(&["run", "--config", second.to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let (code, stderr) = run_to_exit(second.to_str().unwrap());
+    assert_eq!(code, Some(1), "{stderr}");
     let log_dir = a.data_dir().join("log").display().to_string();
     assert!(
         stderr
@@ -562,4 +598,60 @@ fn a_second_instance_on_the_same_data_dir_is_refused_and_the_first_keeps_serving
     assert!(a.stop().success(), "{}", a.stderr());
     let out = holdfast(&["dump", "--config", a.config_arg()]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+}
+
+/// State that is not damaged bytes but the wrong kind of file: the log
+/// cannot be opened at all, so `run` refuses at once (exit 1) naming the
+/// file and data_dir, rather than start without its log.
+#[test]
+fn state_files_of_the_wrong_kind_are_refused_naming_the_file() {
+    type Setup = fn(&Path);
+    let rows: [(&str, Setup, &[&str]); 4] = [
+        (
+            "the lock file is a directory",
+            |log| std::fs::create_dir_all(log.join("LOCK")).unwrap(),
+            &["LOCK", "Is a directory"],
+        ),
+        (
+            "a segment is a directory",
+            |log| std::fs::create_dir_all(log.join("00000000000000000000.seg")).unwrap(),
+            &["00000000000000000000.seg", "Is a directory"],
+        ),
+        (
+            "a cursor slot is a directory",
+            |log| std::fs::create_dir_all(log.join("cursors.0")).unwrap(),
+            &["cursors.0", "Is a directory"],
+        ),
+        (
+            "the log directory is a file",
+            |log| std::fs::write(log, b"not a directory").unwrap(),
+            &["creating log directory", "File exists"],
+        ),
+    ];
+    for (name, setup, words) in rows {
+        let a = Agent::new("");
+        let log = a.data_dir().join("log");
+        std::fs::create_dir_all(a.data_dir()).unwrap();
+        setup(&log);
+        let (code, stderr) = run_to_exit(a.config_arg());
+        assert_eq!(code, Some(1), "{name}: {stderr}");
+        let first = stderr
+            .lines()
+            .find(|l| l.starts_with("error: "))
+            .unwrap_or_else(|| panic!("{name}: no error line: {stderr}"));
+        assert!(
+            first.contains("opening the log") && first.contains("data_dir"),
+            "{name}: {stderr}"
+        );
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains("caused by") && words.iter().all(|w| l.contains(w))),
+            "{name}: {stderr}"
+        );
+        assert!(
+            http_get(a.api, "/healthz").is_none(),
+            "{name}: nothing left serving"
+        );
+    }
 }
