@@ -1097,3 +1097,84 @@ fn an_endless_line_goes_out_cut_and_the_file_goes_on() {
         ]
     );
 }
+
+/// Things a glob can match that are not log files: a FIFO (opening it
+/// would block until a writer came), a directory, and a file whose name is
+/// not UTF-8. The first two are left alone, the third is read (its path
+/// attribute with U+FFFD), and a real file beside them is followed as usual.
+#[test]
+fn a_glob_matching_a_fifo_a_directory_and_a_non_utf8_name_goes_on() {
+    use std::os::unix::ffi::OsStrExt;
+    let mut a = Agent::new("");
+    let logs = a.path("logs");
+    std::fs::create_dir_all(logs.join("dir.log")).unwrap();
+    let fifo = logs.join("fifo.log");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let odd = logs.join(std::ffi::OsStr::from_bytes(b"caf\xe9.log"));
+    std::fs::write(&odd, b"from a file with an odd name\n").unwrap();
+    let app = logs.join("app.log");
+    std::fs::write(&app, b"first line\n").unwrap();
+    let body = format!(
+        "[sources.app]\ntype = \"file\"\ninclude = [\"{}/*.log\"]\nstart_at = \"beginning\"\n\
+         scan_interval = \"200ms\"\n",
+        logs.display()
+    );
+    let text = std::fs::read_to_string(&a.config).unwrap() + &body;
+    std::fs::write(&a.config, text).unwrap();
+    a.start();
+    a.wait_ready();
+    let events = |n: f64| {
+        wait_for(
+            &format!("{n} events from the files"),
+            Duration::from_secs(30),
+            || (a.metric("holdfast_source_events_total{source=\"app\"}")? >= n).then_some(()),
+        )
+    };
+    events(2.0);
+    let mut f = std::fs::OpenOptions::new().append(true).open(&app).unwrap();
+    f.write_all(b"second line\n").unwrap();
+    events(3.0);
+    assert_eq!(http_get(a.api, "/readyz").unwrap().0, 200);
+    assert_eq!(
+        a.metric("holdfast_file_source_files_watched{source=\"app\"}"),
+        Some(2.0)
+    );
+    assert!(a.stop().success(), "{}", a.stderr());
+
+    let out = holdfast(&["dump", "--config", a.config_arg()]);
+    let mut got: Vec<(String, String)> = std::str::from_utf8(&out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let e: serde_json::Value = serde_json::from_str(l).unwrap();
+            let path = e["record"]["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|kv| kv["key"] == "log.file.name")
+                .map(|kv| attr_value(&kv["value"]))
+                .unwrap();
+            (
+                path,
+                e["record"]["body"]["stringValue"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("app.log", "first line"),
+            ("app.log", "second line"),
+            ("caf\u{fffd}.log", "from a file with an odd name"),
+        ]
+        .map(|(p, b)| (p.to_string(), b.to_string()))
+    );
+}
