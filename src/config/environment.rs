@@ -60,9 +60,20 @@ impl Settings {
                         env.secret_file(&key("bearer_token_file"), p, "token");
                     }
                     if let Some(tls) = &o.tls {
-                        env.pem_file(&key("tls.cert_file"), &tls.cert_file, "CERTIFICATE");
-                        if env.pem_file(&key("tls.key_file"), &tls.key_file, "PRIVATE KEY") {
+                        let cert =
+                            env.pem_file(&key("tls.cert_file"), &tls.cert_file, "CERTIFICATE");
+                        let private =
+                            env.pem_file(&key("tls.key_file"), &tls.key_file, "PRIVATE KEY");
+                        if private {
                             env.secret_file(&key("tls.key_file"), &tls.key_file, "private key");
+                        }
+                        // What `run` does with them, so that a file that only
+                        // looks like PEM, or a key that does not fit the
+                        // certificate, is found before start.
+                        if cert && private {
+                            if let Err(e) = crate::sources::otlp_http::tls::acceptor(tls) {
+                                env.push(Severity::Error, &key("tls.cert_file"), format!("{e:#}"));
+                            }
                         }
                     }
                 }

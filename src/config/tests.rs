@@ -783,11 +783,24 @@ fn secret_files_must_exist_hold_something_and_be_private() {
 
     std::fs::write(&token, b"s3cret\n").unwrap();
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // Blocks that only look like PEM are loaded as `run` loads them, and fail.
     std::fs::write(
         &cert,
         b"-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n",
     )
     .unwrap();
+    let errors = env_errors(&s);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert_eq!(errors[0].key, "sources.o.tls.cert_file");
+    assert!(
+        errors[0].message.contains("reading the certificate chain"),
+        "{errors:#?}"
+    );
+
+    let tls = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp/tls");
+    std::fs::copy(tls.join("cert.pem"), &cert).unwrap();
+    std::fs::copy(tls.join("key.pem"), &key).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let all = s.check_environment();
     assert!(all.iter().all(|d| !d.is_error()), "{all:#?}");
     let private = all

@@ -81,7 +81,7 @@ mod json;
 mod response;
 mod server;
 mod split;
-mod tls;
+pub(crate) mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;
