@@ -535,23 +535,37 @@ fn post_with(addr: &str, body: &[u8], headers: &str) -> u16 {
     resp.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-/// A source that cannot start (its token file is missing, its port taken):
+/// A source that cannot start (its token file is missing, its port taken,
+/// its certificate garbage):
 /// `check` names the key; `run` stays up and retries it, but `/readyz`
 /// answers 503 naming the source and the key until it runs, since "ready"
 /// promises that sources accept input.
 #[test]
 fn a_source_that_cannot_start_keeps_the_agent_unready_until_it_can() {
-    for case in ["token", "port"] {
+    let tls = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp/tls");
+    for case in ["token", "port", "certificate"] {
         let mut a = Agent::new("");
         let port = free_port();
         let otlp = format!("127.0.0.1:{port}");
         let token = a.path("otlp.token");
+        let (cert, key_file) = (a.path("cert.pem"), a.path("key.pem"));
         let mut body = format!("[sources.otlp]\ntype = \"otlp_http\"\nlisten = \"{otlp}\"\n");
-        let key = if case == "token" {
-            body += &format!("bearer_token_file = \"{}\"\n", token.display());
-            "sources.otlp.bearer_token_file"
-        } else {
-            "sources.otlp.listen"
+        let key = match case {
+            "token" => {
+                body += &format!("bearer_token_file = \"{}\"\n", token.display());
+                "sources.otlp.bearer_token_file"
+            }
+            "port" => "sources.otlp.listen",
+            _ => {
+                std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\ngarbage\n").unwrap();
+                std::fs::copy(tls.join("key.pem"), &key_file).unwrap();
+                body += &format!(
+                    "tls = {{ cert_file = \"{}\", key_file = \"{}\" }}\n",
+                    cert.display(),
+                    key_file.display()
+                );
+                "sources.otlp.tls.cert_file"
+            }
         };
         let taken = (case == "port").then(|| std::net::TcpListener::bind(&otlp).unwrap());
         let text = std::fs::read_to_string(&a.config).unwrap() + &body;
@@ -581,9 +595,15 @@ fn a_source_that_cannot_start_keeps_the_agent_unready_until_it_can() {
         // Fixed while running: the source starts on its next attempt.
         std::fs::write(&token, "s3cret\n").unwrap();
         drop(taken);
+        std::fs::copy(tls.join("cert.pem"), &cert).unwrap();
         wait_for("/readyz to turn 200", Duration::from_secs(30), || {
             http_get(api, "/readyz").filter(|(s, _)| *s == 200)
         });
+        if case == "certificate" {
+            // Serving TLS now; the plain-HTTP client below cannot talk to it.
+            assert!(a.stop().success(), "{case}: {}", a.stderr());
+            continue;
+        }
         let logs = std::fs::read(
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp/logs.pb"),
         )
