@@ -363,7 +363,14 @@ fn every_broken_config_is_refused_naming_file_line_and_key() {
         let (code, stdout, stderr) =
             run_with_deadline(&["check", "--config", config], Duration::from_secs(20));
         let both = format!("{stdout}{stderr}");
-        if code != Some(r.check) {
+        // A valid file left at the defaults is checked against this
+        // machine's /var/lib/holdfast and port 9467, which a test does not
+        // control: there only "not refused as invalid" is asserted.
+        let machine_only = r.check == 0
+            && code == Some(2)
+            && !stderr.contains("invalid configuration")
+            && stderr.contains("cannot run on this machine");
+        if code != Some(r.check) && !machine_only {
             failures.push(format!(
                 "{}: check exited {code:?}, want {}:\n{stderr}",
                 r.name, r.check
