@@ -576,6 +576,20 @@ impl Collector for LogCollector {
             None,
             c.torn_tails,
         )?;
+        counter(
+            &mut enc,
+            "holdfast_log_corrupt_segment_headers",
+            "Segment headers found damaged (their frames are still read and checked)",
+            None,
+            c.corrupt_headers,
+        )?;
+        counter(
+            &mut enc,
+            "holdfast_log_damaged_cursor_files",
+            "Cursor slots found damaged when the log was opened (the other slot, or the oldest event, was used)",
+            None,
+            c.damaged_cursor_files,
+        )?;
 
         let mut m = enc.encode_descriptor(
             "holdfast_log_fsync_duration",
