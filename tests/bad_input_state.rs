@@ -307,7 +307,10 @@ fn damages() -> Vec<Damage> {
                 vec![]
             },
             logged: &["00000000000000000", "header"],
-            metrics: &[("holdfast_log_corrupt_frames_total", 0.0)],
+            metrics: &[
+                ("holdfast_log_corrupt_frames_total", 0.0),
+                ("holdfast_log_corrupt_segment_headers_total", 1.0),
+            ],
         },
         Damage {
             name: "a sealed segment missing",
@@ -476,6 +479,10 @@ fn garbled_cursor_files_redeliver_rather_than_lose() {
         "{stderr}"
     );
     assert!(stderr.contains("no readable cursor file"), "{stderr}");
+    assert_eq!(
+        a.metric("holdfast_log_damaged_cursor_files_total"),
+        Some(2.0)
+    );
     assert_eq!(http_get(a.api, "/readyz").unwrap().0, 200);
     let got = delivered(&a.path("out"));
     assert_eq!(
