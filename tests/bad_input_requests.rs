@@ -390,6 +390,17 @@ fn rows() -> Vec<Row> {
             Some("too_large"),
         ),
         row(
+            "a declared 10 MiB body that waits for 100-continue",
+            "/v1/logs",
+            &[("Content-Type", PROTOBUF), ("Expect", "100-continue")],
+            Wire::DeclaredOnly {
+                declared: 10 << 20,
+            },
+            413,
+            &["max_body_bytes (1048576 bytes)"],
+            Some("too_large"),
+        ),
+        row(
             "oversized body streamed without a length",
             "/v1/logs",
             pb,
