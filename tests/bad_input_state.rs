@@ -494,6 +494,39 @@ fn garbled_cursor_files_redeliver_rather_than_lose() {
     // newest output file already holds.
     assert!(got.values().all(|&n| n == 1), "{got:?}");
     assert!(a.stop().success(), "{}", a.stderr());
+
+    // Only the newer slot damaged: the older one is used, nothing is said
+    // about every consumer starting over.
+    let generation = |slot: &str| {
+        std::fs::read(log.join(slot))
+            .ok()
+            .filter(|b| b.len() >= 16 && &b[..4] == b"HFCU")
+            .map(|b| u64::from_le_bytes(b[8..16].try_into().unwrap()))
+    };
+    let newer = ["cursors.0", "cursors.1"]
+        .into_iter()
+        .max_by_key(|s| generation(s))
+        .unwrap();
+    assert!(generation("cursors.0").is_some() && generation("cursors.1").is_some());
+    rewrite(&log.join(newer), |b| {
+        let n = b.len();
+        b[n - 1] ^= 0xff;
+    });
+    a.start(); // a fresh stderr.log
+    a.wait_ready();
+    assert_eq!(post(&otlp, &logs_request(&record_body(25))), 200);
+    wait_caught_up(&a);
+    assert_eq!(
+        a.metric("holdfast_log_damaged_cursor_files_total"),
+        Some(1.0)
+    );
+    let new = a.stderr();
+    assert!(new.contains(newer) && new.contains("is damaged"), "{new}");
+    assert!(!new.contains("no readable cursor file"), "{new}");
+    let got = delivered(&a.path("out"));
+    assert_eq!(got.len(), 26);
+    assert!(got.values().all(|&n| n == 1), "{got:?}");
+    assert!(a.stop().success(), "{}", a.stderr());
 }
 
 #[test]
