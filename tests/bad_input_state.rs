@@ -695,3 +695,44 @@ fn state_files_of_the_wrong_kind_are_refused_naming_the_file() {
         );
     }
 }
+
+/// A checkpoint that is not a file at all cannot be set aside like damaged
+/// bytes: the source fails and is retried, `/readyz` answers 503 naming it
+/// and the checkpoint directory, the rest of the agent runs, and once the
+/// path is cleared the source starts and reads the file.
+#[test]
+fn a_checkpoint_that_is_a_directory_keeps_the_source_unready_until_cleared() {
+    let mut a = Agent::new("");
+    let app = a.path("app.log");
+    std::fs::write(&app, "one line\n").unwrap();
+    let body = format!(
+        "[sources.app]\ntype = \"file\"\ninclude = [\"{}\"]\nstart_at = \"beginning\"\n",
+        app.display()
+    );
+    let text = std::fs::read_to_string(&a.config).unwrap() + &body;
+    std::fs::write(&a.config, text).unwrap();
+    let cp = a.data_dir().join("checkpoints/app/checkpoint.json");
+    std::fs::create_dir_all(&cp).unwrap();
+
+    a.start();
+    let api = a.api;
+    let (_, why) = wait_for(
+        "/readyz to name the source",
+        Duration::from_secs(30),
+        || http_get(api, "/readyz").filter(|(s, _)| *s == 503),
+    );
+    assert!(
+        why.contains("source:app") && why.contains("checkpoint"),
+        "{why}"
+    );
+    assert_eq!(http_get(api, "/healthz").unwrap().0, 200);
+
+    std::fs::remove_dir(&cp).unwrap();
+    wait_for("the line in the log", Duration::from_secs(30), || {
+        (a.metric("holdfast_source_events_total{source=\"app\"}")? == 1.0).then_some(())
+    });
+    wait_for("/readyz to turn 200", Duration::from_secs(10), || {
+        http_get(api, "/readyz").filter(|(s, _)| *s == 200)
+    });
+    assert!(a.stop().success(), "{}", a.stderr());
+}
