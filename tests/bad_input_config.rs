@@ -252,6 +252,39 @@ fn rows() -> Vec<Row> {
             Run::Refused(2),
         ),
         row(
+            "a line limit larger than a segment",
+            &with_head(
+                "[log]\nsegment_size = \"64KiB\"\n[sources.app]\ntype = \"file\"\n\
+                 include = [\"/var/log/app.log\"]\nmax_line_bytes = \"1MiB\"\n",
+            ),
+            &["{file}:9:18:", "sources.app.max_line_bytes", "would not fit in one log segment"],
+            Run::Refused(2),
+        ),
+        row(
+            "an invalid regular expression",
+            &with_head(
+                "[sources.app]\ntype = \"file\"\ninclude = [\"/var/log/app.log\"]\n\
+                 multiline = { start_pattern = \"(unclosed\" }\n",
+            ),
+            &["{file}:7:", "sources.app.multiline.start_pattern", "not a valid regular expression"],
+            Run::Refused(2),
+        ),
+        row(
+            "a regular expression that explodes when compiled",
+            &with_head(
+                "[sources.app]\ntype = \"file\"\ninclude = [\"/var/log/app.log\"]\n\
+                 multiline = { start_pattern = \"a{1000}{1000}{1000}\" }\n",
+            ),
+            &["{file}:7:", "sources.app.multiline.start_pattern", "not a valid regular expression"],
+            Run::Refused(2),
+        ),
+        row(
+            "an empty include list",
+            &with_head("[sources.app]\ntype = \"file\"\ninclude = []\n"),
+            &["{file}:6:11:", "sources.app.include", "empty"],
+            Run::Refused(2),
+        ),
+        row(
             "arrays nested 100,000 deep",
             &with_head(&format!("x = {}{}\n", "[".repeat(100_000), "]".repeat(100_000))),
             &["{file}:4:", "invalid TOML", "recursion"],
