@@ -74,7 +74,11 @@ const SINKS: [&str; 2] = ["search", "collector"];
 /// Long enough that only a scripted stall passes it, even on a loaded
 /// machine: a timeout the receiver did not cause would be an unexplained
 /// duplicate.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// A receiver that took this long to answer may have answered too late (the
+/// sink's clock started before the receiver saw the request): a repeat of
+/// that request is explained.
+const LATE: Duration = Duration::from_secs(1);
 
 fn kills() -> usize {
     std::env::var("HOLDFAST_CHAOS_KILLS")
@@ -483,6 +487,8 @@ impl Run {
             }
         })));
         let otlp = Receiver::start(Api::Otlp).await;
+        es.state().late_after = Some(LATE);
+        otlp.state().late_after = Some(LATE);
         let otlp_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let agent = Agent::new("");
         let logs = agent.path("logs");
@@ -614,7 +620,7 @@ backoff_max = "400ms"
                 status: 503,
                 retry_after: Some("1".into()),
             }]),
-            2 => r.script([Fault::Slow(REQUEST_TIMEOUT + Duration::from_millis(400))]),
+            2 => r.script([Fault::Slow(REQUEST_TIMEOUT + Duration::from_millis(500))]),
             3 => r.script([Fault::LoseAnswer]),
             4 if r.api == Api::Otlp => r
                 .state()
@@ -729,11 +735,13 @@ backoff_max = "400ms"
             });
         }
         println!(
-            "lines {} in {} rotations; OTLP answers {:?}; {} kills",
+            "lines {} in {} rotations; OTLP answers {:?}; {} kills; late answers: search {}, collector {}",
             self.inputs.lines.load(Ordering::SeqCst),
             self.inputs.rotations.load(Ordering::SeqCst),
             self.inputs.answers.lock().unwrap(),
-            self.epoch
+            self.epoch,
+            self.es.state().late,
+            self.otlp.state().late,
         );
         rows
     }
@@ -808,6 +816,17 @@ impl Run {
                 rows[0].unexplained.len(),
                 rows[1].unexplained.len()
             );
+            for (r, other) in [(&rows[0], &rows[1]), (&rows[1], &rows[0])] {
+                let o: HashSet<&String> = other.unexplained.iter().collect();
+                let only: Vec<(&String, &Vec<u32>)> = r
+                    .unexplained
+                    .iter()
+                    .zip(&r.unexplained_epochs)
+                    .filter(|(m, _)| !o.contains(m))
+                    .take(10)
+                    .collect();
+                println!("only in {}: {only:?}", r.sink);
+            }
         }
         for r in rows {
             assert!(

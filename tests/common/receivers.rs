@@ -117,6 +117,11 @@ pub struct State {
     /// While true, every request is dropped unanswered, before anything is
     /// stored (with `refuse`, the receiver is down).
     pub down: bool,
+    /// A request answered this long after it arrived may have been given up
+    /// by the sender (its timeout counts from before the receiver saw the
+    /// request): its ids go to `explained`, and it is counted in `late`.
+    pub late_after: Option<Duration>,
+    pub late: u64,
 
     // ------------------------------------------------------------ epochs
     /// Set by the test: which run of the agent is sending now. Each
@@ -271,6 +276,7 @@ async fn handle(
     epoch: u32,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Dropped> {
+    let arrived = std::time::Instant::now();
     let path = req.uri().path().to_string();
     let header = |n: &str| {
         req.headers()
@@ -349,7 +355,12 @@ async fn handle(
             Ok(respond(status, ct, answer))
         }
         _ => {
-            state.lock().unwrap().statuses.push(status);
+            let mut st = state.lock().unwrap();
+            st.statuses.push(status);
+            if st.late_after.is_some_and(|l| arrived.elapsed() >= l) {
+                st.late += 1;
+                st.explained.extend(ids);
+            }
             Ok(respond(status, ct, answer))
         }
     }
