@@ -219,7 +219,7 @@ fn file_writer(inputs: Arc<Inputs>, dir: PathBuf, lines: Arc<Vec<String>>) {
         drop(f);
         inputs.lines.store(n0 + count, Ordering::SeqCst);
         batches += 1;
-        if batches % 15 == 0 {
+        if batches.is_multiple_of(15) {
             let out = Command::new("logrotate")
                 .arg("-s")
                 .arg(&state)

@@ -145,9 +145,11 @@ impl State {
     }
 }
 
+pub type Verdict = dyn Fn(&Value) -> Option<u16> + Send + Sync;
+
 /// See [`State::judge`].
 #[derive(Clone)]
-pub struct Judge(pub Arc<dyn Fn(&Value) -> Option<u16> + Send + Sync>);
+pub struct Judge(pub Arc<Verdict>);
 
 impl std::fmt::Debug for Judge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
