@@ -110,6 +110,51 @@ pub struct State {
     pub partial: VecDeque<(i64, String)>,
     /// OpenObserve: the next answers' `failed` counts (with an error).
     pub failed: VecDeque<u64>,
+    /// Elasticsearch: a per-document verdict by content (for tests that
+    /// cannot know the ids in advance): `Some(status)` answers that item
+    /// status instead of storing the document (400 is a mapping error).
+    pub judge: Option<Judge>,
+    /// While true, every request is dropped unanswered, before anything is
+    /// stored (with `refuse`, the receiver is down).
+    pub down: bool,
+    /// A request answered this long after it arrived may have been given up
+    /// by the sender (its timeout counts from before the receiver saw the
+    /// request): its ids go to `explained`, and it is counted in `late`.
+    pub late_after: Option<Duration>,
+    pub late: u64,
+
+    // ------------------------------------------------------------ epochs
+    /// Set by the test: which run of the agent is sending now. Each
+    /// connection keeps the epoch it was accepted in.
+    pub epoch: u32,
+    /// For every delivery of an id (stored, or an Elasticsearch 409), the
+    /// epoch of the connection it came on: a repeat in a later epoch is
+    /// explained by the agent's restart.
+    pub delivered_epochs: HashMap<String, Vec<u32>>,
+    /// The epoch of the request being handled.
+    conn_epoch: u32,
+}
+
+impl State {
+    fn delivered(&mut self, id: &str) {
+        let e = self.conn_epoch;
+        self.delivered_epochs
+            .entry(id.to_string())
+            .or_default()
+            .push(e);
+    }
+}
+
+pub type Verdict = dyn Fn(&Value) -> Option<u16> + Send + Sync;
+
+/// See [`State::judge`].
+#[derive(Clone)]
+pub struct Judge(pub Arc<Verdict>);
+
+impl std::fmt::Debug for Judge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Judge")
+    }
 }
 
 /// A running receiver; stops when dropped.
@@ -117,13 +162,37 @@ pub struct Receiver {
     pub addr: SocketAddr,
     pub api: Api,
     state: Arc<Mutex<State>>,
-    task: tokio::task::JoinHandle<()>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for Receiver {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(t) = self.task.lock().unwrap().take() {
+            t.abort();
+        }
     }
+}
+
+fn serve(
+    api: Api,
+    listener: tokio::net::TcpListener,
+    state: Arc<Mutex<State>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let s = state.clone();
+            let epoch = s.lock().unwrap().epoch;
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| handle(api, s.clone(), epoch, req));
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    })
 }
 
 impl Receiver {
@@ -131,27 +200,42 @@ impl Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(Mutex::new(State::default()));
-        let s = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| handle(api, s.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
+        let task = serve(api, listener, state.clone());
         Receiver {
             addr,
             api,
             state,
-            task,
+            task: Mutex::new(Some(task)),
         }
+    }
+
+    /// The receiver goes down: new connections are refused, and requests on
+    /// connections already open are dropped unanswered, storing nothing.
+    pub fn refuse(&self) {
+        self.state().down = true;
+        if let Some(t) = self.task.lock().unwrap().take() {
+            t.abort();
+        }
+    }
+
+    /// The receiver comes back on the same address.
+    pub async fn accept(&self) {
+        if self.task.lock().unwrap().is_some() {
+            return;
+        }
+        let listener = loop {
+            // The aborted accept loop releases the socket when its task is
+            // dropped, which may be a moment after `abort`.
+            match tokio::net::TcpListener::bind(self.addr).await {
+                Ok(l) => break l,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                    tokio::task::yield_now().await
+                }
+                Err(e) => panic!("rebinding {}: {e}", self.addr),
+            }
+        };
+        *self.task.lock().unwrap() = Some(serve(self.api, listener, self.state.clone()));
+        self.state().down = false;
     }
 
     pub fn state(&self) -> MutexGuard<'_, State> {
@@ -191,8 +275,10 @@ fn respond(status: u16, content_type: &str, body: Vec<u8>) -> Response<Full<Byte
 async fn handle(
     api: Api,
     state: Arc<Mutex<State>>,
+    epoch: u32,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Dropped> {
+    let arrived = std::time::Instant::now();
     let path = req.uri().path().to_string();
     let header = |n: &str| {
         req.headers()
@@ -218,6 +304,9 @@ async fn handle(
     };
     let fault = {
         let mut st = state.lock().unwrap();
+        if st.down {
+            return Err(Dropped);
+        }
         st.requests += 1;
         st.times.push(std::time::Instant::now());
         st.paths.push(path.clone());
@@ -244,6 +333,7 @@ async fn handle(
     }
     let (status, ct, answer, ids) = {
         let mut st = state.lock().unwrap();
+        st.conn_epoch = epoch;
         match api {
             Api::Elasticsearch => elasticsearch(&mut st, &body),
             Api::Otlp => otlp(&mut st, &path, &content_type, &body),
@@ -267,7 +357,12 @@ async fn handle(
             Ok(respond(status, ct, answer))
         }
         _ => {
-            state.lock().unwrap().statuses.push(status);
+            let mut st = state.lock().unwrap();
+            st.statuses.push(status);
+            if st.late_after.is_some_and(|l| arrived.elapsed() >= l) {
+                st.late += 1;
+                st.explained.extend(ids);
+            }
             Ok(respond(status, ct, answer))
         }
     }
@@ -346,8 +441,12 @@ fn elasticsearch(st: &mut State, body: &[u8]) -> (u16, &'static str, Vec<u8>, Ve
         let index = create["_index"].as_str().unwrap().to_string();
         ids.push(id.clone());
         *st.arrivals.entry(id.clone()).or_default() += 1;
-        let scripted = st.item_status.get_mut(&id).and_then(|q| q.pop_front());
-        let item = if st.reject.contains(&id) {
+        let scripted = st
+            .item_status
+            .get_mut(&id)
+            .and_then(|q| q.pop_front())
+            .or_else(|| st.judge.as_ref().and_then(|j| (j.0)(&doc)));
+        let item = if st.reject.contains(&id) || scripted == Some(400) {
             json!({"_index": index, "_id": id, "status": 400, "error": {
                 "type": "mapper_parsing_exception",
                 "reason": format!("failed to parse field [attributes.n] of type [long] in document with id '{id}'. Preview of field's value: 'x'"),
@@ -359,6 +458,7 @@ fn elasticsearch(st: &mut State, body: &[u8]) -> (u16, &'static str, Vec<u8>, Ve
             };
             json!({"_index": index, "_id": id, "status": s, "error": {"type": t, "reason": r}})
         } else if st.stored.contains_key(&id) {
+            st.delivered(&id);
             st.conflicts.push(id.clone());
             json!({"_index": index, "_id": id, "status": 409, "error": {
                 "type": "version_conflict_engine_exception",
@@ -366,6 +466,7 @@ fn elasticsearch(st: &mut State, body: &[u8]) -> (u16, &'static str, Vec<u8>, Ve
                 "index_uuid": "aAsFqTI0Tc2W0LCWgPNrOA", "shard": "0", "index": index}})
         } else {
             *st.stored.entry(id.clone()).or_default() += 1;
+            st.delivered(&id);
             st.docs.insert(id.clone(), doc);
             st.indices.insert(id.clone(), index.clone());
             json!({"_index": index, "_id": id, "_version": 1, "result": "created",
@@ -401,6 +502,19 @@ fn test_id(attrs: &[KeyValue]) -> String {
         .expect("test events carry a test.id attribute")
 }
 
+/// A log record's `test.id`, or else its string body (a line from a file
+/// carries its own number in its text).
+fn log_id(l: &opentelemetry_proto::tonic::logs::v1::LogRecord) -> String {
+    let body = l.body.as_ref().and_then(|b| match &b.value {
+        Some(any_value::Value::StringValue(s)) => Some(s.clone()),
+        _ => None,
+    });
+    match body {
+        Some(b) if !l.attributes.iter().any(|kv| kv.key == "test.id") => b,
+        _ => test_id(&l.attributes),
+    }
+}
+
 fn otlp(
     st: &mut State,
     path: &str,
@@ -418,7 +532,7 @@ fn otlp(
             };
             for rl in &r.resource_logs {
                 for sl in &rl.scope_logs {
-                    ids.extend(sl.log_records.iter().map(|l| test_id(&l.attributes)));
+                    ids.extend(sl.log_records.iter().map(log_id));
                 }
             }
             (
@@ -477,6 +591,7 @@ fn otlp(
     let keep = ids.len() - partial.as_ref().map_or(0, |p| p.0.max(0) as usize);
     for id in &ids[..keep] {
         *st.stored.entry(id.clone()).or_default() += 1;
+        st.delivered(id);
     }
     st.batches.push(ids.clone());
     // The answer: the same message type for every signal's response, here
@@ -533,6 +648,7 @@ fn openobserve(
     let keep = ids.len() - failed;
     for (id, d) in ids.iter().zip(&docs).take(keep) {
         *st.stored.entry(id.clone()).or_default() += 1;
+        st.delivered(id);
         st.docs.insert(id.clone(), d.clone());
         st.indices.insert(id.clone(), stream.clone());
     }
