@@ -249,19 +249,22 @@ pub async fn run(
         })?;
     let mut records = BTreeMap::new();
     let mut advanced = 0;
+    let mut ahead = 0;
     if let Some(ck) = &ck {
         for (i, r) in ck.records.iter().enumerate() {
             let mut r = r.clone();
-            let to = found.advance(r.key, r.generation, r.offset);
+            let (to, rest) = found.resume(r.key, r.generation, r.offset, &r.ahead);
             if to != r.offset {
                 advanced += 1;
                 r.offset = to;
             }
+            ahead += rest.len();
+            r.ahead = rest;
             records.insert(i as u64 + 1, r);
         }
     }
     info!(source = %name, files = records.len(), from_seq = from, scanned = found.scanned, lines_found = found.events,
-        positions_advanced = advanced, ms = started.elapsed().as_millis() as u64,
+        positions_advanced = advanced, spans_ahead = ahead, ms = started.elapsed().as_millis() as u64,
         "file source recovered its positions");
     let init = tailer::Initial {
         records: records.iter().map(|(id, r)| (*id, r.clone())).collect(),
