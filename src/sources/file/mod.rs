@@ -48,7 +48,10 @@ the globs (and in any case those written between the copy and the
 truncation); a file rotated out of the globs while holdfast was down, or
 while it was closed as idle, or before holdfast ever found it, is not read
 further; a line appended just before a `drop_oldest` eviction removed it
-from the log may be read again.
+from the log, or just before the log deleted a segment every sink had
+finished, and after the last checkpoint, may be read again after a crash.
+A chunk refused by a full log and overtaken by a later one leaves a gap in
+the log: see `recovery.rs` for how the lines past it are not repeated.
 */
 
 mod appender;

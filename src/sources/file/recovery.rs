@@ -117,10 +117,15 @@ impl Found {
     /// Where a stream the checkpoint does not know resumes: after the spans
     /// chained from the lowest offset found (lines before it were appended
     /// earlier and have left the log).
-    pub fn resume_unknown(&mut self, key: u64, generation: u32) -> Option<u64> {
-        let v = self.spans.get_mut(&(key, generation))?;
-        let low = v.iter().map(|s| s.0).min()?;
-        Some(Self::chain(v, low))
+    /// Also returns the spans found past a gap, as [`Found::resume`] does.
+    pub fn resume_unknown(&mut self, key: u64, generation: u32) -> Option<(u64, Vec<(u64, u64)>)> {
+        let low = self
+            .spans
+            .get(&(key, generation))?
+            .iter()
+            .map(|s| s.0)
+            .min()?;
+        Some(self.resume(key, generation, low, &[]))
     }
 }
 
@@ -179,10 +184,10 @@ mod tests {
             (30, vec![(40, 60), (70, 80)])
         );
         assert_eq!(f.resume(2, 0, 0, &[(10, 20)]), (0, vec![(10, 20)]));
-        assert_eq!(f.resume_unknown(1, 0), Some(30));
+        assert_eq!(f.resume_unknown(1, 0), Some((30, vec![(50, 60)])));
         assert_eq!(f.resume_unknown(3, 0), None);
         f.add(4, 0, 100, 120);
         f.add(4, 0, 120, 130);
-        assert_eq!(f.resume_unknown(4, 0), Some(130));
+        assert_eq!(f.resume_unknown(4, 0), Some((130, vec![])));
     }
 }

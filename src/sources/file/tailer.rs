@@ -1002,13 +1002,15 @@ impl Tailer {
             key = xxhash_rust::xxh3::xxh3_64(&key.to_le_bytes());
         }
         let mut start = 0;
+        let mut ahead = Vec::new();
         if already_read || (self.first_start && self.s.opts.start_at == StartAt::End) {
             start = meta.len;
         } else if let Some(found) = &mut self.found {
-            if let Some(p) = found.resume_unknown(key, 0).filter(|&p| p <= meta.len) {
+            if let Some((p, rest)) = found.resume_unknown(key, 0).filter(|r| r.0 <= meta.len) {
                 info!(source = %self.s.name, path = %path.display(), offset = p,
                     "resuming a file after the lines of it found in the log");
                 start = p;
+                ahead = rest;
             }
         }
         let id = self.new_id();
@@ -1040,7 +1042,7 @@ impl Tailer {
             wanted: false,
             dirty: false,
             truncated_away: false,
-            ahead: Vec::new(),
+            ahead,
         };
         self.out.upserts.push((id, st.record()));
         self.out.barrier = true;
