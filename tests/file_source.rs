@@ -641,3 +641,151 @@ async fn a_full_log_pauses_reading_until_space_is_freed() {
     src.stop().await;
     assert_each_once(&got, &want);
 }
+
+/// The log as a crash leaves it after an append refused as full was
+/// overtaken by a later one (`when_full = "block"`, several appends in
+/// flight): of `a.log`'s 30 lines, 0-9 and 20-29 are in the log, 10-19 are
+/// not; the checkpoint covers lines 0-9 and its `log_seq` is where the
+/// refused append would have landed. Built from the events a first run
+/// appended to another log, so they carry the ids and origins the source
+/// gives them. Returns the 30 lines.
+async fn overtaken_append_state(h: &Harness) -> Vec<String> {
+    let (bytes, want) = numbered("ot", 0, 30);
+    append(&h.path("a.log"), &bytes);
+    let first = holdfast::seglog::Log::open(h.tmp.path().join("first-log"), log_options()).unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(file::run(
+        SOURCE.to_string(),
+        h.options("*.log"),
+        first.clone(),
+        h.metrics.clone(),
+        stop.clone(),
+    ));
+    let deadline = std::time::Instant::now() + T;
+    while first.next_seq() < 30 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first run appended {} lines",
+            first.next_seq()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    let events = first.reader(0).read(100, 1 << 20).unwrap();
+    assert_eq!(events.len(), 30);
+    for range in [0..10, 20..30] {
+        let mut b = holdfast::seglog::Batch::new();
+        for e in &events[range] {
+            b.push(&e.data);
+        }
+        h.log.append(b).await.unwrap();
+    }
+    let tenth = holdfast::event::Envelope::decode_event(&events[9].data).unwrap();
+    let checkpoint::Loaded::Found(mut ck) = checkpoint::load(&h.checkpoints, SOURCE).unwrap()
+    else {
+        panic!("the first run wrote no checkpoint");
+    };
+    assert_eq!(ck.records.len(), 1);
+    ck.records[0].offset = tenth.origin.unwrap().end_offset;
+    ck.log_seq = 10;
+    checkpoint::save(&h.checkpoints, &ck).unwrap();
+    want
+}
+
+/// Lines that reached the log past an append refused as full (which never
+/// landed before the crash) are not appended again after the restart; the
+/// refused lines are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_that_overtook_a_refused_append_are_not_appended_again() {
+    let h = Harness::new();
+    let want = overtaken_append_state(&h).await;
+    let src = h.start(h.options("*.log"));
+    // The first run read 30 lines; this one reads the 20 past the checkpoint.
+    h.wait_metric("holdfast_file_source_lines_total", 50.0, T)
+        .await;
+    src.stop().await;
+    assert_each_once(&h.bodies(), &want);
+}
+
+/// The same, with one more restart in between while the log is full: that
+/// run appends nothing and stops with a checkpoint whose `log_seq` is past
+/// the lines that overtook the refused append, so the checkpoint itself must
+/// remember them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_that_overtook_a_refused_append_are_remembered_across_restarts() {
+    let h = Harness::with_log_options(LogOptions {
+        segment_bytes: 64 << 10,
+        max_bytes: 256 << 10,
+        when_full: WhenFull::Block,
+        append_timeout: Duration::from_millis(100),
+        ..log_options()
+    });
+    let mut sink = h.log.consumer("sink", LogStartAt::Oldest).unwrap();
+    let want = overtaken_append_state(&h).await;
+    // Fill the log with another source's events until it refuses one.
+    let filler = holdfast::event::Envelope {
+        id: vec![7; 16],
+        source: "filler".into(),
+        record: Some(holdfast::event::Record::Log(Default::default())),
+        ..Default::default()
+    };
+    let filler_bytes = {
+        // A string field carries the padding.
+        let mut f = filler.clone();
+        f.scope_schema_url = "x".repeat(1000);
+        prost::Message::encode_to_vec(&f)
+    };
+    loop {
+        let mut b = holdfast::seglog::Batch::new();
+        b.push(&filler_bytes);
+        match h.log.append_timeout(b, Duration::from_millis(10)).await {
+            Ok(_) => {}
+            Err(holdfast::seglog::LogError::Full { .. }) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let refused = h.log.stats().counters.full_rejections;
+    let src = h.start(h.options("*.log"));
+    let deadline = std::time::Instant::now() + T;
+    while h.log.stats().counters.full_rejections == refused {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the source never tried to append"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    src.stop().await;
+    let checkpoint::Loaded::Found(ck) = checkpoint::load(&h.checkpoints, SOURCE).unwrap() else {
+        panic!("no checkpoint");
+    };
+    assert!(
+        ck.log_seq >= 20,
+        "the checkpoint still reaches back to the lines past the gap: {}",
+        ck.log_seq
+    );
+
+    // A sink drains the log; the source runs again.
+    fn drain(sink: &mut holdfast::seglog::Consumer, got: &mut Vec<String>) {
+        loop {
+            let events = sink.read(10_000, 16 << 20).unwrap();
+            let Some(last) = events.last() else { return };
+            for e in &events {
+                let env = holdfast::event::Envelope::decode_event(&e.data).unwrap();
+                if env.source == SOURCE {
+                    got.push(body(&env));
+                }
+            }
+            sink.commit(last.seq + 1).unwrap();
+        }
+    }
+    let mut got = Vec::new();
+    drain(&mut sink, &mut got);
+    let src = h.start(h.options("*.log"));
+    // Three runs: 30 lines, then 20 twice.
+    h.wait_metric("holdfast_file_source_lines_total", 70.0, T)
+        .await;
+    src.stop().await;
+    drain(&mut sink, &mut got);
+    assert_each_once(&got, &want);
+}

@@ -14,9 +14,13 @@
 //! refused chunk is kept and appended again after a backoff; meanwhile no
 //! new chunk is taken, the channel from the tailer fills, and the tailer
 //! stops reading. Every chunk is kept (in memory, bounded by the number in
-//! flight) until its append is acknowledged.
+//! flight) until its append is acknowledged. Chunks already in flight behind
+//! the refused one may still land (a smaller one fits where it did not): the
+//! checkpoint then records their lines as spans *ahead* of the streams'
+//! offsets, so that a restart before the refused chunk lands reads its
+//! lines again but not theirs (see `recovery.rs`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -228,10 +232,13 @@ impl Appender {
                 })) => {
                     for (id, r) in upserts {
                         match self.records.get_mut(&id) {
-                            // The acknowledged offset moves only with acks.
+                            // The acknowledged offset moves only with acks,
+                            // and the spans ahead of it go only as it
+                            // passes them.
                             Some(old) => {
                                 *old = Record {
                                     offset: old.offset,
+                                    ahead: std::mem::take(&mut old.ahead),
                                     ..r
                                 }
                             }
@@ -287,6 +294,7 @@ impl Appender {
             for (id, pos) in &p.chunk.positions {
                 if let Some(r) = self.records.get_mut(id) {
                     r.offset = *pos;
+                    r.ahead.retain(|&(_, end)| end > *pos);
                 }
             }
             self.dirty |= !p.chunk.positions.is_empty();
@@ -296,8 +304,9 @@ impl Appender {
     }
 
     /// Waits for every append still in flight, applying those acknowledged
-    /// in order; the first refused one (and all after it) is dropped: its
-    /// lines are read again at the next start.
+    /// in order; the first refused one is dropped (its lines are read
+    /// again at the next start), and the lines of those after it that were
+    /// acknowledged are kept as spans ahead of the streams' offsets.
     async fn settle(&mut self) {
         for p in self.queue.iter_mut() {
             if let State::InFlight(f) = &mut p.state {
@@ -308,7 +317,38 @@ impl Appender {
             }
         }
         self.apply_done();
+        for (id, span) in self.landed_ahead() {
+            if let Some(r) = self.records.get_mut(&id) {
+                add_ahead(&mut r.ahead, span);
+            }
+        }
         self.queue.clear();
+    }
+
+    /// Lines in the log past a chunk that is not: a chunk refused because
+    /// the log was full was overtaken by a later one. Their spans go into
+    /// the checkpoint (`Record::ahead`), so that the lines are not appended
+    /// again after a restart while those of the refused chunk are.
+    fn landed_ahead(&self) -> Vec<(StreamId, (u64, u64))> {
+        let mut last: HashMap<StreamId, u64> = HashMap::new();
+        let mut gap = false;
+        let mut out = Vec::new();
+        for p in &self.queue {
+            let done = matches!(p.state, State::Done);
+            gap |= !done;
+            for &(id, pos) in &p.chunk.positions {
+                // A stream's lines in a chunk start where its previous
+                // chunk ended, or at its acknowledged offset.
+                let start = *last
+                    .entry(id)
+                    .or_insert_with(|| self.records.get(&id).map_or(pos, |r| r.offset));
+                if gap && done && pos > start {
+                    out.push((id, (start, pos)));
+                }
+                last.insert(id, pos);
+            }
+        }
+        out
     }
 
     /// A sequence number at or below every line not covered by the
@@ -328,7 +368,15 @@ impl Appender {
             written_unix_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
-            records: self.records.values().cloned().collect(),
+            records: {
+                let mut records = self.records.clone();
+                for (id, span) in self.landed_ahead() {
+                    if let Some(r) = records.get_mut(&id) {
+                        add_ahead(&mut r.ahead, span);
+                    }
+                }
+                records.into_values().collect()
+            },
         };
         let dir = self.dir.clone();
         let r = tokio::task::spawn_blocking(move || checkpoint::save(&dir, &ck))
@@ -350,5 +398,101 @@ impl Appender {
                 })
             }
         }
+    }
+}
+
+/// Adds a span to sorted, merged spans.
+fn add_ahead(spans: &mut Vec<(u64, u64)>, span: (u64, u64)) {
+    spans.push(span);
+    spans.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for &(start, end) in spans.iter() {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    *spans = merged;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Metrics;
+    use crate::seglog::LogOptions;
+
+    fn record(offset: u64) -> Record {
+        Record {
+            key: 1,
+            generation: 0,
+            path: "a.log".into(),
+            dev: 0,
+            ino: 0,
+            btime: None,
+            prefix_len: 0,
+            prefix_hash: 0,
+            offset,
+            detached_unix_ms: None,
+            tail: None,
+            ahead: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn lines_acknowledged_past_a_refused_chunk_are_checkpointed_as_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path().join("log"), LogOptions::default()).unwrap();
+        let metrics = Arc::new(Metrics::new(Some(log.clone())));
+        let mut a = Appender::new(
+            "app".into(),
+            log,
+            dir.path().join("ck"),
+            BTreeMap::from([(1, record(10)), (2, record(0))]),
+            Counters::new(&metrics, "app"),
+        );
+        let chunks = [
+            (vec![(1, 20)], State::Done),
+            (vec![(1, 30), (2, 5)], State::Full),
+            (vec![(1, 40)], State::Done),
+            (vec![(2, 9), (1, 50)], State::Done),
+        ];
+        for (positions, state) in chunks {
+            a.queue.push_back(Pending {
+                chunk: Chunk {
+                    positions,
+                    ..Chunk::default()
+                },
+                floor: 0,
+                state,
+            });
+        }
+        a.apply_done();
+        assert_eq!(a.records[&1].offset, 20);
+        assert_eq!(
+            a.landed_ahead(),
+            vec![(1, (30, 40)), (2, (5, 9)), (1, (40, 50))]
+        );
+        a.settle().await;
+        assert!(a.queue.is_empty());
+        assert_eq!(
+            (a.records[&1].offset, &a.records[&1].ahead[..]),
+            (20, &[(30, 50)][..])
+        );
+        assert_eq!(
+            (a.records[&2].offset, &a.records[&2].ahead[..]),
+            (0, &[(5, 9)][..])
+        );
+        // Once the refused lines are acknowledged, the offset passes them.
+        a.queue.push_back(Pending {
+            chunk: Chunk {
+                positions: vec![(1, 35), (2, 9)],
+                ..Chunk::default()
+            },
+            floor: 0,
+            state: State::Done,
+        });
+        a.apply_done();
+        assert_eq!(&a.records[&1].ahead[..], &[(30, 50)][..]);
+        assert!(a.records[&2].ahead.is_empty());
     }
 }

@@ -70,6 +70,14 @@ pub struct Record {
     /// globs, or truncated away): unix milliseconds since when.
     pub detached_unix_ms: Option<u64>,
     pub tail: Option<Tail>,
+    /// Spans (`offset..end`, sorted, past `offset`) of lines that are in
+    /// the log although lines before them are not: an append refused
+    /// because the log was full was overtaken by a later one, and the
+    /// source stopped before the refused one landed. The lines between are
+    /// read again; these are skipped. Kept until `offset` passes them, as
+    /// later checkpoints' `log_seq` no longer reaches back to them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ahead: Vec<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -259,6 +267,7 @@ mod tests {
                     end: 99,
                     hex: to_hex(b"ab\n"),
                 }),
+                ahead: vec![(120, 180), (200, 210)],
             }],
         }
     }

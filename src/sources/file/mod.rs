@@ -48,7 +48,10 @@ the globs (and in any case those written between the copy and the
 truncation); a file rotated out of the globs while holdfast was down, or
 while it was closed as idle, or before holdfast ever found it, is not read
 further; a line appended just before a `drop_oldest` eviction removed it
-from the log may be read again.
+from the log, or just before the log deleted a segment every sink had
+finished, and after the last checkpoint, may be read again after a crash.
+A chunk refused by a full log and overtaken by a later one leaves a gap in
+the log: see `recovery.rs` for how the lines past it are not repeated.
 */
 
 mod appender;
@@ -249,19 +252,22 @@ pub async fn run(
         })?;
     let mut records = BTreeMap::new();
     let mut advanced = 0;
+    let mut ahead = 0;
     if let Some(ck) = &ck {
         for (i, r) in ck.records.iter().enumerate() {
             let mut r = r.clone();
-            let to = found.advance(r.key, r.generation, r.offset);
+            let (to, rest) = found.resume(r.key, r.generation, r.offset, &r.ahead);
             if to != r.offset {
                 advanced += 1;
                 r.offset = to;
             }
+            ahead += rest.len();
+            r.ahead = rest;
             records.insert(i as u64 + 1, r);
         }
     }
     info!(source = %name, files = records.len(), from_seq = from, scanned = found.scanned, lines_found = found.events,
-        positions_advanced = advanced, ms = started.elapsed().as_millis() as u64,
+        positions_advanced = advanced, spans_ahead = ahead, ms = started.elapsed().as_millis() as u64,
         "file source recovered its positions");
     let init = tailer::Initial {
         records: records.iter().map(|(id, r)| (*id, r.clone())).collect(),

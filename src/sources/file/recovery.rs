@@ -8,8 +8,13 @@
 //! generation) the spans `offset..end` of its lines. A stream then resumes
 //! after the last span that continues, without a gap, from its checkpointed
 //! offset. Spans are chained rather than taking the maximum end because an
-//! append refused as full and retried may land after later ones; a line past
-//! a gap is read again (a duplicate), never skipped (a loss).
+//! append refused as full (`when_full = "block"`) and retried may land after
+//! later ones: if the source stops before the refused one lands, the log
+//! holds lines past a gap. The gap is read again (its lines are not in the
+//! log), and the spans past it are handed to the tailer as *ahead*: their
+//! lines are read and skipped, not appended a second time. The checkpoint
+//! keeps them (`Record::ahead`) until the stream's position passes them,
+//! since the next checkpoint's `log_seq` no longer reaches back to them.
 //!
 //! If events at or after `log_seq` were evicted before the restart
 //! (`when_full = "drop_oldest"`), the reader starts at the oldest event left;
@@ -79,21 +84,48 @@ impl Found {
         pos
     }
 
-    /// Where stream `(key, generation)`, checkpointed at `from`, resumes.
-    pub fn advance(&mut self, key: u64, generation: u32, from: u64) -> u64 {
-        match self.spans.get_mut(&(key, generation)) {
-            Some(v) => Self::chain(v, from),
-            None => from,
+    /// Where stream `(key, generation)`, checkpointed at `from` with the
+    /// spans `ahead` already known to be in the log, resumes; and the spans
+    /// past that point whose lines are in the log (merged, sorted).
+    pub fn resume(
+        &mut self,
+        key: u64,
+        generation: u32,
+        from: u64,
+        ahead: &[(u64, u64)],
+    ) -> (u64, Vec<(u64, u64)>) {
+        let mut spans: Vec<(u64, u64)> = self
+            .spans
+            .get(&(key, generation))
+            .cloned()
+            .unwrap_or_default();
+        spans.extend_from_slice(ahead);
+        let pos = Self::chain(&mut spans, from);
+        let mut rest: Vec<(u64, u64)> = Vec::new();
+        for (o, e) in spans {
+            if e <= pos || o >= e {
+                continue;
+            }
+            match rest.last_mut() {
+                Some(last) if o <= last.1 => last.1 = last.1.max(e),
+                _ => rest.push((o, e)),
+            }
         }
+        (pos, rest)
     }
 
     /// Where a stream the checkpoint does not know resumes: after the spans
     /// chained from the lowest offset found (lines before it were appended
     /// earlier and have left the log).
-    pub fn resume_unknown(&mut self, key: u64, generation: u32) -> Option<u64> {
-        let v = self.spans.get_mut(&(key, generation))?;
-        let low = v.iter().map(|s| s.0).min()?;
-        Some(Self::chain(v, low))
+    /// Also returns the spans found past a gap, as [`Found::resume`] does.
+    pub fn resume_unknown(&mut self, key: u64, generation: u32) -> Option<(u64, Vec<(u64, u64)>)> {
+        let low = self
+            .spans
+            .get(&(key, generation))?
+            .iter()
+            .map(|s| s.0)
+            .min()?;
+        Some(self.resume(key, generation, low, &[]))
     }
 }
 
@@ -132,22 +164,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn spans_chain_from_the_checkpoint_and_stop_at_gaps() {
+    fn spans_chain_from_the_checkpoint_and_those_past_a_gap_are_ahead() {
         let mut f = Found::default();
         // In log order: a retried append (10..20) landed after 20..30.
         f.add(1, 0, 0, 10);
         f.add(1, 0, 20, 30);
         f.add(1, 0, 10, 20);
         f.add(1, 0, 50, 60); // after a gap: not trusted
-        assert_eq!(f.advance(1, 0, 0), 30);
-        assert_eq!(f.advance(1, 0, 5), 30);
-        assert_eq!(f.advance(1, 0, 40), 40);
-        assert_eq!(f.advance(1, 1, 7), 7);
-        assert_eq!(f.advance(2, 0, 7), 7);
-        assert_eq!(f.resume_unknown(1, 0), Some(30));
+        assert_eq!(f.resume(1, 0, 0, &[]), (30, vec![(50, 60)]));
+        assert_eq!(f.resume(1, 0, 5, &[]), (30, vec![(50, 60)]));
+        assert_eq!(f.resume(1, 0, 40, &[]), (40, vec![(50, 60)]));
+        assert_eq!(f.resume(1, 0, 55, &[]), (60, vec![]));
+        assert_eq!(f.resume(1, 1, 7, &[]), (7, vec![]));
+        assert_eq!(f.resume(2, 0, 7, &[]), (7, vec![]));
+        // Spans a checkpoint kept chain and merge with those in the log.
+        assert_eq!(f.resume(1, 0, 0, &[(30, 35)]), (35, vec![(50, 60)]));
+        assert_eq!(
+            f.resume(1, 0, 0, &[(40, 50), (70, 80)]),
+            (30, vec![(40, 60), (70, 80)])
+        );
+        assert_eq!(f.resume(2, 0, 0, &[(10, 20)]), (0, vec![(10, 20)]));
+        assert_eq!(f.resume_unknown(1, 0), Some((30, vec![(50, 60)])));
         assert_eq!(f.resume_unknown(3, 0), None);
         f.add(4, 0, 100, 120);
         f.add(4, 0, 120, 130);
-        assert_eq!(f.resume_unknown(4, 0), Some(130));
+        assert_eq!(f.resume_unknown(4, 0), Some((130, vec![])));
     }
 }

@@ -253,6 +253,10 @@ struct Stream {
     dirty: bool,
     /// Detached because its file was truncated in place (copytruncate).
     truncated_away: bool,
+    /// Spans past `emitted` whose lines are in the log already (recovered
+    /// after an append refused as full was overtaken by a later one): read,
+    /// not appended again.
+    ahead: Vec<(u64, u64)>,
 }
 
 impl Stream {
@@ -272,6 +276,7 @@ impl Stream {
                 end: self.tail_end,
                 hex: checkpoint::to_hex(&self.tail),
             }),
+            ahead: self.ahead.clone(),
         }
     }
 
@@ -328,6 +333,8 @@ struct Ids<'a> {
     key: u64,
     generation: u32,
     template: &'a Template,
+    /// Spans whose lines are in the log already (see `Stream::ahead`).
+    ahead: &'a [(u64, u64)],
 }
 
 /// Cuts `b` to at most `max` bytes, at a character boundary if the bytes
@@ -385,6 +392,16 @@ impl Out {
     /// position.
     fn emit(&mut self, ids: &Ids<'_>, line: Line<'_>, emitted: &mut u64) {
         *emitted = line.end;
+        if ids
+            .ahead
+            .iter()
+            .any(|&(start, end)| start <= line.start && line.end <= end)
+        {
+            // Appended before a restart, past lines that were not: only
+            // the position moves.
+            self.chunk.set_pos(ids.id, line.end);
+            return;
+        }
         if line.len == 0 && !self.multiline {
             self.chunk.set_pos(ids.id, line.end);
             return;
@@ -582,6 +599,7 @@ impl Tailer {
                 wanted: false,
                 dirty: false,
                 truncated_away: false,
+                ahead: r.ahead.clone(),
             };
             t.insert(id, st);
         }
@@ -693,6 +711,7 @@ impl Tailer {
             generation,
             template,
             emitted,
+            ahead,
             ..
         } = s;
         let ids = Ids {
@@ -700,6 +719,7 @@ impl Tailer {
             key: *key,
             generation: *generation,
             template,
+            ahead,
         };
         let out = &mut self.out;
         split.flush(|line| complete_line(out, ml, group, &ids, line, emitted, keep, now));
@@ -982,13 +1002,15 @@ impl Tailer {
             key = xxhash_rust::xxh3::xxh3_64(&key.to_le_bytes());
         }
         let mut start = 0;
+        let mut ahead = Vec::new();
         if already_read || (self.first_start && self.s.opts.start_at == StartAt::End) {
             start = meta.len;
         } else if let Some(found) = &mut self.found {
-            if let Some(p) = found.resume_unknown(key, 0).filter(|&p| p <= meta.len) {
+            if let Some((p, rest)) = found.resume_unknown(key, 0).filter(|r| r.0 <= meta.len) {
                 info!(source = %self.s.name, path = %path.display(), offset = p,
                     "resuming a file after the lines of it found in the log");
                 start = p;
+                ahead = rest;
             }
         }
         let id = self.new_id();
@@ -1020,6 +1042,7 @@ impl Tailer {
             wanted: false,
             dirty: false,
             truncated_away: false,
+            ahead,
         };
         self.out.upserts.push((id, st.record()));
         self.out.barrier = true;
@@ -1325,6 +1348,7 @@ impl Tailer {
             wanted: false,
             dirty: false,
             truncated_away: false,
+            ahead: Vec::new(),
         };
         self.out.upserts.push((nid, st.record()));
         self.out.barrier = true;
@@ -1524,6 +1548,7 @@ impl Tailer {
                 generation,
                 template,
                 emitted,
+                ahead,
                 ..
             } = s;
             let ids = Ids {
@@ -1531,6 +1556,7 @@ impl Tailer {
                 key: *key,
                 generation: *generation,
                 template,
+                ahead,
             };
             let out = &mut self.out;
             split.feed(data, base, keep, |line| {
@@ -1638,6 +1664,7 @@ impl Tailer {
                 generation,
                 template,
                 emitted,
+                ahead,
                 ..
             } = s;
             let ids = Ids {
@@ -1645,6 +1672,7 @@ impl Tailer {
                 key: *key,
                 generation: *generation,
                 template,
+                ahead,
             };
             let out = &mut self.out;
             split.flush(|line| complete_line(out, ml, group, &ids, line, emitted, keep, now));
@@ -1657,6 +1685,7 @@ impl Tailer {
                     key: s.key,
                     generation: s.generation,
                     template: &s.template,
+                    ahead: &s.ahead,
                 };
                 self.out.emit(&ids, g.as_line(), &mut s.emitted);
             }
