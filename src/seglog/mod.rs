@@ -75,6 +75,7 @@ mod consumer;
 mod cursor;
 mod error;
 pub mod format;
+mod io;
 mod janitor;
 mod options;
 mod recovery;
@@ -96,6 +97,8 @@ use tokio::sync::{oneshot, watch};
 
 pub use consumer::{Consumer, Event, StartAt};
 pub use error::{LogError, Result};
+#[doc(hidden)]
+pub use io::{IoHook, IoOp};
 pub use options::{FsyncPolicy, LogOptions, WhenFull};
 pub use state::{Counters, LossReason, FSYNC_BUCKETS_SECONDS};
 pub use stats::{ConsumerStats, LogStats};
@@ -202,12 +205,19 @@ impl Log {
         opts.validate().map_err(LogError::Options)?;
         let dir = dir.as_ref().to_path_buf();
         let sync = opts.fsync.syncs_directory();
-        let rec = recovery::recover(&dir, recovery::Mode::ReadWrite { sync })?;
+        let fs = io::Fs::new(opts.io_hook.clone());
+        let rec = recovery::recover(&dir, recovery::Mode::ReadWrite { sync }, &fs)?;
         let Some(active) = rec.active else {
             return Err(LogError::Closed);
         };
         let next_seq = rec.state.next_seq;
         let active_len = rec.state.segments.back().map_or(0, |s| s.readable_len);
+        let active_path = rec
+            .state
+            .segments
+            .back()
+            .map(|s| s.path.clone())
+            .unwrap_or_default();
         let stored: cursor::CursorMap = rec
             .state
             .consumers
@@ -225,6 +235,7 @@ impl Log {
         let shared = Arc::new(Shared {
             dir,
             opts,
+            fs,
             state: Mutex::new(rec.state),
             durable,
             maintain_queued: AtomicBool::new(false),
@@ -235,10 +246,12 @@ impl Log {
             janitor: janitor::Janitor::start(
                 shared.dir.clone(),
                 shared.opts.fsync.syncs_directory(),
+                shared.fs.clone(),
             ),
             shared: shared.clone(),
             rx,
             active,
+            active_path,
             active_len,
             repair_to: None,
             next_seq,
@@ -250,6 +263,7 @@ impl Log {
             cursor_generation: rec.cursor_generation,
             stored_cursors: stored,
             blocked_since: None,
+            must_roll: false,
             gather: Default::default(),
             ending: Default::default(),
         };
@@ -274,13 +288,14 @@ impl Log {
     /// [`reader`](Self::reader) and [`stats`](Self::stats).
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Log> {
         let dir = dir.as_ref().to_path_buf();
-        let rec = recovery::recover(&dir, recovery::Mode::ReadOnly)?;
+        let rec = recovery::recover(&dir, recovery::Mode::ReadOnly, &io::Fs::default())?;
         let (durable, _) = watch::channel(rec.state.next_seq);
         let mut state = rec.state;
         state.closed = true;
         let shared = Arc::new(Shared {
             dir,
             opts: LogOptions::default(),
+            fs: io::Fs::default(),
             state: Mutex::new(state),
             durable,
             maintain_queued: AtomicBool::new(false),
