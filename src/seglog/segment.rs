@@ -84,6 +84,12 @@ pub fn map_file(file: &File, len: usize, path: &Path) -> Result<Bytes> {
 
 /// Creates a new segment file with its header and returns a handle for
 /// appending. The caller syncs the directory.
+///
+/// A file already there under that name is the remains of an earlier
+/// attempt that failed half-way (e.g. the disk filled between creating it
+/// and syncing the directory, and removing it failed too): the caller never
+/// asks for the name of a segment that holds events, so it is emptied and
+/// reused rather than blocking every later attempt.
 pub fn create(
     fs: &Fs,
     dir: &Path,
@@ -94,10 +100,20 @@ pub fn create(
     let path = dir.join(file_name(base_seq));
     let mut f = fs
         .create(
-            OpenOptions::new().read(true).append(true).create_new(true),
+            OpenOptions::new().read(true).append(true).create(true),
             &path,
         )
         .map_err(|e| LogError::io("creating segment", &path, e))?;
+    let stale = f
+        .metadata()
+        .map_err(|e| LogError::io("reading metadata of", &path, e))?
+        .len();
+    if stale > 0 {
+        tracing::warn!(segment = %path.display(), bytes = stale,
+            "emptying the remains of a segment whose creation failed earlier");
+        fs.set_len(&f, &path, 0)
+            .map_err(|e| LogError::io("emptying segment", &path, e))?;
+    }
     let header = SegmentHeader {
         base_seq,
         created_ms,
