@@ -567,16 +567,21 @@ impl Writer {
         Ok(())
     }
 
-    /// Cuts off the remains of a failed write, if any.
+    /// Cuts off the remains of a failed write, if any, and makes the cut
+    /// durable before anything else is written. Otherwise a power cut could
+    /// bring the failed frame back — whole, if its bytes reached the disk
+    /// although the write or its sync reported an error — with the sequence
+    /// numbers the next frame reuses: if the segment is sealed meanwhile,
+    /// recovery does not scan it, and readers would take the unacknowledged
+    /// events for the acknowledged ones.
     fn repair(&mut self) -> Result<()> {
         if let Some(len) = self.repair_to {
-            if let Err(e) = self.shared.fs.set_len(&self.active, &self.active_path, len) {
-                return Err(LogError::io(
-                    "cutting back a failed write in",
-                    &self.active_path,
-                    e,
-                ));
-            }
+            let fs = &self.shared.fs;
+            fs.set_len(&self.active, &self.active_path, len)
+                .and_then(|_| fs.sync_data(&self.active, &self.active_path))
+                .map_err(|e| {
+                    LogError::io("cutting back a failed write in", &self.active_path, e)
+                })?;
             self.active_len = len;
             self.repair_to = None;
         }
