@@ -77,6 +77,8 @@ struct Shadow {
     /// a failed operation did not happen and is not recorded.
     faults: Option<StdRng>,
     failed: u64,
+    /// Every operation seen, for the report of a failed round.
+    journal: Vec<String>,
 }
 
 fn apply(buf: &mut Vec<u8>, p: &Pending) {
@@ -175,34 +177,60 @@ impl Recorder {
     }
 }
 
+fn describe(op: &IoOp<'_>) -> String {
+    match *op {
+        IoOp::Write { path, offset, data } => format!(
+            "write {} @{offset} {}",
+            name_of(path),
+            data.iter().map(|d| d.len()).sum::<usize>()
+        ),
+        IoOp::SyncData { path } => format!("sync {}", name_of(path)),
+        IoOp::SyncDir { .. } => "sync dir".to_string(),
+        IoOp::Create { path } => format!("create {}", name_of(path)),
+        IoOp::Remove { path } => format!("remove {}", name_of(path)),
+        IoOp::SetLen { path, len } => format!("set_len {} {len}", name_of(path)),
+    }
+}
+
 fn no_space() -> std::io::Error {
     std::io::Error::from_raw_os_error(28) // ENOSPC
 }
 
 impl IoHook for Recorder {
-    fn allow_write(&self, _path: &Path, _offset: u64, len: usize) -> std::io::Result<usize> {
+    fn allow_write(&self, path: &Path, offset: u64, len: usize) -> std::io::Result<usize> {
         let mut s = self.shadow.lock().unwrap();
         let Some(rng) = s.faults.as_mut() else {
             return Ok(len);
         };
-        match rng.random_range(0..20) {
+        let r = match rng.random_range(0..20) {
             0 => {
                 s.failed += 1;
                 Err(no_space())
             }
             1 => Ok(len / 2),
             _ => Ok(len),
-        }
+        };
+        let line = format!("allow_write {} @{offset} {len}: {r:?}", name_of(path));
+        s.journal.push(line);
+        r
     }
 
-    fn before(&self, _op: &IoOp<'_>) -> std::io::Result<()> {
+    fn before(&self, op: &IoOp<'_>) -> std::io::Result<()> {
         let mut s = self.shadow.lock().unwrap();
         if let Some(rng) = s.faults.as_mut() {
             if rng.random_range(0..20) == 0 {
                 s.failed += 1;
+                let line = format!("before {}: refused", describe(op));
+                s.journal.push(line);
                 return Err(no_space());
             }
         }
+        let line = format!(
+            "before {}{}",
+            describe(op),
+            if s.cut { " (after the cut)" } else { "" }
+        );
+        s.journal.push(line);
         if !s.cut {
             s.ops += 1;
             if s.ops >= s.cut_at {
@@ -461,9 +489,13 @@ fn one_cut(seed: u64, fsync: FsyncPolicy, cut_at: u64, faults: bool, per_produce
     for (name, bytes) in &image {
         std::fs::write(after.path().join(name), bytes).unwrap();
     }
+    let journal = rec.shadow.lock().unwrap().journal.join("\n");
     let ctx = || {
+        let report = std::env::temp_dir().join(format!("seglog-powercut-{seed}.txt"));
+        let _ = std::fs::write(&report, &journal);
         format!(
-            "seed {seed}, {fsync:?}, cut at op {cut_at} of {}, consumer {consume}, faults {}, files {:?}",
+            "journal in {}; seed {seed}, {fsync:?}, cut at op {cut_at} of {}, consumer {consume}, faults {}, files {:?}",
+            report.display(),
             round.ops,
             faults.is_some(),
             image.iter().map(|(n, b)| (n, b.len())).collect::<Vec<_>>()

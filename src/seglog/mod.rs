@@ -62,6 +62,31 @@ and the bytes. The exact layout is in `format.rs` and
 6. Opening reads only the headers of sealed segments and scans the active one,
    so its cost depends on the active segment's size, not the log's.
 
+# Full disks and power cuts
+
+A write that runs out of space (or fails otherwise) is never acknowledged:
+its appenders get [`LogError::Io`] (kind `StorageFull` for `ENOSPC`), the
+active segment is cut back to its last acknowledged frame before anything
+else is written, and the next append simply tries again — so the log
+carries on by itself once space returns. A failed `fdatasync` is handled
+the same way. A segment that cannot be created (no inode, no room for its
+header, a failed directory sync) fails the appends that needed it, and from
+then on no frame goes into the old segment until a new one exists: the
+failed attempt may leave the new file behind, and after a power cut
+recovery would take it for the end of the log. A file left that way is
+emptied and reused by the next attempt.
+
+# The file-system seam
+
+Every operation that changes durable state — writes, `fdatasync`, directory
+syncs, creating, removing and resizing files — goes through `io.rs`. A test
+may put an [`IoHook`] in [`LogOptions::io_hook`] to watch each one and to
+fail it or shorten a write; without a hook the seam is one branch per group
+commit. `tests/seglog_enospc.rs` injects full disks through it, and
+`tests/seglog_powercut.rs` records what each sync made durable to rebuild the
+directory as a power cut could leave it, checking that under
+[`FsyncPolicy::Always`] nothing acknowledged is lost.
+
 # Limits
 
 * One append is at most one frame: its events must fit in one segment
