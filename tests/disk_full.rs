@@ -343,6 +343,8 @@ async fn a_full_disk_pushes_back_and_the_agent_recovers_by_itself() {
         },
     );
     println!("{:?}: all delivered", t.elapsed());
+    // Nothing durable was damaged on the way.
+    assert_eq!(a.metric("holdfast_log_corrupt_frames_total"), Some(0.0));
     println!(
         "{} posts answered 200 ({} of them after space returned), {} lines, all delivered",
         acked_posts.len(),
