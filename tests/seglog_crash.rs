@@ -134,10 +134,10 @@ fn say(line: std::fmt::Arguments<'_>) {
 }
 
 async fn child(dir: PathBuf, cycle: u32) {
-    // libtest has printed `test child_entry ... ` without a newline: end
-    // that line, or the first protocol line would be glued to it and lost
-    // (a lost COMMIT made the cursor look ahead of every commit).
-    say(format_args!(""));
+    // libtest has printed "test child_entry ... " without a newline: give it
+    // a line of its own, or the first ACK or COMMIT would be glued to it and
+    // missed by the parent (a missed COMMIT made the cursor check fail).
+    say(format_args!("START {cycle}"));
     let log = Log::open(&dir, options()).expect("child: open");
     let mut tasks = Vec::new();
     for writer in 0..WRITERS {

@@ -339,6 +339,7 @@ fn check_log(cx: &mut Checker<'_>, raw: &RawLog) -> LogOptions {
         when_full,
         append_timeout,
         cursor_sync_interval,
+        io_hook: None,
     };
     // The log's own rules, in case they are stricter than ours. Reported
     // only when nothing more precise was.

@@ -27,10 +27,11 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{IoSlice, Read};
 use std::path::{Path, PathBuf};
 
 use super::error::{LogError, Result};
+use super::io::Fs;
 
 const MAGIC: [u8; 4] = *b"HFCU";
 const VERSION: u16 = 1;
@@ -178,25 +179,25 @@ pub fn load(dir: &Path) -> Result<Loaded> {
 
 /// Writes `cursors` as generation `generation` into its slot, syncing it
 /// (and the directory, the first time the slot is created) when `sync`.
-pub fn store(dir: &Path, generation: u64, cursors: &CursorMap, sync: bool) -> Result<()> {
+pub fn store(fs: &Fs, dir: &Path, generation: u64, cursors: &CursorMap, sync: bool) -> Result<()> {
     let path = &slot_paths(dir)[(generation % 2) as usize];
     let created = !path.exists();
     let bytes = encode(generation, cursors);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
+    let mut f = fs
+        .create(
+            OpenOptions::new().write(true).create(true).truncate(false),
+            path,
+        )
         .map_err(|e| LogError::io("opening cursor file", path, e))?;
-    f.write_all(&bytes)
+    fs.write_all(&mut f, path, 0, &mut [IoSlice::new(&bytes)])
         .map_err(|e| LogError::io("writing cursor file", path, e))?;
-    f.set_len(bytes.len() as u64)
+    fs.set_len(&f, path, bytes.len() as u64)
         .map_err(|e| LogError::io("truncating cursor file", path, e))?;
     if sync {
-        f.sync_data()
+        fs.sync_data(&f, path)
             .map_err(|e| LogError::io("syncing cursor file", path, e))?;
         if created {
-            super::segment::sync_dir(dir)?;
+            super::segment::sync_dir(fs, dir)?;
         }
     }
     Ok(())
@@ -216,9 +217,9 @@ mod tests {
         };
         let mut c = CursorMap::new();
         c.insert("a".into(), at(5));
-        store(dir.path(), 1, &c, true).unwrap();
+        store(&Fs::default(), dir.path(), 1, &c, true).unwrap();
         c.insert("a".into(), at(9));
-        store(dir.path(), 2, &c, true).unwrap();
+        store(&Fs::default(), dir.path(), 2, &c, true).unwrap();
         let l = load(dir.path()).unwrap();
         assert_eq!((l.generation, l.cursors["a"]), (2, at(9)));
 

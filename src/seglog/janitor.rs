@@ -19,6 +19,7 @@ use std::thread::JoinHandle;
 
 use tracing::{debug, error, warn};
 
+use super::io::Fs;
 use super::segment;
 
 pub struct Janitor {
@@ -27,18 +28,20 @@ pub struct Janitor {
     thread: Option<JoinHandle<()>>,
     dir: PathBuf,
     sync_dir: bool,
+    fs: Fs,
 }
 
 impl Janitor {
-    pub fn start(dir: PathBuf, sync_dir: bool) -> Janitor {
+    pub fn start(dir: PathBuf, sync_dir: bool, fs: Fs) -> Janitor {
         let (tx, rx) = mpsc::channel::<PathBuf>();
         let thread_dir = dir.clone();
+        let thread_fs = fs.clone();
         let thread = std::thread::Builder::new()
             .name("seglog-janitor".into())
             .spawn(move || {
                 while let Ok(first) = rx.recv() {
                     let batch: Vec<PathBuf> = std::iter::once(first).chain(rx.try_iter()).collect();
-                    remove_all(&thread_dir, &batch, sync_dir);
+                    remove_all(&thread_fs, &thread_dir, &batch, sync_dir);
                 }
             });
         match thread {
@@ -47,6 +50,7 @@ impl Janitor {
                 thread: Some(t),
                 dir,
                 sync_dir,
+                fs,
             },
             Err(e) => {
                 warn!(error = %e, "could not start the segment-deleting thread; the writer deletes segments itself");
@@ -55,6 +59,7 @@ impl Janitor {
                     thread: None,
                     dir,
                     sync_dir,
+                    fs,
                 }
             }
         }
@@ -70,7 +75,7 @@ impl Janitor {
             },
             None => path,
         };
-        remove_all(&self.dir, &[path], self.sync_dir);
+        remove_all(&self.fs, &self.dir, &[path], self.sync_dir);
     }
 
     /// Waits until every queued deletion is done.
@@ -88,18 +93,18 @@ impl Drop for Janitor {
     }
 }
 
-fn remove_all(dir: &std::path::Path, paths: &[PathBuf], sync_dir: bool) {
+fn remove_all(fs: &Fs, dir: &std::path::Path, paths: &[PathBuf], sync_dir: bool) {
     let mut removed = 0;
     for path in paths {
         debug!(segment = %path.display(), "deleting segment");
-        match std::fs::remove_file(path) {
+        match fs.remove(path) {
             Ok(()) => removed += 1,
             Err(e) => error!(segment = %path.display(), error = %e,
                 "could not delete segment; it will be found again at the next start"),
         }
     }
     if removed > 0 && sync_dir {
-        if let Err(e) = segment::sync_dir(dir) {
+        if let Err(e) = segment::sync_dir(fs, dir) {
             warn!(error = %e, "directory sync after deleting segments failed");
         }
     }

@@ -62,6 +62,31 @@ and the bytes. The exact layout is in `format.rs` and
 6. Opening reads only the headers of sealed segments and scans the active one,
    so its cost depends on the active segment's size, not the log's.
 
+# Full disks and power cuts
+
+A write that runs out of space (or fails otherwise) is never acknowledged:
+its appenders get [`LogError::Io`] (kind `StorageFull` for `ENOSPC`), the
+active segment is cut back to its last acknowledged frame before anything
+else is written, and the next append simply tries again — so the log
+carries on by itself once space returns. A failed `fdatasync` is handled
+the same way. A segment that cannot be created (no inode, no room for its
+header, a failed directory sync) fails the appends that needed it, and from
+then on no frame goes into the old segment until a new one exists: the
+failed attempt may leave the new file behind, and after a power cut
+recovery would take it for the end of the log. A file left that way is
+emptied and reused by the next attempt.
+
+# The file-system seam
+
+Every operation that changes durable state — writes, `fdatasync`, directory
+syncs, creating, removing and resizing files — goes through `io.rs`. A test
+may put an [`IoHook`] in [`LogOptions::io_hook`] to watch each one and to
+fail it or shorten a write; without a hook the seam is one branch per group
+commit. `tests/seglog_enospc.rs` injects full disks through it, and
+`tests/seglog_powercut.rs` records what each sync made durable to rebuild the
+directory as a power cut could leave it, checking that under
+[`FsyncPolicy::Always`] nothing acknowledged is lost.
+
 # Limits
 
 * One append is at most one frame: its events must fit in one segment
@@ -75,6 +100,7 @@ mod consumer;
 mod cursor;
 mod error;
 pub mod format;
+mod io;
 mod janitor;
 mod options;
 mod recovery;
@@ -96,6 +122,8 @@ use tokio::sync::{oneshot, watch};
 
 pub use consumer::{Consumer, Event, StartAt};
 pub use error::{LogError, Result};
+#[doc(hidden)]
+pub use io::{IoHook, IoOp};
 pub use options::{FsyncPolicy, LogOptions, WhenFull};
 pub use state::{Counters, LossReason, FSYNC_BUCKETS_SECONDS};
 pub use stats::{ConsumerStats, LogStats};
@@ -202,12 +230,19 @@ impl Log {
         opts.validate().map_err(LogError::Options)?;
         let dir = dir.as_ref().to_path_buf();
         let sync = opts.fsync.syncs_directory();
-        let rec = recovery::recover(&dir, recovery::Mode::ReadWrite { sync })?;
+        let fs = io::Fs::new(opts.io_hook.clone());
+        let rec = recovery::recover(&dir, recovery::Mode::ReadWrite { sync }, &fs)?;
         let Some(active) = rec.active else {
             return Err(LogError::Closed);
         };
         let next_seq = rec.state.next_seq;
         let active_len = rec.state.segments.back().map_or(0, |s| s.readable_len);
+        let active_path = rec
+            .state
+            .segments
+            .back()
+            .map(|s| s.path.clone())
+            .unwrap_or_default();
         let stored: cursor::CursorMap = rec
             .state
             .consumers
@@ -225,6 +260,7 @@ impl Log {
         let shared = Arc::new(Shared {
             dir,
             opts,
+            fs,
             state: Mutex::new(rec.state),
             durable,
             maintain_queued: AtomicBool::new(false),
@@ -235,10 +271,12 @@ impl Log {
             janitor: janitor::Janitor::start(
                 shared.dir.clone(),
                 shared.opts.fsync.syncs_directory(),
+                shared.fs.clone(),
             ),
             shared: shared.clone(),
             rx,
             active,
+            active_path,
             active_len,
             repair_to: None,
             next_seq,
@@ -250,6 +288,7 @@ impl Log {
             cursor_generation: rec.cursor_generation,
             stored_cursors: stored,
             blocked_since: None,
+            must_roll: false,
             gather: Default::default(),
             ending: Default::default(),
         };
@@ -274,13 +313,14 @@ impl Log {
     /// [`reader`](Self::reader) and [`stats`](Self::stats).
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Log> {
         let dir = dir.as_ref().to_path_buf();
-        let rec = recovery::recover(&dir, recovery::Mode::ReadOnly)?;
+        let rec = recovery::recover(&dir, recovery::Mode::ReadOnly, &io::Fs::default())?;
         let (durable, _) = watch::channel(rec.state.next_seq);
         let mut state = rec.state;
         state.closed = true;
         let shared = Arc::new(Shared {
             dir,
             opts: LogOptions::default(),
+            fs: io::Fs::default(),
             state: Mutex::new(state),
             durable,
             maintain_queued: AtomicBool::new(false),

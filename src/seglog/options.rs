@@ -1,7 +1,10 @@
 //! How a log is opened: its bounds, its durability policy and what happens
 //! when it is full.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use super::io::IoHook;
 
 /// When an append is acknowledged, and therefore what survives a crash.
 ///
@@ -84,6 +87,11 @@ pub struct LogOptions {
     /// How often committed cursors are written to disk. A crash loses at most
     /// this much cursor progress, which shows up as redelivered events.
     pub cursor_sync_interval: Duration,
+    /// Test seam: sees (and may fail) every write, sync, creation, removal
+    /// and resize in the log directory; see `seglog/io.rs`. `None` in
+    /// production, where it costs one branch per group commit.
+    #[doc(hidden)]
+    pub io_hook: Option<Arc<dyn IoHook>>,
 }
 
 impl Default for LogOptions {
@@ -96,6 +104,7 @@ impl Default for LogOptions {
             when_full: WhenFull::Block,
             append_timeout: Duration::from_secs(5),
             cursor_sync_interval: Duration::from_secs(1),
+            io_hook: None,
         }
     }
 }

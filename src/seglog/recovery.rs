@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{IoSlice, Read};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -14,6 +14,7 @@ use tracing::{error, info, warn};
 use super::cursor;
 use super::error::{LogError, Result};
 use super::format::{SegmentHeader, SEGMENT_HEADER_LEN};
+use super::io::Fs;
 use super::segment::{self, Segment};
 use super::state::{now_ms, ConsumerState, Counters, State};
 
@@ -75,7 +76,7 @@ pub fn list_segments(dir: &Path) -> Result<Vec<u64>> {
     Ok(bases)
 }
 
-pub fn recover(dir: &Path, mode: Mode) -> Result<Recovered> {
+pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
     let (lock, sync) = match mode {
         Mode::ReadWrite { sync } => (Some(lock_dir(dir)?), sync),
         Mode::ReadOnly => {
@@ -116,9 +117,9 @@ pub fn recover(dir: &Path, mode: Mode) -> Result<Recovered> {
         // A log whose segments were all removed by hand still never reuses a
         // sequence number a consumer has already seen.
         let start = loaded.cursors.values().map(|e| e.next).max().unwrap_or(0);
-        segment::create(dir, start, now_ms(), sync)?;
+        segment::create(fs, dir, start, now_ms(), sync)?;
         if sync {
-            segment::sync_dir(dir)?;
+            segment::sync_dir(fs, dir)?;
         }
         bases.push(start);
     }
@@ -179,18 +180,20 @@ pub fn recover(dir: &Path, mode: Mode) -> Result<Recovered> {
     if len < SEGMENT_HEADER_LEN as u64 && !read_only {
         // Torn while being created: nothing was ever acknowledged in it.
         warn!(segment = %path.display(), len, "segment header incomplete (torn while being created); rewriting it");
-        active
-            .set_len(0)
+        let header = SegmentHeader {
+            base_seq: base,
+            created_ms,
+        }
+        .encode();
+        fs.set_len(&active, &path, 0)
+            .and_then(|_| fs.write_all(&mut active, &path, 0, &mut [IoSlice::new(&header)]))
             .and_then(|_| {
-                active.write_all(
-                    &SegmentHeader {
-                        base_seq: base,
-                        created_ms,
-                    }
-                    .encode(),
-                )
+                if sync {
+                    fs.sync_data(&active, &path)
+                } else {
+                    Ok(())
+                }
             })
-            .and_then(|_| if sync { active.sync_data() } else { Ok(()) })
             .map_err(|e| LogError::io("rewriting segment header", &path, e))?;
         len = SEGMENT_HEADER_LEN as u64;
     }
@@ -228,9 +231,14 @@ pub fn recover(dir: &Path, mode: Mode) -> Result<Recovered> {
     } else if let Some((offset, bytes)) = scan.torn {
         warn!(segment = %path.display(), offset, bytes,
             "truncating torn tail of segment (an append that was never acknowledged)");
-        active
-            .set_len(offset)
-            .and_then(|_| if sync { active.sync_data() } else { Ok(()) })
+        fs.set_len(&active, &path, offset)
+            .and_then(|_| {
+                if sync {
+                    fs.sync_data(&active, &path)
+                } else {
+                    Ok(())
+                }
+            })
             .map_err(|e| LogError::io("truncating torn tail of", &path, e))?;
         counters.torn_tails += 1;
         counters.torn_bytes += bytes;

@@ -2,7 +2,7 @@
 //! the active segment after a crash.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use super::error::{LogError, Result};
 use super::format::{self, Damage, Decoded, SegmentHeader, SEGMENT_HEADER_LEN};
+use super::io::Fs;
 
 const SUFFIX: &str = ".seg";
 
@@ -28,9 +29,8 @@ pub fn parse_name(name: &str) -> Option<u64> {
 }
 
 /// Makes creations, renames and deletions in `dir` durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
+pub fn sync_dir(fs: &Fs, dir: &Path) -> Result<()> {
+    fs.sync_dir(dir)
         .map_err(|e| LogError::io("syncing directory", dir, e))
 }
 
@@ -84,25 +84,53 @@ pub fn map_file(file: &File, len: usize, path: &Path) -> Result<Bytes> {
 
 /// Creates a new segment file with its header and returns a handle for
 /// appending. The caller syncs the directory.
-pub fn create(dir: &Path, base_seq: u64, created_ms: u64, sync: bool) -> Result<(PathBuf, File)> {
+///
+/// A file already there under that name is the remains of an earlier
+/// attempt that failed half-way (e.g. the disk filled between creating it
+/// and syncing the directory, and removing it failed too): the caller never
+/// asks for the name of a segment that holds events, so it is emptied and
+/// reused rather than blocking every later attempt.
+pub fn create(
+    fs: &Fs,
+    dir: &Path,
+    base_seq: u64,
+    created_ms: u64,
+    sync: bool,
+) -> Result<(PathBuf, File)> {
     let path = dir.join(file_name(base_seq));
-    let mut f = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create_new(true)
-        .open(&path)
+    let mut f = fs
+        .create(
+            OpenOptions::new().read(true).append(true).create(true),
+            &path,
+        )
         .map_err(|e| LogError::io("creating segment", &path, e))?;
+    let stale = f
+        .metadata()
+        .map_err(|e| LogError::io("reading metadata of", &path, e))?
+        .len();
+    if stale > 0 {
+        tracing::warn!(segment = %path.display(), bytes = stale,
+            "emptying the remains of a segment whose creation failed earlier");
+        fs.set_len(&f, &path, 0)
+            .map_err(|e| LogError::io("emptying segment", &path, e))?;
+    }
     let header = SegmentHeader {
         base_seq,
         created_ms,
     }
     .encode();
-    let written = f
-        .write_all(&header)
-        .and_then(|_| if sync { f.sync_data() } else { Ok(()) });
+    let written = fs
+        .write_all(&mut f, &path, 0, &mut [IoSlice::new(&header)])
+        .and_then(|_| {
+            if sync {
+                fs.sync_data(&f, &path)
+            } else {
+                Ok(())
+            }
+        });
     if let Err(e) = written {
         // Leave no half-made segment behind; the next attempt starts over.
-        let _ = std::fs::remove_file(&path);
+        let _ = fs.remove(&path);
         return Err(LogError::io("writing segment header", &path, e));
     }
     Ok((path, f))
@@ -170,7 +198,6 @@ pub fn scan(buf: &[u8], base_seq: u64) -> Scan {
 mod tests {
     use super::*;
     use crate::seglog::format::FrameHeader;
-    use std::io::IoSlice;
 
     fn image(frames: &[(u64, &[&[u8]])]) -> Vec<u8> {
         let mut b = SegmentHeader {

@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
 
+use super::io::Fs;
 use super::options::LogOptions;
 use super::segment::Segment;
 
@@ -197,6 +198,8 @@ impl State {
 pub struct Shared {
     pub dir: PathBuf,
     pub opts: LogOptions,
+    /// Every durable-state operation goes through here (the test seam).
+    pub fs: Fs,
     pub state: Mutex<State>,
     /// The acknowledged end of the log (`State::next_seq`), for consumers
     /// waiting for new events.

@@ -13,7 +13,8 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{IoSlice, Write};
+use std::io::IoSlice;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -87,6 +88,8 @@ pub struct Writer {
     pub janitor: Janitor,
     pub rx: Receiver<Msg>,
     pub active: File,
+    /// The active segment's path, for errors and the I/O seam.
+    pub active_path: PathBuf,
     /// Bytes in the active segment file (acknowledged or not).
     pub active_len: u64,
     /// The active file must be cut back to this length before the next write:
@@ -102,6 +105,12 @@ pub struct Writer {
     pub stored_cursors: CursorMap,
     /// Set while the front of `pending` waits for space under `block`.
     pub blocked_since: Option<Instant>,
+    /// A roll failed: no frame may go into the active segment any more. The
+    /// failed attempt may have left the next segment's file behind (its
+    /// removal is not durable until a directory sync), and after a power cut
+    /// recovery would take that file for the end of the log: frames written
+    /// to the old segment after it would get their sequence numbers again.
+    pub must_roll: bool,
     pub gather: Gather,
     pub ending: Ending,
 }
@@ -300,7 +309,13 @@ impl Writer {
             return Ok(());
         }
         let generation = self.cursor_generation + 1;
-        cursor::store(&self.shared.dir, generation, &current, sync)?;
+        cursor::store(
+            &self.shared.fs,
+            &self.shared.dir,
+            generation,
+            &current,
+            sync,
+        )?;
         self.cursor_generation = generation;
         self.stored_cursors = current;
         Ok(())
@@ -384,7 +399,8 @@ impl Writer {
                 return;
             };
             let front_len = (FRAME_HEADER_LEN + front.payload.len()) as u64;
-            let rolling = self.active_has_frames() && front_len > self.segment_room();
+            let rolling =
+                self.active_has_frames() && (self.must_roll || front_len > self.segment_room());
             let room = if rolling {
                 self.shared.opts.segment_bytes - SEGMENT_HEADER_LEN as u64
             } else {
@@ -431,9 +447,11 @@ impl Writer {
             if rolling {
                 if let Err(e) = self.roll() {
                     error!(error = %e, "could not start a new segment; failing the waiting appends");
+                    self.must_roll = true;
                     self.fail(n, &e);
                     continue;
                 }
+                self.must_roll = false;
             }
             let group: Vec<AppendReq> = self.pending.drain(..n).collect();
             self.write_group(group);
@@ -509,17 +527,24 @@ impl Writer {
             self.sync_active()?;
         }
         let dir = &self.shared.dir;
+        let fs = &self.shared.fs;
         let sync = policy.syncs_directory();
         let created_ms = now_ms();
-        let (path, file) = segment::create(dir, self.next_seq, created_ms, sync)?;
+        let (path, file) = segment::create(fs, dir, self.next_seq, created_ms, sync)?;
         if sync {
-            if let Err(e) = segment::sync_dir(dir) {
-                let _ = std::fs::remove_file(&path);
+            if let Err(e) = segment::sync_dir(fs, dir) {
+                let _ = fs.remove(&path);
                 return Err(e);
             }
         }
-        let read_handle =
-            File::open(&path).map_err(|e| LogError::io("opening segment", &path, e))?;
+        let read_handle = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                // Else the next attempt would find the file already there.
+                let _ = fs.remove(&path);
+                return Err(LogError::io("opening segment", &path, e));
+            }
+        };
         {
             let mut st = self.shared.lock();
             if let Some(old) = st.segments.back_mut() {
@@ -527,7 +552,7 @@ impl Writer {
             }
             st.segments.push_back(Segment {
                 base_seq: self.next_seq,
-                path,
+                path: path.clone(),
                 readable_len: SEGMENT_HEADER_LEN as u64,
                 sealed: false,
                 created_ms,
@@ -537,37 +562,35 @@ impl Writer {
             st.total_bytes += SEGMENT_HEADER_LEN as u64;
         }
         self.active = file;
+        self.active_path = path;
         self.active_len = SEGMENT_HEADER_LEN as u64;
         Ok(())
     }
 
-    /// Cuts off the remains of a failed write, if any.
+    /// Cuts off the remains of a failed write, if any, and makes the cut
+    /// durable before anything else is written. Otherwise a power cut could
+    /// bring the failed frame back — whole, if its bytes reached the disk
+    /// although the write or its sync reported an error — with the sequence
+    /// numbers the next frame reuses: if the segment is sealed meanwhile,
+    /// recovery does not scan it, and readers would take the unacknowledged
+    /// events for the acknowledged ones.
     fn repair(&mut self) -> Result<()> {
         if let Some(len) = self.repair_to {
-            if let Err(e) = self.active.set_len(len) {
-                return Err(LogError::io(
-                    "cutting back a failed write in",
-                    self.active_path(),
-                    e,
-                ));
-            }
+            let fs = &self.shared.fs;
+            fs.set_len(&self.active, &self.active_path, len)
+                .and_then(|_| fs.sync_data(&self.active, &self.active_path))
+                .map_err(|e| {
+                    LogError::io("cutting back a failed write in", &self.active_path, e)
+                })?;
             self.active_len = len;
             self.repair_to = None;
         }
         Ok(())
     }
 
-    fn active_path(&self) -> std::path::PathBuf {
-        let st = self.shared.lock();
-        st.segments
-            .back()
-            .map(|s| s.path.clone())
-            .unwrap_or_default()
-    }
-
     fn sync_active(&mut self) -> Result<()> {
         let started = Instant::now();
-        let r = self.active.sync_data();
+        let r = self.shared.fs.sync_data(&self.active, &self.active_path);
         let mut st = self.shared.lock();
         match r {
             Ok(()) => {
@@ -578,12 +601,7 @@ impl Writer {
             }
             Err(e) => {
                 st.counters.sync_errors += 1;
-                let path = st
-                    .segments
-                    .back()
-                    .map(|s| s.path.clone())
-                    .unwrap_or_default();
-                Err(LogError::io("syncing segment", path, e))
+                Err(LogError::io("syncing segment", &self.active_path, e))
             }
         }
     }
@@ -609,11 +627,15 @@ impl Writer {
         let frame_len: u64 = slices.iter().map(|s| s.len() as u64).sum();
         let start_len = self.active_len;
 
-        let mut result =
-            write_all_vectored(&mut self.active, &mut slices).map_err(|e| ("writing segment", e));
+        let fs = &self.shared.fs;
+        let mut result = fs
+            .write_all(&mut self.active, &self.active_path, start_len, &mut slices)
+            .map_err(|e| ("writing segment", e));
         if result.is_ok() && self.shared.opts.fsync == FsyncPolicy::Always {
             let started = Instant::now();
-            result = self.active.sync_data().map_err(|e| ("syncing segment", e));
+            result = fs
+                .sync_data(&self.active, &self.active_path)
+                .map_err(|e| ("syncing segment", e));
             if result.is_ok() {
                 self.gather.last_sync = started.elapsed();
                 self.shared
@@ -630,11 +652,6 @@ impl Writer {
         drop(payload);
 
         let mut st = self.shared.lock();
-        let path = st
-            .segments
-            .back()
-            .map(|s| s.path.clone())
-            .unwrap_or_default();
         if let Err((op, e)) = result {
             // Nothing of this group is acknowledged; cut the file back so a
             // later group does not sit behind a half-written frame.
@@ -646,8 +663,8 @@ impl Writer {
             drop(st);
             self.repair_to = Some(start_len);
             let _ = self.repair();
-            error!(segment = %path.display(), error = %e, "{op} failed; the appends in this group were not acknowledged");
-            let err = LogError::io(op, &path, e);
+            error!(segment = %self.active_path.display(), error = %e, "{op} failed; the appends in this group were not acknowledged");
+            let err = LogError::io(op, &self.active_path, e);
             for r in group {
                 let _ = r.reply.send(Err(copy_error(&err)));
             }
@@ -684,18 +701,6 @@ impl Writer {
             let _ = r.reply.send(Ok(range));
         }
     }
-}
-
-fn write_all_vectored(f: &mut File, mut slices: &mut [IoSlice<'_>]) -> std::io::Result<()> {
-    while !slices.is_empty() {
-        match f.write_vectored(slices) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut slices, n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// `io::Error` is not `Clone`; every appender of a failed group gets an

@@ -10,15 +10,18 @@
 //! *applied* in chunk order, so a checkpoint never covers a chunk whose
 //! predecessor is not yet durable.
 //!
-//! When the log is full (`LogError::Full` under `when_full = "block"`), the
-//! refused chunk is kept and appended again after a backoff; meanwhile no
-//! new chunk is taken, the channel from the tailer fills, and the tailer
-//! stops reading. Every chunk is kept (in memory, bounded by the number in
-//! flight) until its append is acknowledged. Chunks already in flight behind
-//! the refused one may still land (a smaller one fits where it did not): the
-//! checkpoint then records their lines as spans *ahead* of the streams'
-//! offsets, so that a restart before the refused chunk lands reads its
-//! lines again but not theirs (see `recovery.rs`).
+//! When the log is full (`LogError::Full` under `when_full = "block"`) or
+//! the disk under it is (an I/O error such as `ENOSPC`: nothing was
+//! acknowledged, and the log has cut back what it half wrote), the refused
+//! chunk is kept and appended again after a backoff; meanwhile no new chunk
+//! is taken, the channel from the tailer fills, and the tailer stops
+//! reading. The source does not fail and restart: it resumes by itself as
+//! soon as an append succeeds again. Every chunk is kept (in memory, bounded
+//! by the number in flight) until its append is acknowledged. Chunks already
+//! in flight behind the refused one may still land (a smaller one fits where
+//! it did not): the checkpoint then records their lines as spans *ahead* of
+//! the streams' offsets, so that a restart before the refused chunk lands
+//! reads its lines again but not theirs (see `recovery.rs`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -52,8 +55,17 @@ type AppendFuture = Pin<Box<dyn Future<Output = Result<SeqRange, LogError>> + Se
 enum State {
     InFlight(AppendFuture),
     Done,
-    /// Refused because the log was full: to be appended again.
-    Full,
+    /// Refused because the log or the disk was full: to be appended again.
+    Refused,
+}
+
+/// Whether an append refused with `e` is tried again later rather than
+/// ending the source: the log is full (`block`), or writing to the disk
+/// failed (full, or failing for now). Nothing of a refused append was
+/// acknowledged. Anything else (the log closed, a chunk too large) is not
+/// going to get better by waiting.
+fn retryable(e: &LogError) -> bool {
+    matches!(e, LogError::Full { .. } | LogError::Io { .. })
 }
 
 struct Pending {
@@ -93,7 +105,6 @@ async fn submit(log: &Log, chunk: &Chunk) -> Result<State, LogError> {
     match std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
         Poll::Pending => Ok(State::InFlight(fut)),
         Poll::Ready(Ok(_)) => Ok(State::Done),
-        Poll::Ready(Err(LogError::Full { .. })) => Ok(State::Full),
         Poll::Ready(Err(e)) => Err(e),
     }
 }
@@ -157,12 +168,12 @@ impl Appender {
             let blocked = matches!(
                 self.queue.front(),
                 Some(Pending {
-                    state: State::Full,
+                    state: State::Refused,
                     ..
                 })
             );
             if stopping && blocked {
-                info!(source = %self.name, "stopping while the log is full: unappended lines will be read again at the next start");
+                info!(source = %self.name, "stopping while appends are refused: unappended lines will be read again at the next start");
                 return Ok(());
             }
             if self.dirty && self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL {
@@ -204,18 +215,11 @@ impl Appender {
                     match r {
                         Ok(_) => {
                             p.state = State::Done;
-                            self.backoff = RETRY_MIN;
-                            if let Some(since) = self.full_since.take() {
-                                info!(source = %self.name, waited_ms = since.elapsed().as_millis() as u64,
-                                    "the log has room again; reading resumes");
-                            }
+                            self.resumed();
                         }
-                        Err(LogError::Full { .. }) => {
-                            p.state = State::Full;
-                            if self.full_since.is_none() {
-                                self.full_since = Some(Instant::now());
-                                warn!(source = %self.name, "the log is full (when_full = \"block\"): reading paused until a sink frees space");
-                            }
+                        Err(e) if retryable(&e) => {
+                            p.state = State::Refused;
+                            self.paused(&e);
                         }
                         Err(e) => {
                             return Err(e).with_context(|| {
@@ -252,9 +256,7 @@ impl Appender {
                     }
                     self.dirty = true;
                     if barrier {
-                        self.checkpoint()
-                            .await
-                            .context("a new file's identity must be checkpointed before its lines are appended")?;
+                        self.checkpoint_barrier(stop).await?;
                     }
                 }
                 Event::Received(Some(Update::Chunk(chunk))) => {
@@ -262,9 +264,7 @@ impl Appender {
                     let state = if chunk.events == 0 {
                         State::Done
                     } else {
-                        submit(&self.log, &chunk).await.with_context(|| {
-                            format!("source {}: appending to the log", self.name)
-                        })?
+                        self.submit(&chunk).await?
                     };
                     self.queue.push_back(Pending {
                         chunk,
@@ -274,13 +274,86 @@ impl Appender {
                 }
                 Event::Retry => {
                     self.backoff = (self.backoff * 2).min(RETRY_MAX);
-                    let p = self.queue.front_mut().expect("a refused append is queued");
-                    p.state = submit(&self.log, &p.chunk)
-                        .await
-                        .with_context(|| format!("source {}: appending to the log", self.name))?;
+                    let mut p = self.queue.pop_front().expect("a refused append is queued");
+                    let state = self.submit(&p.chunk).await;
+                    p.state = match state {
+                        Ok(s) => s,
+                        Err(e) => {
+                            self.queue.push_front(p);
+                            return Err(e);
+                        }
+                    };
+                    self.queue.push_front(p);
                 }
                 Event::Tick => {}
             }
+        }
+    }
+
+    /// Writes the checkpoint a new file's identity needs before its lines
+    /// are appended, retrying while it fails (a full disk) instead of ending
+    /// the source; gives up only when the source is stopping.
+    async fn checkpoint_barrier(&mut self, stop: &CancellationToken) -> anyhow::Result<()> {
+        let mut wait = RETRY_MIN;
+        loop {
+            let e = match self.checkpoint().await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            if stop.is_cancelled() {
+                return Err(e).context(
+                    "a new file's identity must be checkpointed before its lines are appended",
+                );
+            }
+            if wait == RETRY_MIN {
+                error!(source = %self.name, error = format!("{e:#}"),
+                    "cannot write the checkpoint a new file needs before its lines are appended (is the disk full?); retrying");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.cancelled() => {}
+            }
+            wait = (wait * 2).min(RETRY_MAX);
+        }
+    }
+
+    /// Submits a chunk's append; a refusal worth retrying becomes
+    /// [`State::Refused`], anything else ends the source.
+    async fn submit(&mut self, chunk: &Chunk) -> anyhow::Result<State> {
+        match submit(&self.log, chunk).await {
+            Ok(State::Done) => {
+                self.resumed();
+                Ok(State::Done)
+            }
+            Ok(s) => Ok(s),
+            Err(e) if retryable(&e) => {
+                self.paused(&e);
+                Ok(State::Refused)
+            }
+            Err(e) => Err(e).with_context(|| format!("source {}: appending to the log", self.name)),
+        }
+    }
+
+    /// An append was refused: reading pauses until one succeeds.
+    fn paused(&mut self, e: &LogError) {
+        if self.full_since.is_some() {
+            return;
+        }
+        self.full_since = Some(Instant::now());
+        match e {
+            LogError::Full { .. } => warn!(source = %self.name,
+                "the log is full (when_full = \"block\"): reading paused until a sink frees space"),
+            _ => error!(source = %self.name, error = %e,
+                "cannot write to the log (is the disk full?): reading paused; the same lines are appended again until it works"),
+        }
+    }
+
+    /// An append succeeded: if reading was paused, it resumes.
+    fn resumed(&mut self) {
+        self.backoff = RETRY_MIN;
+        if let Some(since) = self.full_since.take() {
+            info!(source = %self.name, waited_ms = since.elapsed().as_millis() as u64,
+                "appends succeed again; reading resumes");
         }
     }
 
@@ -312,7 +385,7 @@ impl Appender {
             if let State::InFlight(f) = &mut p.state {
                 p.state = match f.as_mut().await {
                     Ok(_) => State::Done,
-                    Err(_) => State::Full,
+                    Err(_) => State::Refused,
                 };
             }
         }
@@ -452,7 +525,7 @@ mod tests {
         );
         let chunks = [
             (vec![(1, 20)], State::Done),
-            (vec![(1, 30), (2, 5)], State::Full),
+            (vec![(1, 30), (2, 5)], State::Refused),
             (vec![(1, 40)], State::Done),
             (vec![(2, 9), (1, 50)], State::Done),
         ];

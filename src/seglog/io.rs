@@ -1,0 +1,196 @@
+//! The file-system seam under the log.
+//!
+//! Every operation that changes what is durable in a log directory — a
+//! write, a `fdatasync` of a file, an `fsync` of the directory, creating,
+//! removing or resizing a file — goes through [`Fs`]. Without a hook (every
+//! production log) `Fs` is the plain system call behind one `if`, taken once
+//! per group commit, never per event. With an [`IoHook`] in
+//! [`LogOptions::io_hook`](super::LogOptions::io_hook), tests see each
+//! operation before and after it happens, so they can
+//!
+//! * fail it (`ENOSPC`, `EIO`) or let only part of a write through, the way a
+//!   filling disk does, and check that the log stays consistent;
+//! * record what reached the page cache and what a sync made durable, and
+//!   rebuild the directory as a power cut would have left it.
+//!
+//! The real I/O still happens: the hook observes and may refuse, it never
+//! replaces the file system. Reads, memory maps and the `LOCK` file (which
+//! holds no data) are not reported.
+
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io::{self, IoSlice, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+/// One operation on the log directory, as the hook sees it.
+#[derive(Debug, Clone, Copy)]
+pub enum IoOp<'a> {
+    /// `data`, in order, written at `offset` of `path`. Before: what the log
+    /// is about to write (already cut to what [`IoHook::allow_write`]
+    /// allowed). After: what the kernel took, which may be a prefix.
+    Write {
+        path: &'a Path,
+        offset: u64,
+        data: &'a [&'a [u8]],
+    },
+    /// `fdatasync` of a file: its data written so far becomes durable.
+    SyncData { path: &'a Path },
+    /// `fsync` of the directory: creations and removals in it become durable.
+    SyncDir { path: &'a Path },
+    /// A new, empty file.
+    Create { path: &'a Path },
+    /// A file unlinked.
+    Remove { path: &'a Path },
+    /// A file cut (or extended) to `len` bytes.
+    SetLen { path: &'a Path, len: u64 },
+}
+
+/// Test hook around the log's durable-state operations; see the module docs.
+#[doc(hidden)]
+pub trait IoHook: Send + Sync + Debug {
+    /// Called before `op`; an error fails the operation without doing it.
+    fn before(&self, op: &IoOp<'_>) -> io::Result<()> {
+        let _ = op;
+        Ok(())
+    }
+
+    /// Called after `op` succeeded (for a write, with the bytes written).
+    fn after(&self, op: &IoOp<'_>) {
+        let _ = op;
+    }
+
+    /// How many of the `len` bytes about to be written at `offset` of
+    /// `path` get through: fewer makes a short write (the log then tries the
+    /// rest, as after a real one), an error fails the write with nothing
+    /// written. Called before [`before`](Self::before).
+    fn allow_write(&self, path: &Path, offset: u64, len: usize) -> io::Result<usize> {
+        let _ = (path, offset);
+        Ok(len)
+    }
+}
+
+/// The log's access to the file system: the real calls, reported to the
+/// hook when there is one.
+#[derive(Debug, Clone, Default)]
+pub struct Fs {
+    hook: Option<Arc<dyn IoHook>>,
+}
+
+impl Fs {
+    pub fn new(hook: Option<Arc<dyn IoHook>>) -> Fs {
+        Fs { hook }
+    }
+
+    /// Runs `f` between the hook's `before` and `after`.
+    fn around<T>(&self, op: IoOp<'_>, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+        match &self.hook {
+            None => f(),
+            Some(h) => {
+                h.before(&op)?;
+                let r = f()?;
+                h.after(&op);
+                Ok(r)
+            }
+        }
+    }
+
+    /// Writes all of `slices` to `file`, whose end (or write position) is
+    /// `offset`. A short write is followed by another until everything is
+    /// written or the kernel refuses (e.g. `ENOSPC`); the caller undoes a
+    /// partial write.
+    pub fn write_all(
+        &self,
+        file: &mut File,
+        path: &Path,
+        offset: u64,
+        mut slices: &mut [IoSlice<'_>],
+    ) -> io::Result<()> {
+        let Some(hook) = &self.hook else {
+            while !slices.is_empty() {
+                match file.write_vectored(slices) {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => IoSlice::advance_slices(&mut slices, n),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(());
+        };
+        let mut at = offset;
+        while !slices.is_empty() {
+            let len: usize = slices.iter().map(|s| s.len()).sum();
+            let allowed = hook.allow_write(path, at, len)?.min(len);
+            if allowed == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            let data = prefix(slices, allowed);
+            hook.before(&IoOp::Write {
+                path,
+                offset: at,
+                data: &data,
+            })?;
+            let iov: Vec<IoSlice<'_>> = data.iter().map(|d| IoSlice::new(d)).collect();
+            let n = match file.write_vectored(&iov) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            hook.after(&IoOp::Write {
+                path,
+                offset: at,
+                data: &prefix(slices, n),
+            });
+            at += n as u64;
+            IoSlice::advance_slices(&mut slices, n);
+        }
+        Ok(())
+    }
+
+    pub fn sync_data(&self, file: &File, path: &Path) -> io::Result<()> {
+        self.around(IoOp::SyncData { path }, || file.sync_data())
+    }
+
+    /// Makes creations and removals in `dir` durable.
+    pub fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.around(IoOp::SyncDir { path: dir }, || {
+            File::open(dir).and_then(|d| d.sync_all())
+        })
+    }
+
+    /// Opens `path` with `opts`, which must include `create` or
+    /// `create_new`; reported as a creation only if the file is new.
+    pub fn create(&self, opts: &OpenOptions, path: &Path) -> io::Result<File> {
+        if self.hook.is_none() {
+            return opts.open(path);
+        }
+        let existed = path.exists();
+        if existed {
+            return opts.open(path);
+        }
+        self.around(IoOp::Create { path }, || opts.open(path))
+    }
+
+    pub fn remove(&self, path: &Path) -> io::Result<()> {
+        self.around(IoOp::Remove { path }, || std::fs::remove_file(path))
+    }
+
+    pub fn set_len(&self, file: &File, path: &Path, len: u64) -> io::Result<()> {
+        self.around(IoOp::SetLen { path, len }, || file.set_len(len))
+    }
+}
+
+/// The first `n` bytes of `slices`, as slices.
+fn prefix<'a>(slices: &'a [IoSlice<'_>], mut n: usize) -> Vec<&'a [u8]> {
+    let mut out = Vec::with_capacity(slices.len());
+    for s in slices {
+        if n == 0 {
+            break;
+        }
+        let take = n.min(s.len());
+        out.push(&s[..take]);
+        n -= take;
+    }
+    out
+}
