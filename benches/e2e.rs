@@ -8,6 +8,8 @@
 //! HOLDFAST_BENCH_DIR=/data/tmp cargo bench --bench e2e          # where the files and logs go
 //! HOLDFAST_E2E_COMPRESSION=gzip cargo bench --bench e2e         # sinks compress (default: none)
 //! HOLDFAST_E2E_SYSLOG_NG=1 cargo bench --bench e2e  # also time syslog-ng (if installed) on the same files
+//! HOLDFAST_E2E_SINK_TOML='batch_max_events = 5000;concurrency = 4' cargo bench --bench e2e  # try settings
+//! HOLDFAST_E2E_LOG_TOML='segment_size = "16MiB"' cargo bench --bench e2e
 //! ```
 //!
 //! Three phases, each a fresh `holdfast run` (the release binary Cargo
@@ -116,6 +118,15 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         cpu_model()
     ));
+    for var in [
+        "HOLDFAST_E2E_LOG_TOML",
+        "HOLDFAST_E2E_SINK_TOML",
+        "MALLOC_ARENA_MAX",
+    ] {
+        if let Ok(v) = std::env::var(var) {
+            table.note(format!("{var}={v}"));
+        }
+    }
     table.note(format!(
         "load average at start: {}; sinks' compression: {}",
         std::fs::read_to_string("/proc/loadavg")
@@ -304,11 +315,62 @@ fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// The largest anonymous and file-backed resident sizes seen, polled from
+/// `/proc/PID/status` every 20 ms: `VmHWM` says how high the total went,
+/// this says which kind of page it was (heap, or mapped segment files).
+#[derive(Default)]
+struct RssPeaks {
+    anon_kib: AtomicU64,
+    file_kib: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl RssPeaks {
+    fn watch(pid: u32) -> Arc<RssPeaks> {
+        let peaks = Arc::new(RssPeaks::default());
+        let p = peaks.clone();
+        std::thread::spawn(move || {
+            let path = format!("/proc/{pid}/status");
+            while !p.stop.load(Ordering::Relaxed) {
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    break;
+                };
+                for l in text.lines() {
+                    let Some((k, v)) = l.split_once(':') else {
+                        continue;
+                    };
+                    let kib: u64 = v
+                        .split_whitespace()
+                        .next()
+                        .and_then(|x| x.parse().ok())
+                        .unwrap_or(0);
+                    match k {
+                        "RssAnon" => p.anon_kib.fetch_max(kib, Ordering::Relaxed),
+                        "RssFile" => p.file_kib.fetch_max(kib, Ordering::Relaxed),
+                        _ => 0,
+                    };
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        peaks
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "anon {:.1} + file-backed {:.1} MiB at their peaks",
+            self.anon_kib.load(Ordering::Relaxed) as f64 / 1024.0,
+            self.file_kib.load(Ordering::Relaxed) as f64 / 1024.0
+        )
+    }
+}
+
 struct Agent {
     child: Option<Child>,
     api: SocketAddr,
     stderr: PathBuf,
     spawned: Instant,
+    rss: Arc<RssPeaks>,
 }
 
 impl Agent {
@@ -341,11 +403,13 @@ impl Agent {
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .expect("starting holdfast run");
+        let rss = RssPeaks::watch(child.id());
         Agent {
             child: Some(child),
             api,
             stderr,
             spawned,
+            rss,
         }
     }
 
@@ -399,6 +463,7 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
+        self.rss.stop.store(true, Ordering::Relaxed);
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -453,15 +518,31 @@ fn dir_bytes(p: &Path) -> u64 {
         .sum()
 }
 
+/// Extra TOML lines from the environment (`\n` or `;` between keys), for
+/// trying settings without editing the bench.
+fn extra_toml(var: &str) -> String {
+    std::env::var(var)
+        .map(|v| v.replace(';', "\n") + "\n")
+        .unwrap_or_default()
+}
+
+/// Everything else at its default (64 MiB segments).
 fn log_section(max_bytes: u64) -> String {
     format!(
-        "[log]\nsegment_size = \"64MiB\"\nmax_bytes = \"{}MiB\"\nfsync = \"always\"\nwhen_full = \"block\"\n\n",
-        max_bytes >> 20
+        "[log]\nmax_bytes = \"{}MiB\"\nfsync = \"always\"\nwhen_full = \"block\"\n{}\n",
+        max_bytes >> 20,
+        extra_toml("HOLDFAST_E2E_LOG_TOML")
     )
 }
 
+/// Sinks run with their defaults (batches of 1,000 events, 2 requests in
+/// flight) except for compression.
 fn sink_tuning(gzip: bool) -> String {
-    format!("compression = \"{}\"\n", if gzip { "gzip" } else { "none" })
+    format!(
+        "compression = \"{}\"\n{}",
+        if gzip { "gzip" } else { "none" },
+        extra_toml("HOLDFAST_E2E_SINK_TOML")
+    )
 }
 
 fn file_source(input: &Path) -> String {
@@ -489,6 +570,7 @@ fn throughput_rows(
     p: ProcSample,
     throughput_target: Option<f64>,
     metrics: &str,
+    rss: &RssPeaks,
 ) {
     let eps = events as f64 / secs;
     table.row(
@@ -520,12 +602,12 @@ fn throughput_rows(
         String::new(),
         None,
     );
-    let rss = p.hwm_kib as f64 / 1024.0;
+    let rss_mib = p.hwm_kib as f64 / 1024.0;
     table.row(
         "peak RSS (VmHWM)",
-        format!("{rss:.1} MiB"),
+        format!("{rss_mib:.1} MiB  ({})", rss.describe()),
         format!("<= {TARGET_PEAK_RSS_MIB} MiB"),
-        Some(rss <= TARGET_PEAK_RSS_MIB),
+        Some(rss_mib <= TARGET_PEAK_RSS_MIB),
     );
     let wa = p.write_bytes as f64 / input_bytes as f64;
     table.row(
@@ -623,6 +705,7 @@ fn file_phase(
         p,
         Some(TARGET_LINES_PER_S),
         &m,
+        &agent.rss,
     );
     table.detail(format!(
         "  the receiver: {} documents in {} requests, {:.1} MiB of _bulk bodies, {:.1} s CPU; largest log on disk seen {:.0} MiB",
@@ -841,7 +924,9 @@ fn otlp_phase(table: &mut Table, root: &Path, gib: f64, receiver: &Receiver, gzi
         "  (clock from the first request, {:.0} ms after spawn when /readyz answered)",
         ready.as_secs_f64() * 1000.0
     ));
-    throughput_rows(table, "records", records, body_bytes, secs, p, None, &m);
+    throughput_rows(
+        table, "records", records, body_bytes, secs, p, None, &m, &agent.rss,
+    );
     table.detail(format!(
         "  the clients: {} requests, {} refused and resent, {:.1} s CPU; the receiver: {} records in {} requests, {:.1} MiB, {:.1} s CPU",
         c.requests,
@@ -897,15 +982,20 @@ fn restart_phase(
     table.row(
         "filling: lines/s into the log (receiver answering 503)",
         format!(
-            "{}  ({fill:.1} s, {:.0} MiB in the log, peak RSS {:.1} MiB, {:.2} bytes written per input byte)",
+            "{}  ({fill:.1} s, {:.0} MiB in the log, {:.2} bytes written per input byte)",
             thousands(c.lines as f64 / fill),
             backlog as f64 / (1 << 20) as f64,
-            p_fill.hwm_kib as f64 / 1024.0,
             p_fill.write_bytes as f64 / c.bytes as f64
         ),
         String::new(),
         None,
     );
+    table.detail(format!(
+        "  filling: peak RSS {:.1} MiB ({})",
+        p_fill.hwm_kib as f64 / 1024.0,
+        agent.rss.describe()
+    ));
+    envelope_breakdown(table, &dir.join("data/log"), input);
 
     eprintln!("  restarting with the receiver accepting ...");
     receiver.reset(true);
@@ -951,13 +1041,19 @@ fn restart_phase(
     table.row(
         "draining the backlog: lines/s (no intake)",
         format!(
-            "{}  ({secs:.1} s, {:.1} CPU s per million, peak RSS {:.1} MiB)",
+            "{}  ({secs:.1} s, {:.1} CPU s per million)",
             thousands(c.lines as f64 / secs),
             p.cpu_s / (c.lines as f64 / 1e6),
-            p.hwm_kib as f64 / 1024.0
         ),
         String::new(),
         None,
+    );
+    let rss_mib = p.hwm_kib as f64 / 1024.0;
+    table.row(
+        "draining: peak RSS (VmHWM)",
+        format!("{rss_mib:.1} MiB  ({})", agent.rss.describe()),
+        format!("<= {TARGET_PEAK_RSS_MIB} MiB"),
+        Some(rss_mib <= TARGET_PEAK_RSS_MIB),
     );
     let reqs = metric(&m, "holdfast_sink_requests_total");
     table.detail(format!(
@@ -966,6 +1062,83 @@ fn restart_phase(
         metric(&m, "holdfast_sink_sent_events_total") / reqs.max(1.0)
     ));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What the bytes of a file line's envelope are spent on, averaged over
+/// events sampled across the (stopped) agent's log, read with the library's
+/// read-only reader: the line's text against the fixed cost around it.
+fn envelope_breakdown(table: &mut Table, log_dir: &Path, input: &Path) {
+    use holdfast::event::{Envelope, Record};
+    use opentelemetry_proto::tonic::common::v1::any_value;
+    use prost::encoding::{encoded_len_varint, key_len};
+    let Ok(log) = holdfast::seglog::Log::open_read_only(log_dir) else {
+        return;
+    };
+    let st = log.stats();
+    // A length-delimited field: key, length, payload.
+    let ld = |tag: u32, len: usize| {
+        if len == 0 {
+            0
+        } else {
+            key_len(tag) + encoded_len_varint(len as u64) + len
+        }
+    };
+    // text, body field beyond the text, attributes, other record fields,
+    // origin, resource, scope, id + source + time
+    let mut parts = [0usize; 8];
+    let (mut n, mut total) = (0usize, 0usize);
+    let spots = 20u64;
+    for k in 0..spots {
+        let at = st.first_seq + (st.next_seq - st.first_seq) * k / spots;
+        let Ok(events) = log.reader(at).read(200, 1 << 20) else {
+            continue;
+        };
+        for e in &events {
+            let Ok(env) = Envelope::decode(&e.data[..]) else {
+                continue;
+            };
+            let Some(Record::Log(r)) = &env.record else {
+                continue;
+            };
+            n += 1;
+            total += e.data.len();
+            let text = match r.body.as_ref().and_then(|b| b.value.as_ref()) {
+                Some(any_value::Value::StringValue(t)) => t.len(),
+                _ => 0,
+            };
+            let body = r.body.as_ref().map_or(0, |b| ld(5, b.encoded_len()));
+            let attrs: usize = r.attributes.iter().map(|a| ld(6, a.encoded_len())).sum();
+            parts[0] += text;
+            parts[1] += body - text;
+            parts[2] += attrs;
+            parts[3] += ld(8, r.encoded_len()) - body - attrs;
+            parts[4] += env.origin.as_ref().map_or(0, |o| ld(11, o.encoded_len()));
+            parts[5] += env.resource.as_ref().map_or(0, |r| ld(4, r.encoded_len()));
+            parts[6] += env.scope.as_ref().map_or(0, |r| ld(6, r.encoded_len()));
+            parts[7] += ld(1, env.id.len()) + ld(2, env.source.len()) + 9;
+        }
+    }
+    if n == 0 {
+        return;
+    }
+    let avg = |x: usize| x as f64 / n as f64;
+    table.detail(format!(
+        "  a file line's envelope ({n} sampled across the log): {:.0} bytes = line text {:.0} + {:.0} around it: \
+         record attributes log.file.path + log.file.name {:.0}, origin (path again, fingerprint, offsets) {:.0}, \
+         scope {:.0}, resource {:.0}, id + source + time {:.0}, record's other fields {:.0}, body framing {:.0} \
+         (the input path, {} bytes, is carried twice)",
+        avg(total),
+        avg(parts[0]),
+        avg(total) - avg(parts[0]),
+        avg(parts[2]),
+        avg(parts[4]),
+        avg(parts[6]),
+        avg(parts[5]),
+        avg(parts[7]),
+        avg(parts[3]),
+        avg(parts[1]),
+        input.join("app-00.log").to_string_lossy().len()
+    ));
 }
 
 // ---------------------------------------------------------------------------
@@ -1320,7 +1493,7 @@ impl Table {
         for l in &self.lines {
             let _ = match l {
                 Line::Note(s) => writeln!(out, "{s}"),
-                Line::Head(s) => writeln!(out, "\n== {s}\n{:<46} {:<44} target", "", "measured"),
+                Line::Head(s) => writeln!(out, "\n== {s}\n{:<54} {:<44} target", "", "measured"),
                 Line::Row {
                     name,
                     value,
@@ -1328,7 +1501,7 @@ impl Table {
                     ok,
                 } => writeln!(
                     out,
-                    "{name:<46} {value:<44} {target:<14} {}",
+                    "{name:<54} {value:<44} {target:<14} {}",
                     match ok {
                         Some(true) => "met",
                         Some(false) => "MISSED",
