@@ -4,10 +4,9 @@
 //! ```text
 //! cargo bench --bench e2e                          # 1 GiB of lines, a few minutes, ~6 GiB of disk at peak
 //! HOLDFAST_E2E_GIB=0.1 cargo bench --bench e2e     # a quick run (figures indicative only)
-//! HOLDFAST_E2E_ONLY=file,otlp,restart cargo bench --bench e2e   # pick phases
+//! HOLDFAST_E2E_ONLY=file,otlp,restart,syslog-ng cargo bench --bench e2e   # pick phases
 //! HOLDFAST_BENCH_DIR=/data/tmp cargo bench --bench e2e          # where the files and logs go
 //! HOLDFAST_E2E_COMPRESSION=gzip cargo bench --bench e2e         # sinks compress (default: none)
-//! HOLDFAST_E2E_SYSLOG_NG=1 cargo bench --bench e2e  # also time syslog-ng (if installed) on the same files
 //! HOLDFAST_E2E_SINK_TOML='batch_max_events = 5000;concurrency = 4' cargo bench --bench e2e  # try settings
 //! HOLDFAST_E2E_LOG_TOML='segment_size = "16MiB"' cargo bench --bench e2e
 //! ```
@@ -35,6 +34,10 @@
 //!    accepting: the figure is the time from spawning the process to the
 //!    receiver accepting its first document. The drain of the whole backlog
 //!    that follows is timed too (the sink alone, with no intake).
+//! 4. **syslog-ng**, if installed (`apt-get install syslog-ng-core`): the
+//!    phase-1 files tailed into one file (`flags(no-parse)`, `fsync(no)`,
+//!    flow control), timed until the output has every line: the yardstick
+//!    the issue's throughput target is set against.
 //!
 //! Figures come from the agent's process: CPU is `utime + stime` from
 //! `/proc/PID/stat`, peak RSS is `VmHWM` from `/proc/PID/status` (it counts
@@ -94,7 +97,8 @@ fn env_f64(key: &str, default: f64) -> f64 {
 fn main() {
     let gib = env_f64("HOLDFAST_E2E_GIB", 1.0);
     let otlp_gib = env_f64("HOLDFAST_E2E_OTLP_GIB", gib / 4.0);
-    let only = std::env::var("HOLDFAST_E2E_ONLY").unwrap_or_else(|_| "file,otlp,restart".into());
+    let only =
+        std::env::var("HOLDFAST_E2E_ONLY").unwrap_or_else(|_| "file,otlp,restart,syslog-ng".into());
     let phase = |p: &str| only.split(',').any(|x| x.trim() == p);
     let gzip = std::env::var("HOLDFAST_E2E_COMPRESSION").is_ok_and(|v| v == "gzip");
     let root = match std::env::var_os("HOLDFAST_BENCH_DIR") {
@@ -180,10 +184,7 @@ fn main() {
     if let (true, Some(c)) = (phase("restart"), &corpus) {
         restart_phase(&mut table, tmp.path(), &input, c, &receiver, gzip);
     }
-    if let (true, Some(c)) = (
-        phase("syslog-ng") || std::env::var_os("HOLDFAST_E2E_SYSLOG_NG").is_some(),
-        &corpus,
-    ) {
+    if let (true, Some(c)) = (phase("syslog-ng"), &corpus) {
         syslog_ng_phase(&mut table, tmp.path(), &input, c);
     }
     table.print();
@@ -1144,8 +1145,129 @@ fn envelope_breakdown(table: &mut Table, log_dir: &Path, input: &Path) {
 // ---------------------------------------------------------------------------
 // syslog-ng, for comparison
 
+/// syslog-ng tailing the same files into one file, without fsync and
+/// without parsing: the speed the issue's target is set against.
 fn syslog_ng_phase(table: &mut Table, root: &Path, input: &Path, c: &Corpus) {
-    let _ = (table, root, input, c);
+    table.head("syslog-ng for comparison: the same files -> a file, no fsync, no parsing");
+    let Some(bin) = [
+        "/usr/sbin/syslog-ng",
+        "/usr/bin/syslog-ng",
+        "/sbin/syslog-ng",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists()) else {
+        table.note("  syslog-ng is not installed (apt-get install syslog-ng-core): skipped".into());
+        return;
+    };
+    eprintln!("phase syslog-ng ...");
+    let dir = root.join("syslog-ng");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.log");
+    let conf = dir.join("syslog-ng.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "@version: 3.38\n\
+             options {{ threaded(yes); stats-freq(0); log-msg-size(262144); }};\n\
+             source s_files {{ wildcard-file(base-dir(\"{}\") filename-pattern(\"*.log\") recursive(no) \
+             flags(no-parse) follow-freq(1) log-fetch-limit(10000) log-iw-size(100000) max-files(100)); }};\n\
+             destination d_out {{ file(\"{}\" template(\"${{MSG}}\\n\") flush-lines(10000) fsync(no)); }};\n\
+             log {{ source(s_files); destination(d_out); flags(flow-control); }};\n",
+            input.display(),
+            out.display()
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let mut child = Command::new(&bin)
+        .arg("-F")
+        .arg("--no-caps")
+        .arg("-f")
+        .arg(&conf)
+        .arg("-R")
+        .arg(dir.join("persist"))
+        .arg("-p")
+        .arg(dir.join("pid"))
+        .arg("-c")
+        .arg(dir.join("ctl"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
+        .spawn()
+        .expect("starting syslog-ng");
+    let task = format!("/proc/{}", child.id());
+    let mut lines = 0u64;
+    let mut file = None;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut sample = ProcSample::default();
+    let end = started + PHASE_DEADLINE;
+    while lines < c.lines {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "syslog-ng exited ({status}): {}",
+                std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default()
+            );
+        }
+        assert!(Instant::now() < end, "syslog-ng did not write every line");
+        if file.is_none() {
+            file = std::fs::File::open(&out).ok();
+        }
+        let mut progressed = false;
+        if let Some(f) = file.as_mut() {
+            while let Ok(n) = f.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                progressed = true;
+                lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+            }
+        }
+        sample = proc_sample(&task);
+        if !progressed {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let _ = child.kill();
+    let _ = child.wait();
+    let lps = c.lines as f64 / secs;
+    table.row(
+        "lines/s (spawn to the last line in the output)",
+        format!("{}  ({secs:.2} s)", thousands(lps)),
+        String::new(),
+        None,
+    );
+    table.row(
+        "MB/s of input",
+        format!("{:.1}", c.bytes as f64 / secs / 1e6),
+        String::new(),
+        None,
+    );
+    table.row(
+        "CPU s per million lines (user+sys)",
+        format!(
+            "{:.2}  ({:.1} s in all, {:.0}% of one core)",
+            sample.cpu_s / (c.lines as f64 / 1e6),
+            sample.cpu_s,
+            sample.cpu_s / secs * 100.0
+        ),
+        String::new(),
+        None,
+    );
+    table.row(
+        "peak RSS (VmHWM)",
+        format!("{:.1} MiB", sample.hwm_kib as f64 / 1024.0),
+        String::new(),
+        None,
+    );
+    table.row(
+        "bytes written to disk per byte ingested",
+        format!("{:.2}", sample.write_bytes as f64 / c.bytes as f64),
+        String::new(),
+        None,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ---------------------------------------------------------------------------
