@@ -25,6 +25,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
+use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
@@ -32,7 +33,7 @@ use tracing::{error, info, warn};
 use super::checkpoint::{self, Checkpoint, Record};
 use super::discovery::Wake;
 use super::tailer::{Chunk, Counters, StreamId, Update};
-use crate::seglog::{Log, LogError, SeqRange};
+use crate::seglog::{Batch, Log, LogError, SeqRange};
 
 /// Appends in flight at once.
 pub const MAX_IN_FLIGHT: usize = 4;
@@ -53,7 +54,12 @@ enum State {
 }
 
 struct Pending {
+    /// The chunk's positions and counts; its events have moved to `framed`.
     chunk: Chunk,
+    /// The chunk's events, shared with the append in flight rather than
+    /// copied for it, and kept to append again if the log refuses them.
+    framed: Bytes,
+    payload_bytes: u64,
     /// The log's end when the chunk was first submitted: a lower bound for
     /// the sequence numbers it gets, whenever it lands.
     floor: u64,
@@ -82,15 +88,16 @@ enum Event {
 }
 
 /// Submits an append and polls it once, so it is queued at the writer now.
-async fn submit(log: &Log, chunk: &Chunk) -> Result<State, LogError> {
-    let batch = chunk.to_batch();
+async fn submit(log: &Log, framed: &Bytes, events: u32) -> anyhow::Result<State> {
+    let batch = Batch::from_framed(framed.clone(), events)
+        .context("a chunk from the tailer does not hold the events it counts")?;
     let log = log.clone();
     let mut fut: AppendFuture = Box::pin(async move { log.append(batch).await });
     match std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
         Poll::Pending => Ok(State::InFlight(fut)),
         Poll::Ready(Ok(_)) => Ok(State::Done),
         Poll::Ready(Err(LogError::Full { .. })) => Ok(State::Full),
-        Poll::Ready(Err(e)) => Err(e),
+        Poll::Ready(Err(e)) => Err(e.into()),
     }
 }
 
@@ -250,17 +257,23 @@ impl Appender {
                             .context("a new file's identity must be checkpointed before its lines are appended")?;
                     }
                 }
-                Event::Received(Some(Update::Chunk(chunk))) => {
+                Event::Received(Some(Update::Chunk(mut chunk))) => {
                     let floor = self.log.next_seq();
+                    let payload_bytes = chunk.payload_bytes();
+                    let framed = Bytes::from(std::mem::take(&mut chunk.data));
                     let state = if chunk.events == 0 {
                         State::Done
                     } else {
-                        submit(&self.log, &chunk).await.with_context(|| {
-                            format!("source {}: appending to the log", self.name)
-                        })?
+                        submit(&self.log, &framed, chunk.events)
+                            .await
+                            .with_context(|| {
+                                format!("source {}: appending to the log", self.name)
+                            })?
                     };
                     self.queue.push_back(Pending {
                         chunk,
+                        framed,
+                        payload_bytes,
                         floor,
                         state,
                     });
@@ -268,7 +281,7 @@ impl Appender {
                 Event::Retry => {
                     self.backoff = (self.backoff * 2).min(RETRY_MAX);
                     let p = self.queue.front_mut().expect("a refused append is queued");
-                    p.state = submit(&self.log, &p.chunk)
+                    p.state = submit(&self.log, &p.framed, p.chunk.events)
                         .await
                         .with_context(|| format!("source {}: appending to the log", self.name))?;
                 }
@@ -291,7 +304,7 @@ impl Appender {
             }
             self.dirty |= !p.chunk.positions.is_empty();
             self.counters.events.inc_by(p.chunk.events as u64);
-            self.counters.event_bytes.inc_by(p.chunk.payload_bytes());
+            self.counters.event_bytes.inc_by(p.payload_bytes);
         }
     }
 

@@ -85,7 +85,6 @@ use super::multiline::{self, Group};
 use super::recovery::Found;
 use super::{FileSourceOptions, StartAt};
 use crate::metrics::Metrics;
-use crate::seglog::Batch;
 
 pub type StreamId = u64;
 
@@ -125,19 +124,6 @@ pub struct Chunk {
 }
 
 impl Chunk {
-    /// A batch holding a copy of the events: the chunk itself is kept until
-    /// the append is acknowledged, to retry it if the log was full.
-    pub fn to_batch(&self) -> Batch {
-        let mut b = Batch::with_capacity(self.data.len());
-        let mut at = 0;
-        while at + 4 <= self.data.len() {
-            let len = u32::from_le_bytes(self.data[at..at + 4].try_into().unwrap()) as usize;
-            b.push(&self.data[at + 4..at + 4 + len]);
-            at += 4 + len;
-        }
-        b
-    }
-
     /// Event bytes, without framing.
     pub fn payload_bytes(&self) -> u64 {
         (self.data.len() - 4 * self.events as usize) as u64
@@ -1694,15 +1680,19 @@ mod tests {
     }
 
     #[test]
-    fn chunks_rebuild_as_batches() {
+    fn chunks_are_batches_as_they_are() {
+        use crate::seglog::Batch;
         let mut c = Chunk::default();
         for e in [&b"one"[..], b"", b"three"] {
             c.data.extend_from_slice(&(e.len() as u32).to_le_bytes());
             c.data.extend_from_slice(e);
             c.events += 1;
         }
-        let b = c.to_batch();
+        let b = Batch::from_framed(c.data.clone().into(), c.events).unwrap();
         assert_eq!(b.len(), 3);
+        // Framing that does not hold exactly the events counted is refused.
+        assert!(Batch::from_framed(c.data.clone().into(), 2).is_none());
+        assert!(Batch::from_framed(c.data[..c.data.len() - 1].to_vec().into(), 3).is_none());
         assert_eq!(b.encoded_len(), c.data.len());
         assert_eq!(c.payload_bytes(), 8);
         c.set_pos(1, 5);
