@@ -92,6 +92,9 @@ pub type StreamId = u64;
 pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 /// Bytes read from one file before the others get a turn.
 const READ_BUDGET: usize = 4 << 20;
+/// Room reserved in a new chunk beyond `chunk_bytes`, for the event that
+/// crosses it (longer events make the chunk grow).
+const CHUNK_SLACK: usize = 16 << 10;
 /// The shared read buffer.
 const READ_BUF: usize = 256 << 10;
 /// Bytes of the last data read kept per stream to recognise copies.
@@ -361,7 +364,10 @@ impl Out {
         self.c.lines.inc_by(std::mem::take(&mut self.lines));
         self.flush_records();
         if !self.chunk.is_empty() {
-            let c = std::mem::take(&mut self.chunk);
+            let mut c = std::mem::take(&mut self.chunk);
+            // A chunk cut short (a quiet file, a stop) gives back the room it
+            // did not use; the allocator shrinks it in place.
+            c.data.shrink_to_fit();
             self.send(Update::Chunk(c));
         }
     }
@@ -391,6 +397,14 @@ impl Out {
             invalid_utf8: invalid,
         };
         let before = self.chunk.data.len();
+        if before == 0 {
+            // Room for a whole chunk at once: grown by doubling instead, a
+            // chunk would be copied on every growth and end up holding up to
+            // twice its size, while several wait in the channel and in flight.
+            self.chunk
+                .data
+                .reserve(self.chunk_bytes + CHUNK_SLACK.min(self.chunk_bytes));
+        }
         self.enc
             .encode(ids.template, &body, &meta, &mut self.chunk.data);
         if self.chunk.data.len() > self.max_frame {
