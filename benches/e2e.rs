@@ -572,10 +572,11 @@ fn throughput_rows(
     throughput_target: Option<f64>,
     metrics: &str,
     rss: &RssPeaks,
+    clock: &str,
 ) {
     let eps = events as f64 / secs;
     table.row(
-        "wall time, spawn to last event accepted",
+        &format!("wall time, {clock} to the last event accepted"),
         format!("{secs:.2} s"),
         String::new(),
         None,
@@ -707,6 +708,7 @@ fn file_phase(
         Some(TARGET_LINES_PER_S),
         &m,
         &agent.rss,
+        "spawn",
     );
     table.detail(format!(
         "  the receiver: {} documents in {} requests, {:.1} MiB of _bulk bodies, {:.1} s CPU; largest log on disk seen {:.0} MiB",
@@ -926,7 +928,16 @@ fn otlp_phase(table: &mut Table, root: &Path, gib: f64, receiver: &Receiver, gzi
         ready.as_secs_f64() * 1000.0
     ));
     throughput_rows(
-        table, "records", records, body_bytes, secs, p, None, &m, &agent.rss,
+        table,
+        "records",
+        records,
+        body_bytes,
+        secs,
+        p,
+        None,
+        &m,
+        &agent.rss,
+        "first request",
     );
     table.detail(format!(
         "  the clients: {} requests, {} refused and resent, {:.1} s CPU; the receiver: {} records in {} requests, {:.1} MiB, {:.1} s CPU",
