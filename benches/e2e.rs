@@ -949,6 +949,7 @@ fn otlp_phase(table: &mut Table, root: &Path, gib: f64, receiver: &Receiver, gzi
         receiver.stats.body_bytes.load(Ordering::Relaxed) as f64 / (1 << 20) as f64,
         recv_cpu
     ));
+    envelope_breakdown(table, &dir.join("data/log"), None);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1007,7 +1008,7 @@ fn restart_phase(
         p_fill.hwm_kib as f64 / 1024.0,
         agent.rss.describe()
     ));
-    envelope_breakdown(table, &dir.join("data/log"), input);
+    envelope_breakdown(table, &dir.join("data/log"), Some(input));
 
     eprintln!("  restarting with the receiver accepting ...");
     receiver.reset(true);
@@ -1076,10 +1077,11 @@ fn restart_phase(
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// What the bytes of a file line's envelope are spent on, averaged over
-/// events sampled across the (stopped) agent's log, read with the library's
-/// read-only reader: the line's text against the fixed cost around it.
-fn envelope_breakdown(table: &mut Table, log_dir: &Path, input: &Path) {
+/// What the bytes of an envelope are spent on, averaged over events sampled
+/// across the (stopped) agent's log, read with the library's read-only
+/// reader: the text of the line or record body against the cost around it.
+/// `input`: the file source's directory (file lines), or None (OTLP).
+fn envelope_breakdown(table: &mut Table, log_dir: &Path, input: Option<&Path>) {
     use holdfast::event::{Envelope, Record};
     use opentelemetry_proto::tonic::common::v1::any_value;
     use prost::encoding::{encoded_len_varint, key_len};
@@ -1134,6 +1136,23 @@ fn envelope_breakdown(table: &mut Table, log_dir: &Path, input: &Path) {
         return;
     }
     let avg = |x: usize| x as f64 / n as f64;
+    let Some(input) = input else {
+        table.detail(format!(
+            "  an OTLP record's envelope ({n} sampled across what is left of the log): {:.0} bytes = body text {:.0} + {:.0} around it: \
+             resource (repeated in every record) {:.0}, scope {:.0}, record attributes {:.0}, \
+             record's other fields (times, severity, trace and span ids, flags) {:.0}, id + source + time {:.0}, body framing {:.0}",
+            avg(total),
+            avg(parts[0]),
+            avg(total) - avg(parts[0]),
+            avg(parts[5]),
+            avg(parts[6]),
+            avg(parts[2]),
+            avg(parts[3]),
+            avg(parts[7]),
+            avg(parts[1]),
+        ));
+        return;
+    };
     table.detail(format!(
         "  a file line's envelope ({n} sampled across the log): {:.0} bytes = line text {:.0} + {:.0} around it: \
          record attributes log.file.path + log.file.name {:.0}, origin (path again, fingerprint, offsets) {:.0}, \
