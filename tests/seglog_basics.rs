@@ -209,3 +209,81 @@ async fn eviction_counts_survive_a_restart() {
     let view = Log::open_read_only(dir.path()).unwrap();
     assert_eq!(view.stats().consumers[0].lost[0], (LossReason::Size, lost));
 }
+
+/// Resident bytes of this process's maps of files whose path contains
+/// `needle` (from /proc/self/smaps).
+fn mapped_rss_kib(needle: &str) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut inside = false;
+    let mut kib = 0;
+    for l in smaps.lines() {
+        let head = l.split_whitespace().next().unwrap_or("");
+        if head.contains('-') && !head.ends_with(':') {
+            inside = l.contains(needle);
+        } else if inside {
+            if let Some(v) = l.strip_prefix("Rss:") {
+                kib += v
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap();
+            }
+        }
+    }
+    kib
+}
+
+#[tokio::test]
+async fn a_reader_gives_back_the_pages_it_passed_and_held_events_still_read_the_same() {
+    let dir = tempfile::Builder::new()
+        .prefix("pages-given-back-")
+        .tempdir()
+        .unwrap();
+    let log = Log::open(
+        dir.path(),
+        LogOptions {
+            fsync: FsyncPolicy::Never,
+            ..LogOptions::default()
+        },
+    )
+    .unwrap();
+    // 24 MiB in one 64 MiB segment: 6,144 events of 4 KiB, each its own.
+    let event = |i: usize| -> Vec<u8> {
+        let mut e = format!("event {i:06} ").into_bytes();
+        e.resize(4096, b'a' + (i % 26) as u8);
+        e
+    };
+    for chunk in 0..96 {
+        let mut b = Batch::new();
+        for i in chunk * 64..(chunk + 1) * 64 {
+            b.push(&event(i));
+        }
+        log.append(b).await.unwrap();
+    }
+    let needle = dir.path().to_str().unwrap().to_string();
+    let mut c = log.consumer("sink", StartAt::Oldest).unwrap();
+    let mut held = Vec::new();
+    let mut n = 0;
+    loop {
+        let got = c.read(500, 4 << 20).unwrap();
+        if got.is_empty() {
+            break;
+        }
+        for e in got {
+            assert_eq!(e.data[..], event(n)[..], "event {n}");
+            if n % 97 == 0 {
+                held.push((n, e.data));
+            }
+            n += 1;
+        }
+    }
+    assert_eq!(n, 6144);
+    // Without giving pages back, all 24 MiB read would be resident now.
+    let kib = mapped_rss_kib(&needle);
+    assert!(kib < 8 << 10, "{kib} KiB of the segment still resident");
+    // Events handed out before their pages were given back read the same.
+    for (i, data) in &held {
+        assert_eq!(data[..], event(*i)[..], "held event {i}");
+    }
+}

@@ -18,6 +18,15 @@ use super::state::{LossReason, State};
 use super::writer::Msg;
 use super::Log;
 
+fn page_size() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
+    })
+}
+
 /// One event as stored in the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
@@ -49,7 +58,15 @@ pub struct Consumer {
     /// The next sequence number to hand out.
     next_seq: u64,
     frame: Option<FrameCursor>,
+    /// The segment, and the offset in it, up to which this reader has given
+    /// back the mapped pages it passed (see [`Consumer::release_behind`]).
+    released: (u64, usize),
 }
+
+/// A reader gives back the pages it has passed every this many bytes...
+const RELEASE_STEP: usize = 2 << 20;
+/// ...except the last this many.
+const RELEASE_LAG: usize = 2 << 20;
 
 /// The rest of a frame that has been decoded but not fully handed out.
 struct FrameCursor {
@@ -89,6 +106,7 @@ impl Consumer {
             offset: 0,
             next_seq: at,
             frame: None,
+            released: (u64::MAX, 0),
         }
     }
 
@@ -251,6 +269,7 @@ impl Consumer {
                 (st.segments[i].map()?, sealed)
             };
             let at = self.offset as usize;
+            self.release_behind(&map, at);
             match format::decode_frame(&map[at..]) {
                 Decoded::Frame {
                     header,
@@ -327,6 +346,45 @@ impl Consumer {
 
     /// Follows evictions and deletions: a reader whose segment is gone moves
     /// to the segment that now holds its position.
+    /// Gives back the pages of `map` (the current segment's) that this
+    /// reader has passed, every [`RELEASE_STEP`] bytes. A page of a file
+    /// mapping stays in the process's resident set once touched, until the
+    /// map is dropped; a sealed segment's map lives until every reader has
+    /// left it, so without this, reading a 64 MiB segment would add 64 MiB to
+    /// RSS. The data stays in the page cache: a page touched again (by a
+    /// slower consumer sharing the map, or by a sink decoding an event it
+    /// read ahead) is mapped back in by a minor fault. The whole passed range
+    /// is given back each time, not only the last step, so pages faulted
+    /// back in that way do not stay resident either; the last
+    /// [`RELEASE_LAG`] bytes are kept, as what a sink has read but not yet
+    /// decoded is mostly there.
+    fn release_behind(&mut self, map: &Bytes, at: usize) {
+        if self.released.0 != self.seg_base {
+            self.released = (self.seg_base, 0);
+        }
+        let page = page_size();
+        let end = (at.min(map.len()).saturating_sub(RELEASE_LAG) / page) * page;
+        if end < self.released.1 + RELEASE_STEP || !(map.as_ptr() as usize).is_multiple_of(page) {
+            return;
+        }
+        // SAFETY: `[0, end)` lies inside `map` (end <= map.len()), a live
+        // read-only MAP_SHARED mapping of a segment file
+        // (`segment::map_file`), starting on a page boundary (checked).
+        // MADV_DONTNEED on a shared file mapping only drops this process's
+        // page-table entries for the range: no memory is freed, the mapping
+        // stays valid, and the next access faults the same bytes back in
+        // from the file, whose contents below `readable_len` never change.
+        // Every `Bytes` slice of the map therefore keeps reading what it
+        // read before.
+        let rc =
+            unsafe { libc::madvise(map.as_ptr() as *mut libc::c_void, end, libc::MADV_DONTNEED) };
+        if rc != 0 {
+            // Advisory only: the pages stay resident until the map goes.
+            warn!(error = %std::io::Error::last_os_error(), "madvise(MADV_DONTNEED) on a segment map failed");
+        }
+        self.released.1 = end;
+    }
+
     fn reposition(&mut self, st: &mut State) {
         let floor = st.floor();
         if self.next_seq < floor {

@@ -117,7 +117,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::{oneshot, watch};
 
 pub use consumer::{Consumer, Event, StartAt};
@@ -155,6 +155,9 @@ impl SeqRange {
 #[derive(Debug, Default)]
 pub struct Batch {
     buf: BytesMut,
+    /// Events framed elsewhere and shared ([`Batch::from_framed`]); when
+    /// set, `buf` is empty.
+    framed: Option<Bytes>,
     count: u32,
 }
 
@@ -167,11 +170,34 @@ impl Batch {
     pub fn with_capacity(bytes: usize) -> Self {
         Batch {
             buf: BytesMut::with_capacity(bytes),
+            framed: None,
             count: 0,
         }
     }
 
+    /// A batch of `count` events already framed as [`push`](Self::push)
+    /// frames them (each a u32 little-endian length, then its bytes),
+    /// appended without copying them: for a source that keeps its buffer
+    /// to append it again if the log refuses it. `None` unless `framed`
+    /// holds exactly `count` whole events.
+    pub fn from_framed(framed: Bytes, count: u32) -> Option<Batch> {
+        let mut at = 0usize;
+        for _ in 0..count {
+            let len = framed.get(at..at + EVENT_HEADER_LEN)?;
+            let len = u32::from_le_bytes(len.try_into().ok()?) as usize;
+            at = at.checked_add(EVENT_HEADER_LEN + len)?;
+        }
+        (at == framed.len()).then_some(Batch {
+            buf: BytesMut::new(),
+            framed: Some(framed),
+            count,
+        })
+    }
+
     pub fn push(&mut self, event: &[u8]) {
+        if let Some(f) = self.framed.take() {
+            self.buf = BytesMut::from(&f[..]);
+        }
         self.buf.reserve(EVENT_HEADER_LEN + event.len());
         self.buf.put_u32_le(event.len() as u32);
         self.buf.put_slice(event);
@@ -189,7 +215,14 @@ impl Batch {
 
     /// Bytes this batch occupies in a frame's payload.
     pub fn encoded_len(&self) -> usize {
-        self.buf.len()
+        self.framed.as_ref().map_or(self.buf.len(), |f| f.len())
+    }
+
+    fn into_payload(self) -> Bytes {
+        match self.framed {
+            Some(f) => f,
+            None => self.buf.freeze(),
+        }
     }
 }
 
@@ -386,16 +419,17 @@ impl Log {
         let max =
             (self.inner.shared.opts.segment_bytes as usize - SEGMENT_HEADER_LEN - FRAME_HEADER_LEN)
                 .min(MAX_FRAME_PAYLOAD);
-        if batch.buf.len() > max {
+        if batch.encoded_len() > max {
             return Err(LogError::TooLarge {
-                bytes: batch.buf.len() as u64,
+                bytes: batch.encoded_len() as u64,
                 max: max as u64,
             });
         }
         let (reply, rx) = oneshot::channel();
+        let count = batch.count;
         let req = AppendReq {
-            payload: batch.buf.freeze(),
-            count: batch.count,
+            payload: batch.into_payload(),
+            count,
             deadline: Instant::now() + wait,
             reply,
         };

@@ -32,6 +32,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
+use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
@@ -39,7 +40,7 @@ use tracing::{error, info, warn};
 use super::checkpoint::{self, Checkpoint, Record};
 use super::discovery::Wake;
 use super::tailer::{Chunk, Counters, StreamId, Update};
-use crate::seglog::{Log, LogError, SeqRange};
+use crate::seglog::{Batch, Log, LogError, SeqRange};
 
 /// Appends in flight at once.
 pub const MAX_IN_FLIGHT: usize = 4;
@@ -69,7 +70,12 @@ fn retryable(e: &LogError) -> bool {
 }
 
 struct Pending {
+    /// The chunk's positions and counts; its events have moved to `framed`.
     chunk: Chunk,
+    /// The chunk's events, shared with the append in flight rather than
+    /// copied for it, and kept to append again if the log refuses them.
+    framed: Bytes,
+    payload_bytes: u64,
     /// The log's end when the chunk was first submitted: a lower bound for
     /// the sequence numbers it gets, whenever it lands.
     floor: u64,
@@ -98,15 +104,20 @@ enum Event {
 }
 
 /// Submits an append and polls it once, so it is queued at the writer now.
-async fn submit(log: &Log, chunk: &Chunk) -> Result<State, LogError> {
-    let batch = chunk.to_batch();
+/// The outer error is a bug (a chunk that does not hold what it counts); the
+/// inner one is the log's answer.
+async fn submit(log: &Log, framed: &Bytes, events: u32) -> anyhow::Result<Result<State, LogError>> {
+    let batch = Batch::from_framed(framed.clone(), events)
+        .context("a chunk from the tailer does not hold the events it counts")?;
     let log = log.clone();
     let mut fut: AppendFuture = Box::pin(async move { log.append(batch).await });
-    match std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
-        Poll::Pending => Ok(State::InFlight(fut)),
-        Poll::Ready(Ok(_)) => Ok(State::Done),
-        Poll::Ready(Err(e)) => Err(e),
-    }
+    Ok(
+        match std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
+            Poll::Pending => Ok(State::InFlight(fut)),
+            Poll::Ready(Ok(_)) => Ok(State::Done),
+            Poll::Ready(Err(e)) => Err(e),
+        },
+    )
 }
 
 impl Appender {
@@ -259,31 +270,32 @@ impl Appender {
                         self.checkpoint_barrier(stop).await?;
                     }
                 }
-                Event::Received(Some(Update::Chunk(chunk))) => {
+                Event::Received(Some(Update::Chunk(mut chunk))) => {
                     let floor = self.log.next_seq();
+                    let payload_bytes = chunk.payload_bytes();
+                    let framed = Bytes::from(std::mem::take(&mut chunk.data));
                     let state = if chunk.events == 0 {
                         State::Done
                     } else {
-                        self.submit(&chunk).await?
+                        self.submit(&framed, chunk.events).await?
                     };
                     self.queue.push_back(Pending {
                         chunk,
+                        framed,
+                        payload_bytes,
                         floor,
                         state,
                     });
                 }
                 Event::Retry => {
                     self.backoff = (self.backoff * 2).min(RETRY_MAX);
-                    let mut p = self.queue.pop_front().expect("a refused append is queued");
-                    let state = self.submit(&p.chunk).await;
-                    p.state = match state {
-                        Ok(s) => s,
-                        Err(e) => {
-                            self.queue.push_front(p);
-                            return Err(e);
-                        }
-                    };
-                    self.queue.push_front(p);
+                    let p = self.queue.front().expect("a refused append is queued");
+                    let (framed, events) = (p.framed.clone(), p.chunk.events);
+                    let state = self.submit(&framed, events).await?;
+                    self.queue
+                        .front_mut()
+                        .expect("a refused append is queued")
+                        .state = state;
                 }
                 Event::Tick => {}
             }
@@ -319,8 +331,8 @@ impl Appender {
 
     /// Submits a chunk's append; a refusal worth retrying becomes
     /// [`State::Refused`], anything else ends the source.
-    async fn submit(&mut self, chunk: &Chunk) -> anyhow::Result<State> {
-        match submit(&self.log, chunk).await {
+    async fn submit(&mut self, framed: &Bytes, events: u32) -> anyhow::Result<State> {
+        match submit(&self.log, framed, events).await? {
             Ok(State::Done) => {
                 self.resumed();
                 Ok(State::Done)
@@ -372,7 +384,7 @@ impl Appender {
             }
             self.dirty |= !p.chunk.positions.is_empty();
             self.counters.events.inc_by(p.chunk.events as u64);
-            self.counters.event_bytes.inc_by(p.chunk.payload_bytes());
+            self.counters.event_bytes.inc_by(p.payload_bytes);
         }
     }
 
@@ -535,6 +547,8 @@ mod tests {
                     positions,
                     ..Chunk::default()
                 },
+                framed: Bytes::new(),
+                payload_bytes: 0,
                 floor: 0,
                 state,
             });
@@ -561,6 +575,8 @@ mod tests {
                 positions: vec![(1, 35), (2, 9)],
                 ..Chunk::default()
             },
+            framed: Bytes::new(),
+            payload_bytes: 0,
             floor: 0,
             state: State::Done,
         });

@@ -85,7 +85,6 @@ use super::multiline::{self, Group};
 use super::recovery::Found;
 use super::{FileSourceOptions, StartAt};
 use crate::metrics::Metrics;
-use crate::seglog::Batch;
 
 pub type StreamId = u64;
 
@@ -93,6 +92,9 @@ pub type StreamId = u64;
 pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 /// Bytes read from one file before the others get a turn.
 const READ_BUDGET: usize = 4 << 20;
+/// Room reserved in a new chunk beyond `chunk_bytes`, for the event that
+/// crosses it (longer events make the chunk grow).
+const CHUNK_SLACK: usize = 16 << 10;
 /// The shared read buffer.
 const READ_BUF: usize = 256 << 10;
 /// Bytes of the last data read kept per stream to recognise copies.
@@ -125,19 +127,6 @@ pub struct Chunk {
 }
 
 impl Chunk {
-    /// A batch holding a copy of the events: the chunk itself is kept until
-    /// the append is acknowledged, to retry it if the log was full.
-    pub fn to_batch(&self) -> Batch {
-        let mut b = Batch::with_capacity(self.data.len());
-        let mut at = 0;
-        while at + 4 <= self.data.len() {
-            let len = u32::from_le_bytes(self.data[at..at + 4].try_into().unwrap()) as usize;
-            b.push(&self.data[at + 4..at + 4 + len]);
-            at += 4 + len;
-        }
-        b
-    }
-
     /// Event bytes, without framing.
     pub fn payload_bytes(&self) -> u64 {
         (self.data.len() - 4 * self.events as usize) as u64
@@ -382,7 +371,10 @@ impl Out {
         self.c.lines.inc_by(std::mem::take(&mut self.lines));
         self.flush_records();
         if !self.chunk.is_empty() {
-            let c = std::mem::take(&mut self.chunk);
+            let mut c = std::mem::take(&mut self.chunk);
+            // A chunk cut short (a quiet file, a stop) gives back the room it
+            // did not use; the allocator shrinks it in place.
+            c.data.shrink_to_fit();
             self.send(Update::Chunk(c));
         }
     }
@@ -422,6 +414,14 @@ impl Out {
             invalid_utf8: invalid,
         };
         let before = self.chunk.data.len();
+        if before == 0 {
+            // Room for a whole chunk at once: grown by doubling instead, a
+            // chunk would be copied on every growth and end up holding up to
+            // twice its size, while several wait in the channel and in flight.
+            self.chunk
+                .data
+                .reserve(self.chunk_bytes + CHUNK_SLACK.min(self.chunk_bytes));
+        }
         self.enc
             .encode(ids.template, &body, &meta, &mut self.chunk.data);
         if self.chunk.data.len() > self.max_frame {
@@ -1723,15 +1723,19 @@ mod tests {
     }
 
     #[test]
-    fn chunks_rebuild_as_batches() {
+    fn chunks_are_batches_as_they_are() {
+        use crate::seglog::Batch;
         let mut c = Chunk::default();
         for e in [&b"one"[..], b"", b"three"] {
             c.data.extend_from_slice(&(e.len() as u32).to_le_bytes());
             c.data.extend_from_slice(e);
             c.events += 1;
         }
-        let b = c.to_batch();
+        let b = Batch::from_framed(c.data.clone().into(), c.events).unwrap();
         assert_eq!(b.len(), 3);
+        // Framing that does not hold exactly the events counted is refused.
+        assert!(Batch::from_framed(c.data.clone().into(), 2).is_none());
+        assert!(Batch::from_framed(c.data[..c.data.len() - 1].to_vec().into(), 3).is_none());
         assert_eq!(b.encoded_len(), c.data.len());
         assert_eq!(c.payload_bytes(), 8);
         c.set_pos(1, 5);
