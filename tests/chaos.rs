@@ -587,8 +587,12 @@ backoff_max = "400ms"
     }
 
     /// Keeps what the dead process said, then starts the next one.
-    fn kill_and_restart(&mut self) {
+    async fn kill_and_restart(&mut self) {
         self.agent.kill9();
+        // Connections the dead process made just before the kill may not be
+        // accepted yet: they must keep its epoch.
+        self.es.settle().await;
+        self.otlp.settle().await;
         self.epoch += 1;
         self.es.state().epoch = self.epoch;
         self.otlp.state().epoch = self.epoch;
@@ -804,7 +808,7 @@ impl Run {
                 }
                 std::thread::sleep(Duration::from_millis(rng.random_range(50..300)));
             }
-            self.kill_and_restart();
+            self.kill_and_restart().await;
         }
     }
 
@@ -927,7 +931,7 @@ async fn under_block_every_acknowledged_event_arrives() {
     );
     for _ in 0..kills / 4 {
         std::thread::sleep(Duration::from_millis(rng.random_range(200..1000)));
-        run.kill_and_restart();
+        run.kill_and_restart().await;
     }
     run.es.accept().await;
     run.otlp.accept().await;

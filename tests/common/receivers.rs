@@ -133,6 +133,8 @@ pub struct State {
     pub delivered_epochs: HashMap<String, Vec<u32>>,
     /// The epoch of the request being handled.
     conn_epoch: u32,
+    /// Peers whose connections the accept loop has taken (for `settle`).
+    accepted: HashSet<SocketAddr>,
 }
 
 impl State {
@@ -180,11 +182,15 @@ fn serve(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else {
+            let Ok((stream, peer)) = listener.accept().await else {
                 return;
             };
             let s = state.clone();
-            let epoch = s.lock().unwrap().epoch;
+            let epoch = {
+                let mut st = s.lock().unwrap();
+                st.accepted.insert(peer);
+                st.epoch
+            };
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req| handle(api, s.clone(), epoch, req));
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -215,6 +221,20 @@ impl Receiver {
         self.state().down = true;
         if let Some(t) = self.task.lock().unwrap().take() {
             t.abort();
+        }
+    }
+
+    /// Returns once every connection made before the call has been taken
+    /// by the accept loop (and so labelled with the epoch of its time): a
+    /// connection of our own, made now, is accepted after them.
+    pub async fn settle(&self) {
+        if self.task.lock().unwrap().is_none() {
+            return;
+        }
+        let probe = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+        let me = probe.local_addr().unwrap();
+        while !self.state().accepted.remove(&me) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 
