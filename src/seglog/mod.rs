@@ -78,7 +78,7 @@ pub mod format;
 mod janitor;
 mod options;
 mod recovery;
-mod segment;
+pub(crate) mod segment;
 mod state;
 mod stats;
 mod writer;
