@@ -251,10 +251,15 @@ pub mod seglog_recover {
     /// checked against what valid frames carry.
     fn read_all(log: &Log, valid: &HashSet<Key>) -> Vec<(u64, Vec<u8>)> {
         let mut r = log.reader(0);
-        drain(&mut r, valid)
+        drain(&mut r, valid, log.next_seq())
     }
 
-    fn drain(r: &mut holdfast::seglog::Consumer, valid: &HashSet<Key>) -> Vec<(u64, Vec<u8>)> {
+    /// Reads until caught up; `end` is the log's acknowledged end.
+    fn drain(
+        r: &mut holdfast::seglog::Consumer,
+        valid: &HashSet<Key>,
+        end: u64,
+    ) -> Vec<(u64, Vec<u8>)> {
         let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
         loop {
             let batch: Vec<Event> = match r.read(64, 1 << 20) {
@@ -272,6 +277,11 @@ pub mod seglog_recover {
                     "delivered event {} ({} bytes) that no valid frame carries",
                     e.seq,
                     e.data.len()
+                );
+                assert!(
+                    e.seq < end,
+                    "delivered event {} at or past the log's end {end}",
+                    e.seq
                 );
                 if let Some((last, _)) = out.last() {
                     assert!(e.seq > *last, "sequence went back: {} after {last}", e.seq);
@@ -343,7 +353,7 @@ pub mod seglog_recover {
         for name in log.consumers() {
             let mut c = log.consumer(&name, StartAt::Oldest).unwrap();
             let at = c.committed();
-            let got = drain(&mut c, valid);
+            let got = drain(&mut c, valid, log.next_seq());
             if let Some((s, _)) = got.first() {
                 assert!(*s >= at, "consumer {name} read {s}, below its commit {at}");
             }
