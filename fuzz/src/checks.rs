@@ -30,7 +30,8 @@ pub fn oracle_frame(b: &[u8]) -> Option<(u64, u64, Vec<&[u8]>, usize)> {
         return None;
     }
     let (first, count, append_ms) = (le64(8), le32(16), le64(20));
-    if count == 0 {
+    // Sequence numbers must fit in 64 bits.
+    if count == 0 || first.checked_add(count as u64).is_none() {
         return None;
     }
     let payload = &b[28..8 + len];
