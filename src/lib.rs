@@ -34,6 +34,7 @@ pub mod api;
 pub mod config;
 pub mod daemon;
 pub mod event;
+pub mod fuzzing;
 pub mod inspect;
 pub mod logging;
 pub mod metrics;

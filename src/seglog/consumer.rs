@@ -75,10 +75,16 @@ struct FrameCursor {
     at: usize,
     seq: u64,
     append_ms: u64,
+    /// The first sequence number of the next segment (or the log's end):
+    /// events at or past it are not this segment's to hand out.
+    end: u64,
 }
 
 impl FrameCursor {
     fn peek(&self) -> Option<Range<usize>> {
+        if self.seq >= self.end {
+            return None;
+        }
         let p = &self.map[self.payload.clone()];
         EventIter::new(&p[self.at - self.payload.start..])
             .next()
@@ -236,7 +242,7 @@ impl Consumer {
     fn next_frame(&mut self) -> Result<bool> {
         loop {
             let shared = self.log.shared().clone();
-            let (map, sealed) = {
+            let (map, sealed, end) = {
                 let mut st = shared.lock();
                 self.reposition(&mut st);
                 let Some(i) = st.index_of(self.seg_base) else {
@@ -266,7 +272,8 @@ impl Consumer {
                     continue;
                 }
                 let sealed = seg.sealed;
-                (st.segments[i].map()?, sealed)
+                let end = st.end_of(i);
+                (st.segments[i].map()?, sealed, end)
             };
             let at = self.offset as usize;
             self.release_behind(&map, at);
@@ -278,6 +285,26 @@ impl Consumer {
                 } => {
                     self.offset += len as u64;
                     if header.end_seq() <= self.next_seq {
+                        continue;
+                    }
+                    if header.first_seq >= end {
+                        // Sequence numbers the next segment or the log's end
+                        // already owns (a segment file from elsewhere, or a
+                        // CRC collision): handed out, they would be numbers
+                        // new appends reuse. Only the headers of sealed
+                        // segments are checked on open, so it is caught here.
+                        let mut st = shared.lock();
+                        if st.damage_seen.insert((self.seg_base, at as u64)) {
+                            st.counters.corrupt_frames += 1;
+                            st.counters.corrupt_bytes += len as u64;
+                            warn!(
+                                segment_base = self.seg_base,
+                                offset = at,
+                                first_seq = header.first_seq,
+                                segment_end = end,
+                                "skipping a frame whose sequence numbers lie past its segment"
+                            );
+                        }
                         continue;
                     }
                     if header.first_seq > self.next_seq {
@@ -302,6 +329,7 @@ impl Consumer {
                         at: start,
                         seq: header.first_seq,
                         append_ms: header.append_ms,
+                        end,
                     };
                     while f.seq < self.next_seq {
                         match f.peek() {

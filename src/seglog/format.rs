@@ -99,9 +99,11 @@ pub struct FrameHeader {
 }
 
 impl FrameHeader {
-    /// One past the last sequence number in the frame.
+    /// One past the last sequence number in the frame. Saturates: a header
+    /// read without its CRC checked ([`peek_frame`]) may hold anything, and
+    /// [`decode_frame`] refuses a frame whose range does not fit.
     pub fn end_seq(&self) -> u64 {
-        self.first_seq + self.count as u64
+        self.first_seq.saturating_add(self.count as u64)
     }
 
     /// Encodes the header for a frame whose payload is the concatenation of
@@ -133,6 +135,8 @@ pub enum Damage {
     BadChecksum,
     /// The checksum matches but the events do not fill the payload exactly.
     BadPayload,
+    /// The checksum matches but the sequence numbers run past 2^64.
+    BadSequence,
 }
 
 impl std::fmt::Display for Damage {
@@ -141,6 +145,7 @@ impl std::fmt::Display for Damage {
             Damage::BadLength(l) => write!(f, "impossible frame length {l}"),
             Damage::BadChecksum => f.write_str("frame checksum mismatch"),
             Damage::BadPayload => f.write_str("frame events do not match its payload length"),
+            Damage::BadSequence => f.write_str("frame sequence numbers overflow"),
         }
     }
 }
@@ -193,6 +198,9 @@ pub fn decode_frame(buf: &[u8]) -> Decoded<'_> {
     let payload = &buf[FRAME_HEADER_LEN..total];
     if header.count == 0 || !payload_is_consistent(payload, header.count) {
         return Decoded::Damaged(Damage::BadPayload);
+    }
+    if header.first_seq.checked_add(header.count as u64).is_none() {
+        return Decoded::Damaged(Damage::BadSequence);
     }
     Decoded::Frame {
         header,

@@ -104,7 +104,7 @@ mod io;
 mod janitor;
 mod options;
 mod recovery;
-mod segment;
+pub(crate) mod segment;
 mod state;
 mod stats;
 mod writer;

@@ -20,6 +20,9 @@ use super::state::{now_ms, ConsumerState, Counters, State};
 
 const LOCK_FILE: &str = "LOCK";
 
+/// The highest next sequence number a log may be opened for writing at.
+const MAX_NEXT_SEQ: u64 = 1 << 63;
+
 /// Everything the writer needs to carry on where the last process stopped.
 pub struct Recovered {
     pub state: State,
@@ -246,6 +249,19 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
     }
     total_bytes += len;
     let next_seq = scan.next_seq;
+    if next_seq > MAX_NEXT_SEQ && !read_only {
+        // Appending would overflow the sequence numbers. A real log takes
+        // centuries to get here; hand-made or foreign files get here at once.
+        return Err(LogError::Corrupt {
+            path,
+            offset: 0,
+            reason: format!(
+                "the log's sequence numbers reach {next_seq}, past 2^63, so nothing more can be \
+                 appended: these files were not written by holdfast; move the directory away to \
+                 start a new log"
+            ),
+        });
+    }
     let read_handle = File::open(&path).map_err(|e| LogError::io("opening segment", &path, e))?;
     segments.push_back(Segment {
         base_seq: base,

@@ -74,13 +74,13 @@ error.
 */
 
 mod auth;
-mod body;
-mod decode;
+pub(crate) mod body;
+pub(crate) mod decode;
 mod handler;
 mod json;
-mod response;
+pub(crate) mod response;
 mod server;
-mod split;
+pub(crate) mod split;
 pub(crate) mod tls;
 
 use std::sync::Arc;

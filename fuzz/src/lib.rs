@@ -1,0 +1,3 @@
+//! Shared code of the holdfast fuzz targets; see `docs/fuzzing.md`.
+
+pub mod checks;

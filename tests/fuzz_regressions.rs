@@ -1,0 +1,238 @@
+//! Replays the saved fuzz inputs in `tests/fixtures/fuzz/<target>/` through
+//! the same checks the fuzz targets run (`fuzz/src/checks.rs`), on stable,
+//! in the normal suite: the seeds each target starts from, and every crash a
+//! fuzzer found, minimized, so that it stays fixed. See `docs/fuzzing.md`.
+//!
+//! `cargo test --test fuzz_regressions -- --ignored regenerate_seeds`
+//! rewrites the generated seeds (never the crash inputs).
+
+#[path = "../fuzz/src/checks.rs"]
+mod checks;
+
+use std::path::{Path, PathBuf};
+
+fn fixtures(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fuzz")
+        .join(target)
+}
+
+/// Every saved input of a target, by file name.
+fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(fixtures(target))
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    v.sort();
+    assert!(
+        v.len() >= 3,
+        "{target}: expected saved inputs, found {}",
+        v.len()
+    );
+    v
+}
+
+fn replay(target: &str, check: impl Fn(&[u8])) {
+    for (name, data) in inputs(target) {
+        // Named first, so a failing input is identified above the panic.
+        eprintln!("{target}: {name} ({} bytes)", data.len());
+        check(&data);
+    }
+}
+
+#[test]
+fn seglog_scan() {
+    replay("seglog_scan", checks::seglog_scan::check);
+}
+
+#[test]
+fn seglog_recover() {
+    replay("seglog_recover", |data| {
+        let dir = tempfile::tempdir().unwrap();
+        let valid = checks::seglog_recover::write_dir(data, dir.path());
+        checks::seglog_recover::check_dir(dir.path(), &valid);
+    });
+}
+
+#[test]
+fn otlp_decode() {
+    replay("otlp_decode", checks::otlp_decode::check);
+}
+
+#[test]
+fn config_parse() {
+    replay("config_parse", checks::config_parse::check);
+}
+
+/// Writes the generated seeds into `tests/fixtures/fuzz/`: segment and
+/// data-directory images made by the real log, OTLP bodies from
+/// `tests/fixtures/otlp` behind their selector byte, and the shipped
+/// configs.
+#[test]
+#[ignore = "writes fixtures; run by hand"]
+fn regenerate_seeds() {
+    seeds::seglog();
+    seeds::otlp();
+    seeds::config();
+}
+
+mod seeds {
+    use super::checks::otlp_decode::selector;
+    use super::checks::seglog_recover::SEP;
+    use super::fixtures;
+    use holdfast::fuzzing::{Compression, Signal};
+    use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions, StartAt};
+    use std::io::Write;
+    use std::path::Path;
+
+    fn save(target: &str, name: &str, data: &[u8]) {
+        let dir = fixtures(target);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("seed-{name}")), data).unwrap();
+    }
+
+    /// A small log made by the real writer: several segments of a few
+    /// frames each, one consumer part-way through and one at the start.
+    /// Returns the cursor files and the segments, oldest first.
+    fn make_log(dir: &Path) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        let opts = LogOptions {
+            segment_bytes: 256,
+            max_bytes: 1 << 20,
+            fsync: FsyncPolicy::Never,
+            ..LogOptions::default()
+        };
+        let log = Log::open(dir, opts).unwrap();
+        let a = log.consumer("sink-a", StartAt::Oldest).unwrap();
+        log.consumer("sink_b", StartAt::Oldest).unwrap();
+        for i in 0..8u32 {
+            let mut b = Batch::new();
+            for j in 0..=(i % 3) {
+                b.push(format!("event {i}.{j}: {}", "x".repeat((i * 7 % 30) as usize)).as_bytes());
+            }
+            if i == 5 {
+                b.push(b"");
+            }
+            log.append_blocking(b).unwrap();
+        }
+        a.commit(4).unwrap();
+        log.close_blocking().unwrap();
+        drop(log);
+        let mut cursors = Vec::new();
+        let mut segments = Vec::new();
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        for n in names {
+            let bytes = std::fs::read(dir.join(&n)).unwrap();
+            if n.starts_with("cursors.") {
+                cursors.push(bytes);
+            } else if n.ends_with(".seg") {
+                segments.push(bytes);
+            }
+        }
+        assert!(segments.len() >= 3, "{} segments", segments.len());
+        (cursors, segments)
+    }
+
+    fn join(parts: &[Vec<u8>]) -> Vec<u8> {
+        parts.join(SEP)
+    }
+
+    pub fn seglog() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cursors, segs) = make_log(dir.path());
+        let active = segs.last().unwrap().clone();
+
+        save("seglog_scan", "header-only", &segs[0][..32]);
+        save("seglog_scan", "sealed", &segs[0]);
+        save("seglog_scan", "active", &active);
+        save("seglog_scan", "torn-tail", &active[..active.len() - 5]);
+        let mut flipped = segs[1].clone();
+        let mid = 32 + (flipped.len() - 32) / 2;
+        flipped[mid] ^= 0x20;
+        save("seglog_scan", "bit-flip", &flipped);
+        let mut twice = segs[0].clone();
+        twice.extend_from_slice(&segs[0][32..]);
+        save("seglog_scan", "frames-repeated", &twice);
+
+        let all: Vec<Vec<u8>> = cursors.iter().chain(&segs).cloned().collect();
+        save("seglog_recover", "log", &join(&all));
+        save("seglog_recover", "no-cursors", &join(&segs));
+        let mut torn = all.clone();
+        let last = torn.last_mut().unwrap();
+        last.truncate(last.len() - 3);
+        save("seglog_recover", "torn-tail", &join(&torn));
+        let mut damaged = all.clone();
+        damaged[cursors.len()] = flipped_at(&segs[0], 40);
+        save("seglog_recover", "damaged-sealed", &join(&damaged));
+        let mut gap = all.clone();
+        gap.remove(cursors.len() + 1);
+        save("seglog_recover", "missing-segment", &join(&gap));
+        let mut short = all.clone();
+        *short.last_mut().unwrap() = active[..20].to_vec();
+        save("seglog_recover", "short-active-header", &join(&short));
+    }
+
+    fn flipped_at(b: &[u8], at: usize) -> Vec<u8> {
+        let mut b = b.to_vec();
+        b[at] ^= 1;
+        b
+    }
+
+    pub fn otlp() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp");
+        for (signal, name) in [
+            (Signal::Logs, "logs"),
+            (Signal::Traces, "traces"),
+            (Signal::Metrics, "metrics"),
+        ] {
+            for (json, ext) in [(false, "pb"), (true, "json")] {
+                let plain = std::fs::read(src.join(format!("{name}.{ext}"))).unwrap();
+                let gz = std::fs::read(src.join(format!("{name}.{ext}.gz"))).unwrap();
+                let mut z =
+                    flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+                z.write_all(&plain).unwrap();
+                let z = z.finish().unwrap();
+                for (c, cname, body) in [
+                    (Compression::Identity, "identity", &plain),
+                    (Compression::Gzip, "gzip", &gz),
+                    (Compression::Deflate, "zlib", &z),
+                ] {
+                    let mut input = vec![selector(signal, json, c)];
+                    input.extend_from_slice(body);
+                    save("otlp_decode", &format!("{name}-{ext}-{cname}"), &input);
+                }
+            }
+        }
+        for (signal, name) in [
+            (Signal::Logs, "logs"),
+            (Signal::Logs, "events"),
+            (Signal::Traces, "trace"),
+            (Signal::Metrics, "metrics"),
+        ] {
+            let body = std::fs::read(src.join(format!("examples/{name}.json"))).unwrap();
+            let mut input = vec![selector(signal, true, Compression::Identity)];
+            input.extend_from_slice(&body);
+            save("otlp_decode", &format!("example-{name}-json"), &input);
+        }
+    }
+
+    pub fn config() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        for dir in [root.clone(), root.join("examples")] {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.extension().is_some_and(|x| x == "toml") {
+                    let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                    save("config_parse", &name, &std::fs::read(&p).unwrap());
+                }
+            }
+        }
+    }
+}
