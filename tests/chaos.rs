@@ -962,15 +962,25 @@ async fn under_drop_oldest_the_missing_are_exactly_the_evicted() {
     // log when eviction starts.
     run.inputs.paused.store(true, Ordering::SeqCst);
     run.wait_reconciled("caught up after the kills", |s, h, sent| {
-        missing(sent, h).is_empty() && lag(&run.agent, s) == Some(0)
+        lag(&run.agent, s) == Some(0) && missing(sent, h).len() as u64 <= evicted(&run.agent, s)
     });
-    for s in SINKS {
-        assert_eq!(
-            evicted(&run.agent, s),
-            0,
-            "{s}: evictions before the fill phase; the log is too small for this run"
-        );
-    }
+    // Normally nothing is evicted before the fill. A long run whose sinks
+    // fell behind during the kills may have evictions already; those are
+    // exact only up to what was delivered but not yet confirmed when it was
+    // evicted (counted, though the receiver has it), so the exact check
+    // below is on what the fill evicts.
+    let sent0 = sent(&run.inputs);
+    let before: HashMap<&str, (u64, u64)> = SINKS
+        .iter()
+        .map(|s| {
+            let h = held(s, run.receiver(s), &run.agent.data_dir());
+            (
+                *s,
+                (missing(&sent0, &h).len() as u64, evicted(&run.agent, s)),
+            )
+        })
+        .collect();
+    println!("before the fill (missing, evicted): {before:?}");
 
     // Fill past the budget with both receivers down: the oldest segments go.
     run.es.refuse();
@@ -992,15 +1002,20 @@ async fn under_drop_oldest_the_missing_are_exactly_the_evicted() {
     run.stop_inputs();
 
     run.wait_reconciled("delivered, quarantined or evicted", |s, h, sent| {
-        lag(&run.agent, s) == Some(0) && missing(sent, h).len() as u64 == evicted(&run.agent, s)
+        let (m0, e0) = before[s];
+        lag(&run.agent, s) == Some(0)
+            && missing(sent, h).len() as i64 - m0 as i64
+                == evicted(&run.agent, s) as i64 - e0 as i64
     });
     run.finish();
     let rows = run.table();
     for r in &rows {
-        assert!(r.evicted > 0, "{}: nothing was evicted", r.sink);
+        let (m0, e0) = before[r.sink];
+        assert!(r.evicted > e0, "{}: the fill evicted nothing", r.sink);
         assert_eq!(
-            r.missing as u64, r.evicted,
-            "{}: the eviction counter does not match the missing events",
+            r.missing as i64 - m0 as i64,
+            r.evicted as i64 - e0 as i64,
+            "{}: the eviction counter does not match the events the fill made miss",
             r.sink
         );
     }
