@@ -165,7 +165,19 @@ fn exchange(addr: SocketAddr, r: &Row) -> Reply {
         }
         Wire::Raw(b) => {
             let _ = s.write_all(b);
-            let _ = s.shutdown(Shutdown::Write);
+            // Half-close only if the agent waits for more: a half-close
+            // racing its answer lets hyper drop the connection unanswered
+            // (it takes a closed read side for a client gone).
+            s.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let mut first = [0u8; 1];
+            match s.peek(&mut first) {
+                Ok(_) => {}
+                Err(_) => {
+                    let _ = s.shutdown(Shutdown::Write);
+                }
+            }
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         }
     }
     let mut buf = Vec::new();
