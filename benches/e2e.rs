@@ -73,6 +73,10 @@ use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 
+#[path = "common/table.rs"]
+mod table;
+use table::{thousands, Table};
+
 const BIN: &str = env!("CARGO_BIN_EXE_holdfast");
 const FILES: usize = 4;
 const CLIENTS: usize = 8;
@@ -111,7 +115,7 @@ fn main() {
         .tempdir_in(&root)
         .unwrap();
 
-    let mut table = Table::default();
+    let mut table = Table::new(54, 44, true);
     table.note(format!(
         "holdfast end-to-end benchmark: {} ({} cores, {}), binary {BIN}",
         if gib < 1.0 {
@@ -1583,85 +1587,4 @@ fn cpu_model() -> String {
                 .map(|s| s.trim().to_string())
         })
         .unwrap_or_default()
-}
-
-fn thousands(x: f64) -> String {
-    let s = format!("{:.0}", x);
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-enum Line {
-    Note(String),
-    Head(String),
-    Row {
-        name: String,
-        value: String,
-        target: String,
-        ok: Option<bool>,
-    },
-    Detail(String),
-}
-
-#[derive(Default)]
-struct Table {
-    lines: Vec<Line>,
-}
-
-impl Table {
-    fn note(&mut self, s: String) {
-        eprintln!("{s}");
-        self.lines.push(Line::Note(s));
-    }
-
-    fn head(&mut self, s: &str) {
-        self.lines.push(Line::Head(s.to_string()));
-    }
-
-    fn row(&mut self, name: &str, value: String, target: String, ok: Option<bool>) {
-        eprintln!("  {name}: {value}");
-        self.lines.push(Line::Row {
-            name: name.to_string(),
-            value,
-            target,
-            ok,
-        });
-    }
-
-    fn detail(&mut self, s: String) {
-        eprintln!("{s}");
-        self.lines.push(Line::Detail(s));
-    }
-
-    fn print(&self) {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out);
-        for l in &self.lines {
-            let _ = match l {
-                Line::Note(s) => writeln!(out, "{s}"),
-                Line::Head(s) => writeln!(out, "\n== {s}\n{:<54} {:<44} target", "", "measured"),
-                Line::Row {
-                    name,
-                    value,
-                    target,
-                    ok,
-                } => writeln!(
-                    out,
-                    "{name:<54} {value:<44} {target:<14} {}",
-                    match ok {
-                        Some(true) => "met",
-                        Some(false) => "MISSED",
-                        None => "",
-                    }
-                ),
-                Line::Detail(s) => writeln!(out, "{s}"),
-            };
-        }
-    }
 }

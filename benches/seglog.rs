@@ -37,6 +37,10 @@ use std::time::{Duration, Instant};
 use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions, StartAt, WhenFull};
 use rand::Rng;
 
+#[path = "common/table.rs"]
+mod table;
+use table::{thousands, Table};
+
 const FILL_CHILD_ENV: &str = "HOLDFAST_BENCH_FILL_CHILD";
 const FILL_BYTES_ENV: &str = "HOLDFAST_BENCH_FILL_BYTES";
 const SEGMENT_ENV: &str = "HOLDFAST_BENCH_SEGMENT_BYTES";
@@ -123,7 +127,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let mut t = Table::default();
+    let mut t = Table::new(52, 36, false);
     let run_started = Instant::now();
 
     // ---- machine context
@@ -963,85 +967,4 @@ fn drop_page_cache() -> Result<(u64, u64), String> {
         format!("writing /proc/sys/vm/drop_caches: {e} (needs root outside a container)")
     })?;
     Ok((before, meminfo("Cached").unwrap_or(0)))
-}
-
-fn thousands(x: f64) -> String {
-    let s = format!("{:.0}", x);
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-// ---------------------------------------------------------------------------
-// The table
-
-enum Line {
-    Note(String),
-    Head(String),
-    Row {
-        name: String,
-        value: String,
-        target: String,
-        ok: Option<bool>,
-    },
-    Detail(String),
-}
-
-#[derive(Default)]
-struct Table {
-    lines: Vec<Line>,
-}
-
-impl Table {
-    fn note(&mut self, s: String) {
-        self.lines.push(Line::Note(s));
-    }
-
-    fn head(&mut self, s: &str) {
-        self.lines.push(Line::Head(s.to_string()));
-    }
-
-    fn row(&mut self, name: &str, value: String, target: String, ok: Option<bool>) {
-        self.lines.push(Line::Row {
-            name: name.to_string(),
-            value,
-            target,
-            ok,
-        });
-    }
-
-    fn detail(&mut self, s: String) {
-        self.lines.push(Line::Detail(s));
-    }
-
-    fn print(&self) {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out);
-        for l in &self.lines {
-            let _ = match l {
-                Line::Note(s) => writeln!(out, "{s}"),
-                Line::Head(s) => writeln!(out, "\n== {s}\n{:<52} {:<36} target", "", "measured"),
-                Line::Row {
-                    name,
-                    value,
-                    target,
-                    ok,
-                } => writeln!(
-                    out,
-                    "{name:<52} {value:<36} {target:<14} {}",
-                    match ok {
-                        Some(true) => "met",
-                        Some(false) => "MISSED",
-                        None => "",
-                    }
-                ),
-                Line::Detail(s) => writeln!(out, "{s}"),
-            };
-        }
-    }
 }
