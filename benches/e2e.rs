@@ -5,6 +5,8 @@
 //! cargo bench --bench e2e                          # 1 GiB of lines, a few minutes, ~6 GiB of disk at peak
 //! HOLDFAST_E2E_GIB=0.1 cargo bench --bench e2e     # a quick run (figures indicative only)
 //! HOLDFAST_E2E_ONLY=file,otlp,restart,syslog-ng cargo bench --bench e2e   # pick phases
+//! HOLDFAST_E2E_ONLY=crash,crash-loop,outage cargo bench --bench e2e  # the kill -9 and outage phases (~5 min)
+//! HOLDFAST_E2E_CRASH_LINES=3000000 HOLDFAST_E2E_CRASH_RUNS=3 ...    # their size (default 1,000,000 lines, 2 runs)
 //! HOLDFAST_BENCH_DIR=/data/tmp cargo bench --bench e2e          # where the files and logs go
 //! HOLDFAST_E2E_COMPRESSION=gzip cargo bench --bench e2e         # sinks compress (default: none)
 //! HOLDFAST_E2E_SINK_TOML='batch_max_events = 5000;concurrency = 4' cargo bench --bench e2e  # try settings
@@ -38,6 +40,28 @@
 //!    phase-1 files tailed into one file (`flags(no-parse)`, `fsync(no)`,
 //!    flow control), timed until the output has every line: the yardstick
 //!    the issue's throughput target is set against.
+//! 5. **crash**: `HOLDFAST_E2E_CRASH_LINES` numbered syslog-style lines
+//!    (`lineno=0000000042` in each) in 4 files, file -> `_bulk`; the agent
+//!    is killed with SIGKILL once 40% of the lines were delivered, started
+//!    again on the same state and run to the end. The receiver counts every
+//!    accepted document by its line number: events delivered twice per kill,
+//!    lines lost, and the log's appends per input line (its next sequence
+//!    number at the end, read with the library's read-only reader).
+//!    `HOLDFAST_E2E_CRASH_RUNS` runs (default 2).
+//! 6. **crash-loop**: the same lines; ten instances each killed 250-970 ms
+//!    after its spawn, then one run to the end: the same counts.
+//! 7. **outage**: the receiver answers 500 for the first 10 s from the
+//!    spawn, then accepts: time to the last line, and from the receiver's
+//!    return to its first accepted document.
+//!
+//!    Phases 5-7 run syslog-ng too, on the same numbered files, posting
+//!    `_bulk` bodies with its `http()` destination (needs
+//!    `syslog-ng-mod-http`) with flow control and no disk buffer, batches and
+//!    workers as holdfast's sink defaults, `time-reopen(1)` and `retries`
+//!    high so that an outage delays lines rather than drops them. A run ends
+//!    when every line is in, or when none came for 75 s (the missing ones
+//!    are then counted lost). The disk's fdatasync and sequential limits
+//!    are measured first, beside them.
 //!
 //! Figures come from the agent's process: CPU is `utime + stime` from
 //! `/proc/PID/stat`, peak RSS is `VmHWM` from `/proc/PID/status` (it counts
@@ -101,8 +125,11 @@ fn env_f64(key: &str, default: f64) -> f64 {
 fn main() {
     let gib = env_f64("HOLDFAST_E2E_GIB", 1.0);
     let otlp_gib = env_f64("HOLDFAST_E2E_OTLP_GIB", gib / 4.0);
-    let only =
-        std::env::var("HOLDFAST_E2E_ONLY").unwrap_or_else(|_| "file,otlp,restart,syslog-ng".into());
+    let only = std::env::var("HOLDFAST_E2E_ONLY")
+        .or_else(|_| std::env::var("HOLDFAST_E2E_PHASES"))
+        .unwrap_or_else(|_| "file,otlp,restart,syslog-ng,crash,crash-loop,outage".into());
+    let crash_lines = env_f64("HOLDFAST_E2E_CRASH_LINES", 1_000_000.0).max(1000.0) as u64;
+    let crash_runs = env_f64("HOLDFAST_E2E_CRASH_RUNS", 2.0).max(1.0) as u32;
     let phase = |p: &str| only.split(',').any(|x| x.trim() == p);
     let gzip = std::env::var("HOLDFAST_E2E_COMPRESSION").is_ok_and(|v| v == "gzip");
     let root = match std::env::var_os("HOLDFAST_BENCH_DIR") {
@@ -190,6 +217,40 @@ fn main() {
     }
     if let (true, Some(c)) = (phase("syslog-ng"), &corpus) {
         syslog_ng_phase(&mut table, tmp.path(), &input, c);
+    }
+    if phase("crash") || phase("crash-loop") || phase("outage") {
+        disk_limits(&mut table, tmp.path());
+        let input = tmp.path().join("numbered");
+        std::fs::create_dir_all(&input).unwrap();
+        eprintln!("writing {crash_lines} numbered syslog-style lines into {FILES} files ...");
+        let c = write_numbered_corpus(&input, FILES, crash_lines);
+        table.note(format!(
+            "numbered input: {} syslog-style lines, {:.1} MiB in {FILES} files;              holdfast: fsync = \"always\", elasticsearch sink at its defaults (2 x 1,000 in flight); {SYSLOG_NG_HTTP_SETTINGS}",
+            thousands(c.lines as f64),
+            c.bytes as f64 / (1 << 20) as f64
+        ));
+        table.note(
+            "the receiver counts every accepted document by its line number: \
+             repeats = documents - distinct lines, lost = lines - distinct lines"
+                .into(),
+        );
+        if phase("crash") {
+            crash_phase(
+                &mut table,
+                tmp.path(),
+                &input,
+                &c,
+                &receiver,
+                gzip,
+                crash_runs,
+            );
+        }
+        if phase("crash-loop") {
+            crash_loop_phase(&mut table, tmp.path(), &input, &c, &receiver, gzip);
+        }
+        if phase("outage") {
+            outage_phase(&mut table, tmp.path(), &input, &c, &receiver, gzip);
+        }
     }
     table.print();
 }
@@ -1305,6 +1366,754 @@ fn syslog_ng_phase(table: &mut Table, root: &Path, input: &Path, c: &Corpus) {
 }
 
 // ---------------------------------------------------------------------------
+// Phases 5-7: kill -9 mid-run, a crash loop, an outage (holdfast and
+// syslog-ng, both delivering numbered lines to the `_bulk` receiver)
+
+/// What each numbered line carries: the receiver finds it in every
+/// document and counts the number after it.
+const LINENO: &[u8] = b"lineno=";
+/// The crash phase kills each contender once this share of the lines has
+/// been delivered.
+const KILL_AT: f64 = 0.4;
+/// Crash loop: each instance is killed this long after its spawn.
+const LOOP_KILLS_MS: [u64; 10] = [250, 330, 410, 490, 570, 650, 730, 810, 890, 970];
+/// The receiver answers 500 for this long from the spawn in the outage phase.
+const OUTAGE: Duration = Duration::from_secs(10);
+/// A run whose receiver saw no new line for this long is over, with what is
+/// missing counted lost (a complete run ends as soon as every line is in).
+/// Longer than the sinks' default `backoff_max` (60 s): a request backing
+/// off is late, not lost.
+const QUIET: Duration = Duration::from_secs(75);
+/// The issue's bound on appends per input line in the crash loop.
+const TARGET_LOOP_APPENDS: f64 = 1.1;
+/// "Delivery resumes within about a second" after an outage.
+const TARGET_RESUME_S: f64 = 1.5;
+
+/// `lines` syslog-style lines in `files` files, each line carrying its own
+/// number (`lineno=0000000042`) once, numbered across the files.
+fn write_numbered_corpus(dir: &Path, files: usize, lines: u64) -> Corpus {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    const WHAT: [&str; 4] = [
+        "Accepted publickey for",
+        "Failed password for invalid user",
+        "pam_unix(sshd:session): session opened for user",
+        "Disconnected from user",
+    ];
+    let per_file = lines.div_ceil(files as u64);
+    let mut bytes = 0u64;
+    for i in 0..files as u64 {
+        let f = std::fs::File::create(dir.join(format!("sys-{i:02}.log"))).unwrap();
+        let mut w = BufWriter::with_capacity(8 << 20, f);
+        for n in i * per_file..((i + 1) * per_file).min(lines) {
+            let secs = n / 40;
+            let line = format!(
+                "{} {:2} {:02}:{:02}:{:02} gw-017 sshd[{}]: lineno={n:010} {} user{} from 10.{}.{}.{} port {} ssh2\n",
+                MONTHS[(n / 3_000_000 % 12) as usize],
+                1 + n / 100_000 % 28,
+                secs / 3600 % 24,
+                secs / 60 % 60,
+                secs % 60,
+                1000 + n % 30_000,
+                WHAT[(n % 4) as usize],
+                n % 997,
+                n % 251,
+                n / 7 % 256,
+                n / 13 % 256,
+                1024 + n * 7 % 60_000,
+            );
+            w.write_all(line.as_bytes()).unwrap();
+            bytes += line.len() as u64;
+        }
+        w.into_inner().unwrap().sync_all().unwrap();
+    }
+    Corpus { lines, bytes }
+}
+
+/// One agent under test, started again and again on the same state.
+trait Contender {
+    fn name(&self) -> &'static str;
+    /// Spawns a fresh process on the contender's state (config, data,
+    /// positions), and says when.
+    fn start(&mut self) -> Instant;
+    /// kill -9, and waits for the process to be gone.
+    fn kill9(&mut self);
+    /// SIGTERM, and waits for the process to exit.
+    fn stop(&mut self);
+    /// Panics, with its last words, if the process has exited.
+    fn check_alive(&mut self);
+    /// Events appended to its own durable log over all its runs (after
+    /// `stop`), if it has one.
+    fn appends(&self) -> Option<u64>;
+}
+
+struct HoldfastUnderTest {
+    dir: PathBuf,
+    body: String,
+    api: Option<SocketAddr>,
+    agent: Option<Agent>,
+}
+
+impl HoldfastUnderTest {
+    fn new(dir: PathBuf, body: String) -> HoldfastUnderTest {
+        let _ = std::fs::remove_dir_all(&dir);
+        HoldfastUnderTest {
+            dir,
+            body,
+            api: None,
+            agent: None,
+        }
+    }
+}
+
+impl Contender for HoldfastUnderTest {
+    fn name(&self) -> &'static str {
+        "holdfast"
+    }
+
+    fn start(&mut self) -> Instant {
+        let agent = match self.api {
+            None => Agent::spawn(&self.dir, &self.body),
+            Some(api) => Agent::spawn_config(&self.dir, &self.dir.join("holdfast.toml"), api),
+        };
+        self.api = Some(agent.api);
+        let at = agent.spawned;
+        self.agent = Some(agent);
+        at
+    }
+
+    fn kill9(&mut self) {
+        // Agent's drop is kill -9 and wait.
+        self.agent = None;
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut a) = self.agent.take() {
+            // A run can have nothing left to do (the crash loop delivered
+            // every line): a SIGTERM before the agent handles it kills it.
+            let api = a.api;
+            wait_until("the agent to be ready before its stop", &mut a, || {
+                http_get(api, "/readyz").is_some_and(|(s, _)| s == 200)
+            });
+            let status = a.stop();
+            assert!(
+                status.success(),
+                "holdfast stop: {status}\n{}",
+                a.stderr_tail()
+            );
+        }
+    }
+
+    fn check_alive(&mut self) {
+        if let Some(a) = self.agent.as_mut() {
+            a.check_alive();
+        }
+    }
+
+    fn appends(&self) -> Option<u64> {
+        // Sequence numbers run on across restarts and start at 0 in a fresh
+        // log, so the next one is the number of appends over all runs.
+        let log = holdfast::seglog::Log::open_read_only(self.dir.join("data/log")).ok()?;
+        Some(log.stats().next_seq)
+    }
+}
+
+struct SyslogNgUnderTest {
+    bin: PathBuf,
+    dir: PathBuf,
+    conf: PathBuf,
+    child: Option<Child>,
+    runs: u32,
+}
+
+impl SyslogNgUnderTest {
+    /// syslog-ng tailing `input` (the same source options as the syslog-ng
+    /// phase) into an `http()` destination that posts `_bulk` bodies to
+    /// the receiver, with flow control and no disk buffer: file positions
+    /// advance in its persist file as the destination acknowledges.
+    /// Err, with the reason, when it cannot run this config.
+    fn new(dir: PathBuf, input: &Path, receiver: SocketAddr) -> Result<SyslogNgUnderTest, String> {
+        let bin =
+            syslog_ng_bin().ok_or("syslog-ng is not installed (apt-get install syslog-ng-core)")?;
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("syslog-ng.conf");
+        std::fs::write(&conf, syslog_ng_http_conf(input, receiver)).unwrap();
+        let check = Command::new(&bin)
+            .arg("--syntax-only")
+            .arg("-f")
+            .arg(&conf)
+            .output()
+            .map_err(|e| format!("running {}: {e}", bin.display()))?;
+        if !check.status.success() {
+            return Err(format!(
+                "syslog-ng rejects the http() config (apt-get install syslog-ng-mod-http): {}",
+                String::from_utf8_lossy(&check.stderr).trim()
+            ));
+        }
+        Ok(SyslogNgUnderTest {
+            bin,
+            dir,
+            conf,
+            child: None,
+            runs: 0,
+        })
+    }
+
+    fn stderr_path(&self) -> PathBuf {
+        self.dir.join(format!("stderr-{}.log", self.runs))
+    }
+}
+
+fn syslog_ng_bin() -> Option<PathBuf> {
+    [
+        "/usr/sbin/syslog-ng",
+        "/usr/bin/syslog-ng",
+        "/sbin/syslog-ng",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+}
+
+/// The http() settings beside holdfast's sink defaults: batches of 1,000,
+/// 2 requests in flight. `max-files(10)`, not the syslog-ng phase's 100:
+/// `log-iw-size` is shared out over `max-files`, and a window of 1,000
+/// lines per file left its batches half full (5,000 lines/s). `time-reopen(1)` (default 60 s) and `retries`
+/// high so that an outage delays lines instead of dropping them.
+fn syslog_ng_http_conf(input: &Path, receiver: SocketAddr) -> String {
+    format!(
+        "@version: 3.38\n\
+         options {{ threaded(yes); stats-freq(0); log-msg-size(262144); time-reopen(1); }};\n\
+         source s_files {{ wildcard-file(base-dir(\"{}\") filename-pattern(\"*.log\") recursive(no) \
+         flags(no-parse) follow-freq(1) log-fetch-limit(10000) log-iw-size(100000) max-files(10)); }};\n\
+         destination d_bulk {{ http(url(\"http://{receiver}/_bulk\") method(\"POST\") \
+         headers(\"Content-Type: application/x-ndjson\") workers(2) batch-lines(1000) batch-timeout(100) \
+         retries(1000000) time-reopen(1) \
+         body(\"{{\\\"index\\\":{{}}}}\\n$(format-json message=${{MSG}})\") body-suffix(\"\\n\")); }};\n\
+         log {{ source(s_files); destination(d_bulk); flags(flow-control); }};\n",
+        input.display()
+    )
+}
+
+/// What `syslog_ng_http_conf` says, for the table.
+const SYSLOG_NG_HTTP_SETTINGS: &str = "syslog-ng: wildcard-file (log-iw-size(100000) max-files(10)) -> http() _bulk, \
+     flow-control, no disk-buffer, workers(2) batch-lines(1000) batch-timeout(100) retries(1000000) time-reopen(1)";
+
+impl Contender for SyslogNgUnderTest {
+    fn name(&self) -> &'static str {
+        "syslog-ng"
+    }
+
+    fn start(&mut self) -> Instant {
+        self.runs += 1;
+        let at = Instant::now();
+        let child = Command::new(&self.bin)
+            .arg("-F")
+            .arg("--no-caps")
+            .arg("-f")
+            .arg(&self.conf)
+            .arg("-R")
+            .arg(self.dir.join("persist"))
+            .arg("-p")
+            .arg(self.dir.join("pid"))
+            .arg("-c")
+            .arg(self.dir.join("ctl"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.stderr_path()).unwrap())
+            .spawn()
+            .expect("starting syslog-ng");
+        self.child = Some(child);
+        at
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let end = Instant::now() + Duration::from_secs(60);
+            while c.try_wait().unwrap().is_none() {
+                assert!(Instant::now() < end, "syslog-ng did not stop within 60s");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    fn check_alive(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            if let Ok(Some(status)) = c.try_wait() {
+                panic!(
+                    "syslog-ng exited ({status}): {}",
+                    std::fs::read_to_string(self.stderr_path()).unwrap_or_default()
+                );
+            }
+        }
+    }
+
+    fn appends(&self) -> Option<u64> {
+        None
+    }
+}
+
+impl Drop for SyslogNgUnderTest {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Keeps the contender's process checked until `until`: for kills on a
+/// schedule, which is what the crash loop measures.
+fn run_until(c: &mut dyn Contender, until: Instant) {
+    while Instant::now() < until {
+        c.check_alive();
+        std::thread::sleep(
+            until
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(1)),
+        );
+    }
+}
+
+/// Waits until the receiver has `docs` documents with a line number.
+fn wait_docs(c: &mut dyn Contender, receiver: &Receiver, docs: u64) {
+    let end = Instant::now() + PHASE_DEADLINE;
+    while receiver.tally().0 < docs {
+        c.check_alive();
+        assert!(
+            Instant::now() < end,
+            "timed out waiting for {docs} documents from {}",
+            c.name()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// How a wait for every line ended.
+struct Finish {
+    /// When the last new line was seen.
+    last: Instant,
+    /// The longest time without a new line, from `from` on.
+    longest_gap: Duration,
+}
+
+/// Waits until every line is in, or no new line came for `QUIET` (after
+/// `from`).
+fn wait_all_lines(c: &mut dyn Contender, receiver: &Receiver, lines: u64, from: Instant) -> Finish {
+    let end = Instant::now() + PHASE_DEADLINE;
+    let (mut seen, mut last_new) = (receiver.tally().1, from);
+    let mut longest_gap = Duration::ZERO;
+    let mut last_note = Instant::now();
+    loop {
+        let distinct = receiver.tally().1;
+        if distinct > seen {
+            let now = Instant::now();
+            longest_gap = longest_gap.max(now - last_new);
+            (seen, last_new) = (distinct, now);
+        }
+        if distinct >= lines {
+            return Finish {
+                last: last_new,
+                longest_gap,
+            };
+        }
+        if last_new.elapsed() > QUIET {
+            eprintln!(
+                "  {}: no new line for {QUIET:?}, {} of {lines} in: the rest counts as lost",
+                c.name(),
+                distinct
+            );
+            return Finish {
+                last: last_new,
+                longest_gap: longest_gap.max(last_new.elapsed()),
+            };
+        }
+        c.check_alive();
+        assert!(
+            Instant::now() < end,
+            "timed out waiting for the lines from {}",
+            c.name()
+        );
+        if last_note.elapsed() > Duration::from_secs(10) {
+            eprintln!("  ... {}: {distinct} of {lines} lines in", c.name());
+            last_note = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// What the receiver counted over one run (all of a contender's instances).
+struct Outcome {
+    lines: u64,
+    docs: u64,
+    distinct: u64,
+    appends: Option<u64>,
+    kills: u32,
+}
+
+impl Outcome {
+    fn of(c: &dyn Contender, receiver: &Receiver, lines: u64, kills: u32) -> Outcome {
+        let (docs, distinct) = receiver.tally();
+        Outcome {
+            lines,
+            docs,
+            distinct,
+            appends: c.appends(),
+            kills,
+        }
+    }
+
+    fn repeats(&self) -> u64 {
+        self.docs - self.distinct
+    }
+
+    fn lost(&self) -> u64 {
+        self.lines - self.distinct
+    }
+
+    fn appends_per_line(&self) -> String {
+        self.appends.map_or("n/a (no log of its own)".into(), |a| {
+            format!(
+                "{:.3}  ({} appends)",
+                a as f64 / self.lines as f64,
+                thousands(a as f64)
+            )
+        })
+    }
+}
+
+/// The contenders of these phases: holdfast (file -> log -> elasticsearch,
+/// the bench's usual config) and syslog-ng when it can post `_bulk`.
+fn contenders(
+    table: &mut Table,
+    root: &Path,
+    tag: &str,
+    input: &Path,
+    c: &Corpus,
+    receiver: &Receiver,
+    gzip: bool,
+) -> Vec<Box<dyn Contender>> {
+    let body =
+        log_section(c.bytes * 4 + (1 << 30)) + &file_source(input) + &es_sink(receiver.addr, gzip);
+    let mut out: Vec<Box<dyn Contender>> = vec![Box::new(HoldfastUnderTest::new(
+        root.join(format!("{tag}-holdfast")),
+        body,
+    ))];
+    match SyslogNgUnderTest::new(root.join(format!("{tag}-syslog-ng")), input, receiver.addr) {
+        Ok(s) => out.push(Box::new(s)),
+        Err(why) => table.note(format!("  syslog-ng skipped: {why}")),
+    }
+    out
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The disk's own limits in the directory the phases write to, beside
+/// their figures: a durable round trip bounds how often a cursor or a
+/// checkpoint can be made durable.
+fn disk_limits(table: &mut Table, dir: &Path) {
+    table.head("disk limits (same file system, this run, 1 s each)");
+    let _ = Command::new("sync").status();
+    let path = dir.join("probe-4k");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let buf = vec![0xa5u8; 4096];
+    let (started, mut n) = (Instant::now(), 0u32);
+    while started.elapsed() < Duration::from_secs(1) {
+        f.write_all(&buf).unwrap();
+        f.sync_data().unwrap();
+        n += 1;
+    }
+    let t = started.elapsed().as_secs_f64();
+    table.row(
+        "4 KiB append + fdatasync",
+        format!("{:.0} /s ({:.2} ms each)", n as f64 / t, t * 1e3 / n as f64),
+        "reference".into(),
+        None,
+    );
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    let _ = Command::new("sync").status();
+    let path = dir.join("probe-seq");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let buf: Vec<u8> = (0..1 << 20).map(|i| (i * 7) as u8).collect();
+    let (started, mut bytes) = (Instant::now(), 0u64);
+    while started.elapsed() < Duration::from_secs(1) {
+        f.write_all(&buf).unwrap();
+        f.sync_data().unwrap();
+        bytes += buf.len() as u64;
+    }
+    table.row(
+        "sequential write, fdatasync every 1 MiB",
+        format!(
+            "{:.1} MB/s",
+            bytes as f64 / started.elapsed().as_secs_f64() / 1e6
+        ),
+        "reference".into(),
+        None,
+    );
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Rows a contender's runs share: repeats, losses, appends.
+fn outcome_rows(table: &mut Table, name: &str, runs: &[Outcome], repeat_target: &str) {
+    let list = |f: &dyn Fn(&Outcome) -> String| runs.iter().map(f).collect::<Vec<_>>().join(", ");
+    let kills: u32 = runs.iter().map(|r| r.kills).sum();
+    let repeats: u64 = runs.iter().map(Outcome::repeats).sum();
+    table.row(
+        &format!("{name}: events delivered twice per kill"),
+        format!(
+            "{}  (runs: {})",
+            thousands(repeats as f64 / kills.max(1) as f64),
+            list(&|r| thousands(r.repeats() as f64 / r.kills.max(1) as f64))
+        ),
+        repeat_target.into(),
+        None,
+    );
+    let lost: u64 = runs.iter().map(Outcome::lost).sum();
+    table.row(
+        &format!("{name}: lines lost"),
+        format!(
+            "{}  (runs: {})",
+            thousands(lost as f64),
+            list(&|r| thousands(r.lost() as f64))
+        ),
+        "0".into(),
+        Some(lost == 0),
+    );
+    table.row(
+        &format!("{name}: documents sent per input line"),
+        list(&|r| format!("{:.3}", r.docs as f64 / r.lines as f64)),
+        String::new(),
+        None,
+    );
+    table.row(
+        &format!("{name}: log appends per input line"),
+        list(&|r| r.appends_per_line()),
+        String::new(),
+        None,
+    );
+}
+
+fn crash_phase(
+    table: &mut Table,
+    root: &Path,
+    input: &Path,
+    c: &Corpus,
+    receiver: &Receiver,
+    gzip: bool,
+    runs: u32,
+) {
+    table.head(&format!(
+        "crash: kill -9 once at {:.0}% delivered, then a restart to the end; {} numbered lines, file -> _bulk; {runs} run(s) each",
+        KILL_AT * 100.0,
+        thousands(c.lines as f64)
+    ));
+    table.note(format!("  load average before: {}", load_average()));
+    let mut names = Vec::new();
+    let mut results: Vec<Vec<Outcome>> = Vec::new();
+    for run in 0..runs {
+        for (i, mut who) in contenders(table, root, "crash", input, c, receiver, gzip)
+            .into_iter()
+            .enumerate()
+        {
+            eprintln!("phase crash, run {}: {} ...", run + 1, who.name());
+            receiver.reset_counting(true, c.lines);
+            let t0 = who.start();
+            wait_docs(who.as_mut(), receiver, (c.lines as f64 * KILL_AT) as u64);
+            who.kill9();
+            let at_kill = receiver.tally().0;
+            who.start();
+            let last = wait_all_lines(who.as_mut(), receiver, c.lines, Instant::now()).last;
+            who.stop();
+            let o = Outcome::of(who.as_ref(), receiver, c.lines, 1);
+            eprintln!(
+                "  {}: killed at {} documents, {:.1} s to the last line; {} repeats, {} lost",
+                who.name(),
+                at_kill,
+                (last - t0).as_secs_f64(),
+                o.repeats(),
+                o.lost()
+            );
+            if results.len() <= i {
+                names.push(who.name());
+                results.push(Vec::new());
+            }
+            results[i].push(o);
+        }
+    }
+    for (name, runs) in names.iter().zip(&results) {
+        let target = if *name == "holdfast" {
+            "in flight: 2 x 1,000 + 1 save group"
+        } else {
+            ""
+        };
+        outcome_rows(table, name, runs, target);
+    }
+}
+
+fn crash_loop_phase(
+    table: &mut Table,
+    root: &Path,
+    input: &Path,
+    c: &Corpus,
+    receiver: &Receiver,
+    gzip: bool,
+) {
+    table.head(&format!(
+        "crash loop: {} kill -9s, each {}-{} ms after its spawn, then a clean run to the end; {} numbered lines",
+        LOOP_KILLS_MS.len(),
+        LOOP_KILLS_MS[0],
+        LOOP_KILLS_MS[LOOP_KILLS_MS.len() - 1],
+        thousands(c.lines as f64)
+    ));
+    table.note(format!("  load average before: {}", load_average()));
+    for mut who in contenders(table, root, "loop", input, c, receiver, gzip) {
+        eprintln!("phase crash loop: {} ...", who.name());
+        receiver.reset_counting(true, c.lines);
+        let t0 = Instant::now();
+        for ms in LOOP_KILLS_MS {
+            let spawned = who.start();
+            run_until(who.as_mut(), spawned + Duration::from_millis(ms));
+            who.kill9();
+        }
+        let during = receiver.tally();
+        who.start();
+        let last = wait_all_lines(who.as_mut(), receiver, c.lines, Instant::now()).last;
+        who.stop();
+        let o = Outcome::of(who.as_ref(), receiver, c.lines, LOOP_KILLS_MS.len() as u32);
+        let name = who.name();
+        table.row(
+            &format!("{name}: events delivered twice (all kills)"),
+            format!(
+                "{}  ({} per kill; {} documents, {} distinct lines, before the clean run)",
+                thousands(o.repeats() as f64),
+                thousands(o.repeats() as f64 / o.kills as f64),
+                thousands(during.0 as f64),
+                thousands(during.1 as f64)
+            ),
+            String::new(),
+            None,
+        );
+        table.row(
+            &format!("{name}: lines lost"),
+            thousands(o.lost() as f64),
+            "0".into(),
+            Some(o.lost() == 0),
+        );
+        table.row(
+            &format!("{name}: documents sent per input line"),
+            format!("{:.3}", o.docs as f64 / o.lines as f64),
+            String::new(),
+            None,
+        );
+        let target = o
+            .appends
+            .map(|a| a as f64 / o.lines as f64 <= TARGET_LOOP_APPENDS);
+        table.row(
+            &format!("{name}: log appends per input line"),
+            o.appends_per_line(),
+            if o.appends.is_some() {
+                format!("<= {TARGET_LOOP_APPENDS}")
+            } else {
+                String::new()
+            },
+            target,
+        );
+        table.row(
+            &format!("{name}: wall time, first spawn to the last line"),
+            format!("{:.1} s", (last - t0).as_secs_f64()),
+            String::new(),
+            None,
+        );
+    }
+}
+
+fn outage_phase(
+    table: &mut Table,
+    root: &Path,
+    input: &Path,
+    c: &Corpus,
+    receiver: &Receiver,
+    gzip: bool,
+) {
+    table.head(&format!(
+        "outage: the receiver answers 500 for the first {} s of a {}-line run (file -> _bulk)",
+        OUTAGE.as_secs(),
+        thousands(c.lines as f64)
+    ));
+    table.note(format!("  load average before: {}", load_average()));
+    for mut who in contenders(table, root, "outage", input, c, receiver, gzip) {
+        eprintln!("phase outage: {} ...", who.name());
+        receiver.reset_counting(false, c.lines);
+        receiver.stats.refuse_status.store(500, Ordering::SeqCst);
+        let t0 = who.start();
+        run_until(who.as_mut(), t0 + OUTAGE);
+        let refused = receiver.stats.refused.load(Ordering::Relaxed);
+        receiver.stats.accepting.store(true, Ordering::SeqCst);
+        let back = Instant::now();
+        let Finish { last, longest_gap } = wait_all_lines(who.as_mut(), receiver, c.lines, back);
+        who.stop();
+        let o = Outcome::of(who.as_ref(), receiver, c.lines, 0);
+        let name = who.name();
+        let resumed = receiver
+            .first_accept()
+            .map(|t| t.saturating_duration_since(back));
+        table.row(
+            &format!("{name}: receiver back to the first accepted delivery"),
+            resumed.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
+            format!("<= {TARGET_RESUME_S} s"),
+            Some(resumed.is_some_and(|d| d.as_secs_f64() <= TARGET_RESUME_S)),
+        );
+        table.row(
+            &format!("{name}: wall time, spawn to the last line"),
+            format!(
+                "{:.1} s  ({:.1} s after the receiver came back; {refused} requests refused)",
+                (last - t0).as_secs_f64(),
+                last.saturating_duration_since(back).as_secs_f64()
+            ),
+            String::new(),
+            None,
+        );
+        table.row(
+            &format!("{name}: longest pause in new lines after the return"),
+            format!("{:.2} s", longest_gap.as_secs_f64()),
+            String::new(),
+            None,
+        );
+        table.row(
+            &format!("{name}: lines lost / delivered twice"),
+            format!(
+                "{} / {}",
+                thousands(o.lost() as f64),
+                thousands(o.repeats() as f64)
+            ),
+            "0 / -".into(),
+            Some(o.lost() == 0),
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
 // The receivers
 
 #[derive(Default)]
@@ -1318,6 +2127,14 @@ struct Stats {
     /// Nanoseconds after `epoch` of the first accepted event; 0 = none yet.
     first_accept: AtomicU64,
     tid: AtomicU64,
+    /// The status answered while not accepting; 0 means 503.
+    refuse_status: AtomicU64,
+    /// Per line number of the numbered corpus, how often an accepted
+    /// document carried it (None: not counting).
+    tally: std::sync::Mutex<Option<Vec<u8>>>,
+    /// Accepted documents that carried a line number, and how many distinct.
+    tally_docs: AtomicU64,
+    tally_distinct: AtomicU64,
 }
 
 struct Receiver {
@@ -1382,7 +2199,26 @@ impl Receiver {
         ] {
             c.store(0, Ordering::Relaxed);
         }
+        s.refuse_status.store(0, Ordering::Relaxed);
+        s.tally_docs.store(0, Ordering::Relaxed);
+        s.tally_distinct.store(0, Ordering::Relaxed);
+        *s.tally.lock().unwrap() = None;
         s.accepting.store(accepting, Ordering::SeqCst);
+    }
+
+    /// Like `reset`, and counts each accepted document by its line number
+    /// (`lineno=` in the numbered corpus, `0..lines`).
+    fn reset_counting(&self, accepting: bool, lines: u64) {
+        self.reset(accepting);
+        *self.stats.tally.lock().unwrap() = Some(vec![0u8; lines as usize]);
+    }
+
+    /// Accepted documents with a line number, and the distinct line numbers.
+    fn tally(&self) -> (u64, u64) {
+        (
+            self.stats.tally_docs.load(Ordering::SeqCst),
+            self.stats.tally_distinct.load(Ordering::SeqCst),
+        )
     }
 
     fn first_accept(&self) -> Option<Instant> {
@@ -1424,8 +2260,12 @@ async fn handle(
         .fetch_add(wire.len() as u64, Ordering::Relaxed);
     if !st.accepting.load(Ordering::SeqCst) {
         st.refused.fetch_add(1, Ordering::Relaxed);
+        let status = match st.refuse_status.load(Ordering::Relaxed) {
+            0 => 503,
+            s => s as u16,
+        };
         return Ok(answer(
-            503,
+            status,
             "application/json",
             br#"{"error":"not yet"}"#.to_vec(),
         ));
@@ -1444,6 +2284,7 @@ async fn handle(
     };
     let (events, ct, out) = if path.ends_with("/_bulk") {
         let (docs, out) = bulk_answer(&body);
+        tally_lines(&st, &body);
         st.es_docs.fetch_add(docs, Ordering::Relaxed);
         (docs, "application/json", out)
     } else if path == "/v1/logs" {
@@ -1471,6 +2312,31 @@ fn answer(status: u16, ct: &str, body: Vec<u8>) -> Answer {
         .header("content-type", ct)
         .body(Full::new(Bytes::from(body)))
         .unwrap()
+}
+
+/// Counts the line numbers (`lineno=` and ten digits, once per document)
+/// in an accepted `_bulk` body, when the receiver is counting.
+fn tally_lines(st: &Stats, body: &[u8]) {
+    let mut guard = st.tally.lock().unwrap();
+    let Some(counts) = guard.as_mut() else {
+        return;
+    };
+    let (mut docs, mut distinct) = (0u64, 0u64);
+    for at in memchr::memmem::find_iter(body, LINENO) {
+        let digits = body.get(at + LINENO.len()..at + LINENO.len() + 10);
+        let Some(n) = digits.and_then(|d| std::str::from_utf8(d).ok()?.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let Some(c) = counts.get_mut(n) else {
+            continue;
+        };
+        docs += 1;
+        distinct += u64::from(*c == 0);
+        *c = c.saturating_add(1);
+    }
+    st.tally_docs.fetch_add(docs, Ordering::SeqCst);
+    st.tally_distinct.fetch_add(distinct, Ordering::SeqCst);
 }
 
 /// The `_bulk` answer: one `create` item per action line, with its `_id`.
