@@ -6,7 +6,7 @@
 //! HOLDFAST_E2E_GIB=0.1 cargo bench --bench e2e     # a quick run (figures indicative only)
 //! HOLDFAST_E2E_ONLY=file,otlp,restart,syslog-ng cargo bench --bench e2e   # pick phases
 //! HOLDFAST_E2E_ONLY=crash,crash-loop,outage cargo bench --bench e2e  # the kill -9 and outage phases (~5 min)
-//! HOLDFAST_E2E_CRASH_LINES=3000000 HOLDFAST_E2E_CRASH_RUNS=3 ...    # their size (default 1,000,000 lines, 2 runs)
+//! HOLDFAST_E2E_CRASH_LINES=3000000 HOLDFAST_E2E_CRASH_RUNS=5 ...    # their size (default 1,000,000 lines, 3 runs)
 //! HOLDFAST_BENCH_DIR=/data/tmp cargo bench --bench e2e          # where the files and logs go
 //! HOLDFAST_E2E_COMPRESSION=gzip cargo bench --bench e2e         # sinks compress (default: none)
 //! HOLDFAST_E2E_SINK_TOML='batch_max_events = 5000;concurrency = 4' cargo bench --bench e2e  # try settings
@@ -47,7 +47,7 @@
 //!    accepted document by its line number: events delivered twice per kill,
 //!    lines lost, and the log's appends per input line (its next sequence
 //!    number at the end, read with the library's read-only reader).
-//!    `HOLDFAST_E2E_CRASH_RUNS` runs (default 2).
+//!    `HOLDFAST_E2E_CRASH_RUNS` runs (default 3).
 //! 6. **crash-loop**: the same lines; ten instances each killed 250-970 ms
 //!    after its spawn, then one run to the end: the same counts.
 //! 7. **outage**: the receiver answers 500 for the first 10 s from the
@@ -129,7 +129,7 @@ fn main() {
         .or_else(|_| std::env::var("HOLDFAST_E2E_PHASES"))
         .unwrap_or_else(|_| "file,otlp,restart,syslog-ng,crash,crash-loop,outage".into());
     let crash_lines = env_f64("HOLDFAST_E2E_CRASH_LINES", 1_000_000.0).max(1000.0) as u64;
-    let crash_runs = env_f64("HOLDFAST_E2E_CRASH_RUNS", 2.0).max(1.0) as u32;
+    let crash_runs = env_f64("HOLDFAST_E2E_CRASH_RUNS", 3.0).max(1.0) as u32;
     let phase = |p: &str| only.split(',').any(|x| x.trim() == p);
     let gzip = std::env::var("HOLDFAST_E2E_COMPRESSION").is_ok_and(|v| v == "gzip");
     let root = match std::env::var_os("HOLDFAST_BENCH_DIR") {
@@ -1244,14 +1244,7 @@ fn envelope_breakdown(table: &mut Table, log_dir: &Path, input: Option<&Path>) {
 /// without parsing: the speed the target is set against.
 fn syslog_ng_phase(table: &mut Table, root: &Path, input: &Path, c: &Corpus) {
     table.head("syslog-ng for comparison: the same files -> a file, no fsync, no parsing");
-    let Some(bin) = [
-        "/usr/sbin/syslog-ng",
-        "/usr/bin/syslog-ng",
-        "/sbin/syslog-ng",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .find(|p| p.exists()) else {
+    let Some(bin) = syslog_ng_bin() else {
         table.note("  syslog-ng is not installed (apt-get install syslog-ng-core): skipped".into());
         return;
     };
@@ -1814,13 +1807,27 @@ fn contenders(
     out
 }
 
+/// The load average, and a warning when the machine is busier than its
+/// cores: kill timings and resume times move with the load.
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let three: Vec<&str> = text.split_whitespace().take(3).collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let busy = three
+        .first()
+        .and_then(|l| l.parse::<f64>().ok())
+        .is_some_and(|l| l > cores as f64);
+    format!(
+        "{}{}",
+        three.join(" "),
+        if busy {
+            format!(
+                " (more than the {cores} cores: other work shares the machine, figures are noisy)"
+            )
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// The disk's own limits in the directory the phases write to, beside
