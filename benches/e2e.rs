@@ -5,7 +5,7 @@
 //! cargo bench --bench e2e                          # 1 GiB of lines, a few minutes, ~6 GiB of disk at peak
 //! HOLDFAST_E2E_GIB=0.1 cargo bench --bench e2e     # a quick run (figures indicative only)
 //! HOLDFAST_E2E_ONLY=file,otlp,restart,syslog-ng cargo bench --bench e2e   # pick phases
-//! HOLDFAST_E2E_ONLY=crash,crash-loop,outage cargo bench --bench e2e  # the kill -9 and outage phases (~5 min)
+//! HOLDFAST_E2E_ONLY=crash,crash-loop,outage cargo bench --bench e2e  # kill -9 and outage phases (~2-3 min; HOLDFAST_E2E_PHASES works too)
 //! HOLDFAST_E2E_CRASH_LINES=3000000 HOLDFAST_E2E_CRASH_RUNS=5 ...    # their size (default 1,000,000 lines, 3 runs)
 //! HOLDFAST_BENCH_DIR=/data/tmp cargo bench --bench e2e          # where the files and logs go
 //! HOLDFAST_E2E_COMPRESSION=gzip cargo bench --bench e2e         # sinks compress (default: none)
