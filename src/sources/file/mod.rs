@@ -86,7 +86,7 @@ pub use encode::{
 pub const DEFAULT_FINGERPRINT_BYTES: usize = 1024;
 pub const DEFAULT_MAX_LINE_BYTES: usize = 256 << 10;
 pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_secs(10);
-pub const DEFAULT_ROTATE_WAIT: Duration = Duration::from_secs(30);
+pub const DEFAULT_ROTATE_WAIT: Duration = Duration::from_secs(5);
 pub const DEFAULT_IDLE_CLOSE: Duration = Duration::from_secs(300);
 pub const DEFAULT_LINE_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_MULTILINE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -124,7 +124,8 @@ pub struct FileSourceOptions {
     pub scan_interval: Duration,
     /// Bytes at the start of a file that identify it.
     pub fingerprint_bytes: usize,
-    /// How long a file rotated or deleted away is still polled for late writes.
+    /// A file rotated or deleted away is still read until nothing was added
+    /// to it for this long.
     pub rotate_wait: Duration,
     /// A file with nothing new for this long is closed (reopened on change).
     pub idle_close: Duration,

@@ -230,8 +230,11 @@ struct Stream {
     /// The last read found nothing new.
     at_eof: bool,
     attached: bool,
-    /// Since when the file is not found at any matching path.
+    /// Since when the file is not found at any matching path (it is being
+    /// drained, see [`drained`]); the same moment in unix milliseconds, for
+    /// the checkpoint.
     unseen_since: Option<Instant>,
+    unseen_unix_ms: Option<u64>,
     detached_at: Option<(Instant, u64)>,
     /// The last bytes read, ending at `tail_end`.
     tail: Vec<u8>,
@@ -261,6 +264,7 @@ impl Stream {
             prefix_hash: self.prefix.hash,
             offset: self.emitted,
             detached_unix_ms: self.detached_at.map(|d| d.1),
+            rotated_unix_ms: self.unseen_unix_ms,
             tail: (!self.tail.is_empty()).then(|| checkpoint::Tail {
                 end: self.tail_end,
                 hex: checkpoint::to_hex(&self.tail),
@@ -593,6 +597,9 @@ impl Tailer {
                 at_eof: false,
                 attached: false,
                 unseen_since: None,
+                // The first scan finds it missing again and restarts the
+                // drain's clock (its writer may still be writing).
+                unseen_unix_ms: r.rotated_unix_ms,
                 detached_at: r.detached_unix_ms.map(|ms| (now, ms)),
                 tail: tail.as_ref().map(|t| t.0.clone()).unwrap_or_default(),
                 tail_end: tail.map_or(0, |t| t.1),
@@ -630,6 +637,7 @@ impl Tailer {
         s.attached = true;
         s.detached_at = None;
         s.unseen_since = None;
+        s.unseen_unix_ms = None;
         s.truncated_away = false;
         self.detached.remove(&id);
         self.by_inode.insert(s.meta.inode(), id);
@@ -893,6 +901,7 @@ impl Tailer {
     fn seen_known(&mut self, id: StreamId, f: FoundFile) {
         let s = self.streams.get_mut(&id).unwrap();
         s.unseen_since = None;
+        s.unseen_unix_ms = None;
         let mut want = false;
         if s.path != f.path {
             // Renamed to another matching name (app.log → app.log.1), or
@@ -924,18 +933,69 @@ impl Tailer {
         }
     }
 
+    /// A followed file is no longer found at any path the globs match: it is
+    /// drained (read on every pass, through its descriptor) until it has been
+    /// idle for `rotate_wait`. A stream without an open descriptor (closed as
+    /// idle or for the descriptor cap, or restored from the checkpoint after
+    /// a restart) first looks for its file in the directory it was last seen
+    /// in (`app.log.1` when only `app.log` is included); only if it is not
+    /// there is the stream detached, its tail unread.
     fn unseen(&mut self, id: StreamId, now: Instant) {
         let s = self.streams.get_mut(&id).unwrap();
         if s.unseen_since.is_none() {
             s.unseen_since = Some(now);
+            s.unseen_unix_ms = s.unseen_unix_ms.or(Some(unix_ms(SystemTime::now())));
             self.out.c.rotations.inc();
             info!(source = %self.s.name, path = %s.path.display(),
                 "followed file was deleted or rotated out of the include patterns; reading what is left of it");
+            let rec = s.record();
+            self.out.upserts.push((id, rec));
         }
-        if s.file.is_none() {
+        if self.streams[&id].file.is_none() && !self.find_moved(id, now) {
             // Nothing left to read it by.
             self.detach(id, now);
         }
+    }
+
+    /// Opens the file of a stream that left the globs and has no descriptor,
+    /// found again by identity in its last directory, and positions it where
+    /// reading stopped. True if found.
+    fn find_moved(&mut self, id: StreamId, now: Instant) -> bool {
+        let s = &self.streams[&id];
+        let Some(dir) = s.path.parent().map(|d| d.to_path_buf()) else {
+            return false;
+        };
+        let known = identity::Known {
+            dev: s.meta.dev,
+            ino: s.meta.ino,
+            btime: s.meta.btime,
+            prefix: s.prefix,
+            read_pos: s.read_pos,
+        };
+        let found = match identity::find_moved(&dir, &known, &mut self.pbuf) {
+            Ok(Some(m)) => m,
+            Ok(None) => return false,
+            Err(e) => {
+                self.read_error("cannot look for a rotated file in its directory", &dir, &e);
+                return false;
+            }
+        };
+        let mut file = found.file;
+        let s = self.streams.get_mut(&id).unwrap();
+        if let Err(e) = file.seek(SeekFrom::Start(s.read_pos)) {
+            self.read_error("cannot seek in a rotated file", &found.path, &e);
+            return false;
+        }
+        info!(source = %self.s.name, path = %s.path.display(), now_at = %found.path.display(),
+            offset = s.read_pos, len = found.meta.len,
+            "found a followed file, not read to its end, under a name outside the include patterns; reading it until it is idle for rotate_wait");
+        s.meta.len = found.meta.len;
+        s.file = Some(file);
+        s.at_eof = false;
+        s.last_data = now;
+        self.open += 1;
+        self.make_room(id);
+        true
     }
 
     /// Identifies a file no stream is attached to: the copy of a detached
@@ -1036,6 +1096,7 @@ impl Tailer {
             at_eof: false,
             attached: false,
             unseen_since: None,
+            unseen_unix_ms: None,
             detached_at: None,
             tail: Vec::new(),
             tail_end: 0,
@@ -1342,6 +1403,7 @@ impl Tailer {
             at_eof: false,
             attached: false,
             unseen_since: None,
+            unseen_unix_ms: None,
             detached_at: None,
             tail: Vec::new(),
             tail_end: 0,
@@ -1395,7 +1457,12 @@ impl Tailer {
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
-            if s.file.is_none() || (s.at_eof && !s.dirty && !poll) {
+            // A file rotated out of the globs gets no inotify event under a
+            // path we know: it is polled on every pass while it is drained,
+            // so lines its writer adds late arrive within a tick, not at the
+            // next scan.
+            let polled = poll || s.unseen_since.is_some();
+            if s.file.is_none() || (s.at_eof && !s.dirty && !polled) {
                 continue;
             }
             s.dirty = false;
@@ -1623,7 +1690,7 @@ impl Tailer {
             };
             let finish_due = s.attached
                 && s.unseen_since
-                    .is_some_and(|since| now.duration_since(since) >= rotate_wait)
+                    .is_some_and(|since| drained(since, s.last_data, now, rotate_wait))
                 && (s.at_eof || s.file.is_none());
             if (line_due || group_due || finish_due) && behind(s) {
                 unread.push(*id);
@@ -1710,9 +1777,34 @@ impl Tailer {
     }
 }
 
+/// Whether a file that left the globs at `left` (or was found again after
+/// a restart then) is finished: nothing new was read from it for
+/// `rotate_wait`, counted from its last data or from when it left,
+/// whichever is later. A writer that keeps writing keeps it followed.
+fn drained(left: Instant, last_data: Instant, now: Instant, rotate_wait: Duration) -> bool {
+    now.saturating_duration_since(left.max(last_data)) >= rotate_wait
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rotated_file_is_followed_until_idle_for_rotate_wait() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let wait = s(5);
+        // Left the globs, nothing read since: finished rotate_wait later.
+        assert!(!drained(t0, t0, t0 + s(4), wait));
+        assert!(drained(t0, t0, t0 + s(5), wait));
+        // Data read after it left pushes the end back, however long ago it left.
+        assert!(!drained(t0, t0 + s(30), t0 + s(34), wait));
+        assert!(drained(t0, t0 + s(30), t0 + s(35), wait));
+        // Data read long before it left does not end it early.
+        assert!(!drained(t0 + s(60), t0, t0 + s(61), wait));
+        // A clock read before the stamps (a pass that began earlier) is not idle.
+        assert!(!drained(t0 + s(1), t0 + s(2), t0, wait));
+    }
 
     #[test]
     fn cut_respects_characters() {
