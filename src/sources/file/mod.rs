@@ -45,9 +45,10 @@ appended, so recovery can always tell whose lines it finds.
 Known limits (see `docs/sources-file.md`): lines written between
 copytruncate's copy and its truncation are lost if the copy does not match
 the globs (and in any case those written between the copy and the
-truncation); a file rotated out of the globs while holdfast was down, or
-while it was closed as idle, or before holdfast ever found it, is not read
-further; a line appended just before a `drop_oldest` eviction removed it
+truncation); a file rotated out of the globs before holdfast ever found
+it, or moved out of its directory, or idle for `rotate_wait` after it left
+the globs, is not read further (one that left the globs but stayed in its
+directory is found again by inode, also after a restart); a line appended just before a `drop_oldest` eviction removed it
 from the log, or just before the log deleted a segment every sink had
 finished, and after the last checkpoint, may be read again after a crash.
 A chunk refused by a full log and overtaken by a later one leaves a gap in

@@ -27,10 +27,13 @@
 //! # Rotation
 //!
 //! * rename and create: the old inode is found at its new name (if the globs
-//!   match it) and continues there; if not, its open handle is read to the
-//!   end, and polled for late writes until `rotate_wait` has passed since it
-//!   left the globs and it is read to its end. The new file is a new
-//!   stream, read from its start.
+//!   match it) and continues there; if not, it is *drained*: its open handle
+//!   is read on every pass (no inotify event names it any more) until
+//!   nothing new was read for `rotate_wait` ([`drained`]) and it is read to
+//!   its end. A stream without a handle (closed as idle or for the
+//!   descriptor cap, or restored from the checkpoint) first looks for its
+//!   inode in the directory it was last seen in (`identity::find_moved`).
+//!   The new file is a new stream, read from its start.
 //! * copytruncate: the file is shorter than what was read, or its first
 //!   bytes changed: the stream is detached and the file continues as a new
 //!   generation from offset 0. The copy, if the globs match it, is adopted
@@ -43,8 +46,11 @@
 //!   empty is identified again when its first bytes arrive (logrotate
 //!   creates the copy, then writes it).
 //! * delete while open: like a rename out of the globs.
-//! * rotated while holdfast was down: the stream is found again by inode at
-//!   its new name if the globs match it (`app.log.1`), and read to its end.
+//! * rotated while holdfast was down (or killed while draining it): the
+//!   stream is found again by inode at its new name if the globs match it
+//!   (`app.log.1`), and read to its end; if not, the first scan finds it
+//!   missing and it is looked for in its directory and drained, keeping its
+//!   key and generation, so its lines keep their ids.
 //!
 //! A file rotated out of the globs before it was ever found is not read, so
 //! scans also run between the reads of a long pass: a backlog (and a log
