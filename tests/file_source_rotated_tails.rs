@@ -18,12 +18,16 @@
 //!   the late lines arrive within a few seconds, not at the next scan and
 //!   not when `rotate_wait` ends.
 //!
+//! * In-process, a file the source had closed as idle (`idle_close`) when
+//!   it was renamed out of the globs is found in its directory and read.
+//!
 //! Rotations happen only once the agent has recorded the live file in its
 //! checkpoint: a file rotated out of the globs before the agent ever saw it
 //! is not read (a documented limit, not what is tested here).
 
 #[path = "common/daemon.rs"]
 mod daemon;
+mod file_source_common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -348,4 +352,48 @@ fn late_lines_arrive_without_waiting_for_a_scan_or_rotate_wait() {
     let mut all = Sink::new(a.path("out"));
     all.poll();
     assert_eq!(all.missing(310), Vec::<u64>::new());
+}
+
+/// A file closed as idle holds no descriptor to drain it by: renamed out of
+/// the globs, it is looked for by inode in its directory, and the lines
+/// written into it after the rename are read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_closed_as_idle_then_rotated_away_is_found_in_its_directory() {
+    use file_source_common::{assert_each_once, Harness};
+    let h = Harness::new();
+    let live = h.path("app.log");
+    let src = h.start(holdfast::sources::file::FileSourceOptions {
+        idle_close: Duration::from_millis(200),
+        ..h.options("app.log")
+    });
+    let append = |p: &Path, lines: std::ops::Range<u64>| {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .unwrap();
+        f.write_all(lines.map(line).collect::<String>().as_bytes())
+            .unwrap();
+    };
+    append(&live, 0..100);
+    h.wait_events(100, Duration::from_secs(20)).await;
+    // Open (the gauge is set after the lines are sent), then closed as idle.
+    h.wait_metric(
+        "holdfast_file_source_open_files",
+        1.0,
+        Duration::from_secs(20),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.metric("holdfast_file_source_open_files") > 0.0 {
+        assert!(Instant::now() < deadline, "the idle file was not closed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    std::fs::rename(&live, h.path("app.log.1")).unwrap();
+    append(&h.path("app.log.1"), 100..200);
+    append(&live, 200..250);
+    h.wait_events(250, Duration::from_secs(20)).await;
+    src.stop().await;
+    let want: Vec<String> = (0..250).map(|n| line(n).trim_end().to_string()).collect();
+    assert_each_once(&h.bodies(), &want);
 }

@@ -19,9 +19,11 @@
 //!
 //! A stream not read to its end whose file left the globs (logrotate's
 //! `app.log` → `app.log.1` with only `app.log` included) is found again by
-//! [`find_moved`]: in the directory of its last known path, the entry with
-//! its device and inode, accepted only if [`judge`] says it is the same file.
+//! [`open_moved`]: in the directory of its last known path (listed once per
+//! scan by [`list_inodes`]), the entry with its device and inode, accepted
+//! only if [`judge`] says it is the same file.
 
+use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::{DirEntryExt, FileExt, MetadataExt};
@@ -167,26 +169,38 @@ pub struct Moved {
     pub meta: FileMeta,
 }
 
-/// Looks in `dir` for the file `known` describes under any name: the entry
-/// with its inode (read from the directory, no `stat` per entry), then, once
+/// The entries of a directory by inode, read from the directory itself (no
+/// `stat` per entry); empty if it does not exist. Read once per directory
+/// and scan, however many streams look for their file in it.
+pub fn list_inodes(dir: &Path) -> io::Result<HashMap<u64, Vec<PathBuf>>> {
+    let mut by_ino: HashMap<u64, Vec<PathBuf>> = HashMap::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(by_ino),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        by_ino.entry(entry.ino()).or_default().push(entry.path());
+    }
+    Ok(by_ino)
+}
+
+/// Opens the file `known` describes among the entries of its directory
+/// (`listing`, from [`list_inodes`]): the entry with its inode, then, once
 /// open, the same device, birth time and first bytes, and at least
 /// `read_pos` bytes. Only the same directory is searched: logrotate and
 /// the applications that rotate their own logs rename within it, and a
 /// search wider than that would cost a walk of the file system per stream.
 /// `None` if no such file is there (deleted, compressed, moved elsewhere,
 /// truncated, or its inode reused by another file).
-pub fn find_moved(dir: &Path, known: &Known, buf: &mut Vec<u8>) -> io::Result<Option<Moved>> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
-        if entry.ino() != known.ino {
-            continue;
-        }
-        let path = entry.path();
+pub fn open_moved(
+    listing: &HashMap<u64, Vec<PathBuf>>,
+    known: &Known,
+    buf: &mut Vec<u8>,
+) -> io::Result<Option<Moved>> {
+    for path in listing.get(&known.ino).into_iter().flatten() {
+        let path = path.clone();
         let file = match File::open(&path) {
             Ok(f) => f,
             // Renamed or deleted since the directory was read.
@@ -281,6 +295,10 @@ mod tests {
         assert!(!prefix_matches(&f, Prefix::of(b"0123456789a"), &mut buf).unwrap());
         assert!(Prefix::of(b"0123").is_full(4));
         assert!(!Prefix::of(b"012").is_full(4));
+    }
+
+    fn find_moved(dir: &Path, known: &Known, buf: &mut Vec<u8>) -> io::Result<Option<Moved>> {
+        open_moved(&list_inodes(dir)?, known, buf)
     }
 
     fn known_of(path: &Path, prefix: &[u8], read_pos: u64) -> Known {

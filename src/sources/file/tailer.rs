@@ -32,7 +32,7 @@
 //!   nothing new was read for `rotate_wait` ([`drained`]) and it is read to
 //!   its end. A stream without a handle (closed as idle or for the
 //!   descriptor cap, or restored from the checkpoint) first looks for its
-//!   inode in the directory it was last seen in (`identity::find_moved`).
+//!   inode in the directory it was last seen in (`identity::open_moved`).
 //!   The new file is a new stream, read from its start.
 //! * copytruncate: the file is shorter than what was read, or its first
 //!   bytes changed: the stream is detached and the file continues as a new
@@ -501,6 +501,10 @@ pub struct Tailer {
     detached: HashSet<StreamId>,
     /// Files set aside as possible copies of a live stream, since when.
     deferred: HashMap<(u64, u64), Instant>,
+    /// Directories listed by inode during this scan, for streams looking
+    /// for their file after it left the globs (one listing per directory,
+    /// however many streams look in it).
+    listings: HashMap<PathBuf, HashMap<u64, Vec<PathBuf>>>,
     wanted: VecDeque<StreamId>,
     next_id: StreamId,
     open: usize,
@@ -560,6 +564,7 @@ impl Tailer {
             keys: HashMap::new(),
             detached: HashSet::new(),
             deferred: HashMap::new(),
+            listings: HashMap::new(),
             wanted: VecDeque::new(),
             next_id: init.next_id,
             open: 0,
@@ -898,6 +903,9 @@ impl Tailer {
             self.discover(f, now);
         }
         self.deferred.retain(|k, _| unknown_inodes.contains(k));
+        // Listings serve this scan only: none is held between scans, and a
+        // file renamed after this one is looked for again at the next.
+        self.listings.clear();
         self.first_start = false;
         // Never needed again once every file has been seen once.
         self.found = None;
@@ -978,7 +986,16 @@ impl Tailer {
             prefix: s.prefix,
             read_pos: s.read_pos,
         };
-        let found = match identity::find_moved(&dir, &known, &mut self.pbuf) {
+        if !self.listings.contains_key(&dir) {
+            match identity::list_inodes(&dir) {
+                Ok(l) => self.listings.insert(dir.clone(), l),
+                Err(e) => {
+                    self.read_error("cannot look for a rotated file in its directory", &dir, &e);
+                    return false;
+                }
+            };
+        }
+        let found = match identity::open_moved(&self.listings[&dir], &known, &mut self.pbuf) {
             Ok(Some(m)) => m,
             Ok(None) => return false,
             Err(e) => {
