@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use daemon::{wait_for, Agent};
 use rand::Rng;
 
-const KILLS: usize = 6;
+const KILLS: usize = 10;
 /// What the agent logs when it finds a rotated file again by identity.
 const FOUND_AGAIN: &str = "under a name outside the include patterns";
 
@@ -197,6 +197,11 @@ struct Sink {
     dir: PathBuf,
     read: HashMap<PathBuf, u64>,
     seen: BTreeMap<u64, u32>,
+    /// Each line's event id, as first seen.
+    ids: HashMap<u64, String>,
+    /// Lines seen again with another id (a line read again after a restart
+    /// must carry the id it had: its file keeps its identity when renamed).
+    other_ids: Vec<u64>,
 }
 
 impl Sink {
@@ -205,6 +210,8 @@ impl Sink {
             dir,
             read: HashMap::new(),
             seen: BTreeMap::new(),
+            ids: HashMap::new(),
+            other_ids: Vec::new(),
         }
     }
 
@@ -234,6 +241,10 @@ impl Sink {
                     .and_then(|b| b.parse().ok())
                     .unwrap_or_else(|| panic!("a line nobody wrote: {body:?}"));
                 *self.seen.entry(n).or_insert(0) += 1;
+                let id = v["id"].to_string();
+                if self.ids.entry(n).or_insert_with(|| id.clone()) != &id {
+                    self.other_ids.push(n);
+                }
             }
             *at += end as u64 + 1;
         }
@@ -300,6 +311,13 @@ fn rotated_tails_arrive_across_kill_9_at_random_points() {
     let mut all = Sink::new(a.path("out"));
     all.poll();
     assert_eq!(all.missing(written), Vec::<u64>::new());
+    assert_eq!(
+        all.other_ids,
+        Vec::<u64>::new(),
+        "lines repeated with another id"
+    );
+    let distinct: std::collections::HashSet<&String> = all.ids.values().collect();
+    assert_eq!(distinct.len(), all.ids.len(), "two lines share an id");
     let repeated = all.seen.values().filter(|&&c| c > 1).count();
     let rotated = std::fs::read_dir(a.path("logs")).unwrap().count() - 1;
     eprintln!(
