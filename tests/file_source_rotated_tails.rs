@@ -11,7 +11,7 @@
 //!
 //! * Killed at random points (`kill -9` of the agent 0–1.5 s after a
 //!   rename, so during the late writes, after them, or before the agent has
-//!   read them): on restart the agent finds the renamed file again by device,
+//!   read them; and now and then while it starts): on restart the agent finds the renamed file again by device,
 //!   inode and first bytes in its directory, and reads its tail. Every line
 //!   reaches the `file` sink's NDJSON.
 //! * Without a kill, with `scan_interval = "1h"` and `rotate_wait = "30s"`:
@@ -283,7 +283,17 @@ fn rotated_tails_arrive_across_kill_9_at_random_points() {
     let mut rng = rand::rng();
     let started = Instant::now();
     let mut found_again = 0;
-    for _ in 0..KILLS {
+    let mut kills = 0;
+    for cycle in 0..KILLS {
+        if cycle % 3 == 1 {
+            // Also killed while starting: recovering, or in its first scan,
+            // finding rotated files again.
+            a.start();
+            std::thread::sleep(Duration::from_millis(rng.random_range(0..300)));
+            a.kill9();
+            kills += 1;
+            found_again += a.stderr().matches(FOUND_AGAIN).count();
+        }
         a.start();
         a.wait_ready();
         wait_recorded(&a);
@@ -292,6 +302,7 @@ fn rotated_tails_arrive_across_kill_9_at_random_points() {
         // agent has read any of them.
         std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
         a.kill9();
+        kills += 1;
         found_again += a.stderr().matches(FOUND_AGAIN).count();
     }
     a.start();
@@ -321,7 +332,7 @@ fn rotated_tails_arrive_across_kill_9_at_random_points() {
     let repeated = all.seen.values().filter(|&&c| c > 1).count();
     let rotated = std::fs::read_dir(a.path("logs")).unwrap().count() - 1;
     eprintln!(
-        "{written} lines, {KILLS} kills, {rotated} rotated files, {found_again} times a rotated file was found \
+        "{written} lines, {kills} kills, {rotated} rotated files, {found_again} times a rotated file was found \
          again after a restart, {repeated} lines delivered more than once, {:?}",
         started.elapsed()
     );
