@@ -915,7 +915,10 @@ impl Tailer {
     fn seen_known(&mut self, id: StreamId, f: FoundFile) {
         let s = self.streams.get_mut(&id).unwrap();
         s.unseen_since = None;
-        s.unseen_unix_ms = None;
+        if s.unseen_unix_ms.take().is_some() {
+            // Back in the globs: the checkpoint no longer says it left them.
+            self.out.upserts.push((id, s.record()));
+        }
         let mut want = false;
         if s.path != f.path {
             // Renamed to another matching name (app.log → app.log.1), or
