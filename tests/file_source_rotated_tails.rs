@@ -166,13 +166,16 @@ impl App {
                         )
                     });
                     if at.elapsed() >= lasts {
-                        // Never create it: that is logrotate's job (it
-                        // exists, it was just seen).
-                        f = std::fs::OpenOptions::new()
-                            .append(true)
-                            .open(&live)
-                            .unwrap();
-                        noticed = None;
+                        // Never create it: that is logrotate's job. Missing
+                        // only between a rename and its create: try again.
+                        match std::fs::OpenOptions::new().append(true).open(&live) {
+                            Ok(new) => {
+                                f = new;
+                                noticed = None;
+                            }
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                            Err(e) => panic!("opening {}: {e}", live.display()),
+                        }
                     }
                 }
                 std::thread::sleep(Duration::from_micros(rng.random_range(500..2500)));
