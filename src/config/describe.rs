@@ -124,7 +124,7 @@ impl Settings {
                     writeln!(out, "    files found on the first start are read {start}")?;
                     writeln!(
                         out,
-                        "    looks for new and rotated files every {}; keeps reading a rotated file for {}; \
+                        "    looks for new and rotated files every {}; keeps reading a rotated file until idle for {}; \
                          closes files idle for {}",
                         format_duration(f.scan_interval),
                         format_duration(f.rotate_wait),

@@ -65,7 +65,8 @@ pub struct FileSourceSettings {
     pub scan_interval: Duration,
     /// How many leading bytes identify a file across renames; never zero.
     pub fingerprint_bytes: u64,
-    /// How long to keep reading a file after it was rotated away; never zero.
+    /// How long a file rotated away must be idle before it is no longer
+    /// read; never zero.
     pub rotate_wait: Duration,
     /// Close a file unchanged for this long (reopened when it changes);
     /// never zero.
@@ -146,7 +147,7 @@ pub(crate) mod file_defaults {
     use std::time::Duration;
     pub const SCAN_INTERVAL: Duration = Duration::from_secs(10);
     pub const FINGERPRINT_BYTES: u64 = 1 << 10;
-    pub const ROTATE_WAIT: Duration = Duration::from_secs(30);
+    pub const ROTATE_WAIT: Duration = Duration::from_secs(5);
     pub const IDLE_CLOSE: Duration = Duration::from_secs(300);
     pub const MAX_LINE_BYTES: u64 = 256 << 10;
     pub const LINE_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -184,7 +185,7 @@ struct RawFileSource {
     scan_interval: Option<Spanned<Dur>>,
     /// Default `"1KiB"`; 16 B to 1 MiB.
     fingerprint_bytes: Option<Spanned<Size>>,
-    /// Default `"30s"`.
+    /// Default `"5s"`: a rotated file is read until idle this long.
     rotate_wait: Option<Spanned<Dur>>,
     /// Default `"5m"`.
     idle_close: Option<Spanned<Dur>>,

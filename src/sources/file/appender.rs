@@ -518,6 +518,7 @@ mod tests {
             prefix_hash: 0,
             offset,
             detached_unix_ms: None,
+            rotated_unix_ms: None,
             tail: None,
             ahead: Vec::new(),
         }

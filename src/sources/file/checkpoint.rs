@@ -69,6 +69,15 @@ pub struct Record {
     /// Set when the file is no longer found (deleted, rotated out of the
     /// globs, or truncated away): unix milliseconds since when.
     pub detached_unix_ms: Option<u64>,
+    /// Set while the file is drained after it left the globs (renamed out
+    /// of them or deleted) and is not finished yet: unix milliseconds since
+    /// when. A record without `detached_unix_ms` is a file not finished;
+    /// after a restart it is looked for by device and inode in the
+    /// directory of `path` if the globs no longer find it, and read to its
+    /// end. Absent in checkpoints written before it existed (read as not
+    /// rotated: the first scan finds out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotated_unix_ms: Option<u64>,
     pub tail: Option<Tail>,
     /// Spans (`offset..end`, sorted, past `offset`) of lines that are in
     /// the log although lines before them are not: an append refused
@@ -263,6 +272,7 @@ mod tests {
                 prefix_hash: 7,
                 offset: 99,
                 detached_unix_ms: None,
+                rotated_unix_ms: Some(5),
                 tail: Some(Tail {
                     end: 99,
                     hex: to_hex(b"ab\n"),
@@ -290,6 +300,25 @@ mod tests {
         );
         assert_eq!(from_hex("abc"), None);
         assert_eq!(from_hex("zz"), None);
+    }
+
+    /// A checkpoint written before records knew whether their file was
+    /// being drained loads, as not rotated; one written now keeps the field.
+    #[test]
+    fn checkpoints_without_rotated_unix_ms_load() {
+        let mut ck = sample();
+        ck.records[0].rotated_unix_ms = None;
+        let body = serde_json::to_string(&ck).unwrap();
+        assert!(!body.contains("rotated_unix_ms"), "{body}");
+        let old = format!(
+            "{MAGIC} v1 crc32={:08x} len={}\n{body}",
+            crc32fast::hash(body.as_bytes()),
+            body.len()
+        );
+        assert_eq!(decode(old.as_bytes(), "app").unwrap(), ck);
+        let now = encode(&sample());
+        assert!(String::from_utf8_lossy(&now).contains("\"rotated_unix_ms\":5"));
+        assert_eq!(decode(&now, "app").unwrap(), sample());
     }
 
     /// Every kind of damage is reported with its reason, and the file is

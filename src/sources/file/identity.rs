@@ -16,10 +16,18 @@
 //! so two files with identical first bytes never share ids, and a file seen
 //! again after a lost checkpoint gets the same key when it was at least
 //! `fingerprint_bytes` long when first seen.
+//!
+//! A stream not read to its end whose file left the globs (logrotate's
+//! `app.log` → `app.log.1` with only `app.log` included) is found again by
+//! [`open_moved`]: in the directory of its last known path (listed once per
+//! scan by [`list_inodes`]), the entry with its device and inode, accepted
+//! only if [`judge`] says it is the same file.
 
+use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{DirEntryExt, FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
 
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
@@ -142,6 +150,80 @@ pub fn judge(known_btime: Option<i64>, read_pos: u64, now: &FileMeta, prefix_ok:
     Verdict::Same
 }
 
+/// What is known of a stream whose file is to be found again.
+#[derive(Debug, Clone, Copy)]
+pub struct Known {
+    pub dev: u64,
+    pub ino: u64,
+    pub btime: Option<i64>,
+    pub prefix: Prefix,
+    /// Bytes of it already read: the file found must be at least this long.
+    pub read_pos: u64,
+}
+
+/// A file found again by [`find_moved`], open, and what `stat` said of it.
+#[derive(Debug)]
+pub struct Moved {
+    pub path: PathBuf,
+    pub file: File,
+    pub meta: FileMeta,
+}
+
+/// The entries of a directory by inode, read from the directory itself (no
+/// `stat` per entry); empty if it does not exist. Read once per directory
+/// and scan, however many streams look for their file in it.
+pub fn list_inodes(dir: &Path) -> io::Result<HashMap<u64, Vec<PathBuf>>> {
+    let mut by_ino: HashMap<u64, Vec<PathBuf>> = HashMap::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(by_ino),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        by_ino.entry(entry.ino()).or_default().push(entry.path());
+    }
+    Ok(by_ino)
+}
+
+/// Opens the file `known` describes among the entries of its directory
+/// (`listing`, from [`list_inodes`]): the entry with its inode, then, once
+/// open, the same device, birth time and first bytes, and at least
+/// `read_pos` bytes. Only the same directory is searched: logrotate and
+/// the applications that rotate their own logs rename within it, and a
+/// search wider than that would cost a walk of the file system per stream.
+/// `None` if no such file is there (deleted, compressed, moved elsewhere,
+/// truncated, or its inode reused by another file).
+pub fn open_moved(
+    listing: &HashMap<u64, Vec<PathBuf>>,
+    known: &Known,
+    buf: &mut Vec<u8>,
+) -> io::Result<Option<Moved>> {
+    for path in listing.get(&known.ino).into_iter().flatten() {
+        let path = path.clone();
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            // Renamed or deleted since the directory was read.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let m = file.metadata()?;
+        if !m.is_file() {
+            continue;
+        }
+        let meta = FileMeta::of(&m);
+        if meta.inode() != (known.dev, known.ino) {
+            continue;
+        }
+        let same = prefix_matches(&file, known.prefix, buf)?;
+        if judge(known.btime, known.read_pos, &meta, same) != Verdict::Same {
+            return Ok(None);
+        }
+        return Ok(Some(Moved { path, file, meta }));
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,5 +295,70 @@ mod tests {
         assert!(!prefix_matches(&f, Prefix::of(b"0123456789a"), &mut buf).unwrap());
         assert!(Prefix::of(b"0123").is_full(4));
         assert!(!Prefix::of(b"012").is_full(4));
+    }
+
+    fn find_moved(dir: &Path, known: &Known, buf: &mut Vec<u8>) -> io::Result<Option<Moved>> {
+        open_moved(&list_inodes(dir)?, known, buf)
+    }
+
+    fn known_of(path: &Path, prefix: &[u8], read_pos: u64) -> Known {
+        let m = FileMeta::of(&std::fs::metadata(path).unwrap());
+        Known {
+            dev: m.dev,
+            ino: m.ino,
+            btime: m.btime,
+            prefix: Prefix::of(prefix),
+            read_pos,
+        }
+    }
+
+    /// A file renamed to a name no glob matches is found by its inode, and
+    /// only if it is still the file that was read.
+    #[test]
+    fn a_renamed_file_is_found_again_in_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir.path().join("app.log");
+        std::fs::write(&live, b"first line\nsecond line\n").unwrap();
+        let known = known_of(&live, b"first line", 11);
+        std::fs::rename(&live, dir.path().join("app.log.1")).unwrap();
+        // The new live file, a neighbour with the same first bytes.
+        std::fs::write(&live, b"first line\nsecond line\nthird\n").unwrap();
+        let mut buf = Vec::new();
+        let found = find_moved(dir.path(), &known, &mut buf).unwrap().unwrap();
+        assert_eq!(found.path, dir.path().join("app.log.1"));
+        assert_eq!(found.meta.inode(), (known.dev, known.ino));
+        assert_eq!(found.meta.len, 23);
+
+        // Read further than the file is long: truncated, not ours to continue.
+        let longer = Known {
+            read_pos: 99,
+            ..known
+        };
+        assert!(find_moved(dir.path(), &longer, &mut buf).unwrap().is_none());
+        // Other first bytes: rewritten in place.
+        let other = Known {
+            prefix: Prefix::of(b"first linf"),
+            ..known
+        };
+        assert!(find_moved(dir.path(), &other, &mut buf).unwrap().is_none());
+        // Another birth time: the inode belongs to another file now.
+        if let Some(b) = known.btime {
+            let reborn = Known {
+                btime: Some(b + 1),
+                ..known
+            };
+            assert!(find_moved(dir.path(), &reborn, &mut buf).unwrap().is_none());
+        }
+        // Moved out of the directory, or deleted: not found.
+        let elsewhere = tempfile::tempdir_in(dir.path()).unwrap();
+        std::fs::rename(
+            dir.path().join("app.log.1"),
+            elsewhere.path().join("app.log.1"),
+        )
+        .unwrap();
+        assert!(find_moved(dir.path(), &known, &mut buf).unwrap().is_none());
+        assert!(find_moved(&dir.path().join("gone"), &known, &mut buf)
+            .unwrap()
+            .is_none());
     }
 }

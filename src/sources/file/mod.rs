@@ -45,9 +45,10 @@ appended, so recovery can always tell whose lines it finds.
 Known limits (see `docs/sources-file.md`): lines written between
 copytruncate's copy and its truncation are lost if the copy does not match
 the globs (and in any case those written between the copy and the
-truncation); a file rotated out of the globs while holdfast was down, or
-while it was closed as idle, or before holdfast ever found it, is not read
-further; a line appended just before a `drop_oldest` eviction removed it
+truncation); a file rotated out of the globs before holdfast ever found
+it, or moved out of its directory, or idle for `rotate_wait` after it left
+the globs, is not read further (one that left the globs but stayed in its
+directory is found again by inode, also after a restart); a line appended just before a `drop_oldest` eviction removed it
 from the log, or just before the log deleted a segment every sink had
 finished, and after the last checkpoint, may be read again after a crash.
 A chunk refused by a full log and overtaken by a later one leaves a gap in
@@ -86,7 +87,7 @@ pub use encode::{
 pub const DEFAULT_FINGERPRINT_BYTES: usize = 1024;
 pub const DEFAULT_MAX_LINE_BYTES: usize = 256 << 10;
 pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_secs(10);
-pub const DEFAULT_ROTATE_WAIT: Duration = Duration::from_secs(30);
+pub const DEFAULT_ROTATE_WAIT: Duration = Duration::from_secs(5);
 pub const DEFAULT_IDLE_CLOSE: Duration = Duration::from_secs(300);
 pub const DEFAULT_LINE_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_MULTILINE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -124,7 +125,8 @@ pub struct FileSourceOptions {
     pub scan_interval: Duration,
     /// Bytes at the start of a file that identify it.
     pub fingerprint_bytes: usize,
-    /// How long a file rotated or deleted away is still polled for late writes.
+    /// A file rotated or deleted away is still read until nothing was added
+    /// to it for this long.
     pub rotate_wait: Duration,
     /// A file with nothing new for this long is closed (reopened on change).
     pub idle_close: Duration,

@@ -27,10 +27,13 @@
 //! # Rotation
 //!
 //! * rename and create: the old inode is found at its new name (if the globs
-//!   match it) and continues there; if not, its open handle is read to the
-//!   end, and polled for late writes until `rotate_wait` has passed since it
-//!   left the globs and it is read to its end. The new file is a new
-//!   stream, read from its start.
+//!   match it) and continues there; if not, it is *drained*: its open handle
+//!   is read on every pass (no inotify event names it any more) until
+//!   nothing new was read for `rotate_wait` ([`drained`]) and it is read to
+//!   its end. A stream without a handle (closed as idle or for the
+//!   descriptor cap, or restored from the checkpoint) first looks for its
+//!   inode in the directory it was last seen in (`identity::open_moved`).
+//!   The new file is a new stream, read from its start.
 //! * copytruncate: the file is shorter than what was read, or its first
 //!   bytes changed: the stream is detached and the file continues as a new
 //!   generation from offset 0. The copy, if the globs match it, is adopted
@@ -43,8 +46,11 @@
 //!   empty is identified again when its first bytes arrive (logrotate
 //!   creates the copy, then writes it).
 //! * delete while open: like a rename out of the globs.
-//! * rotated while holdfast was down: the stream is found again by inode at
-//!   its new name if the globs match it (`app.log.1`), and read to its end.
+//! * rotated while holdfast was down (or killed while draining it): the
+//!   stream is found again by inode at its new name if the globs match it
+//!   (`app.log.1`), and read to its end; if not, the first scan finds it
+//!   missing and it is looked for in its directory and drained, keeping its
+//!   key and generation, so its lines keep their ids.
 //!
 //! A file rotated out of the globs before it was ever found is not read, so
 //! scans also run between the reads of a long pass: a backlog (and a log
@@ -230,8 +236,11 @@ struct Stream {
     /// The last read found nothing new.
     at_eof: bool,
     attached: bool,
-    /// Since when the file is not found at any matching path.
+    /// Since when the file is not found at any matching path (it is being
+    /// drained, see [`drained`]); the same moment in unix milliseconds, for
+    /// the checkpoint.
     unseen_since: Option<Instant>,
+    unseen_unix_ms: Option<u64>,
     detached_at: Option<(Instant, u64)>,
     /// The last bytes read, ending at `tail_end`.
     tail: Vec<u8>,
@@ -261,6 +270,7 @@ impl Stream {
             prefix_hash: self.prefix.hash,
             offset: self.emitted,
             detached_unix_ms: self.detached_at.map(|d| d.1),
+            rotated_unix_ms: self.unseen_unix_ms,
             tail: (!self.tail.is_empty()).then(|| checkpoint::Tail {
                 end: self.tail_end,
                 hex: checkpoint::to_hex(&self.tail),
@@ -491,6 +501,10 @@ pub struct Tailer {
     detached: HashSet<StreamId>,
     /// Files set aside as possible copies of a live stream, since when.
     deferred: HashMap<(u64, u64), Instant>,
+    /// Directories listed by inode during this scan, for streams looking
+    /// for their file after it left the globs (one listing per directory,
+    /// however many streams look in it).
+    listings: HashMap<PathBuf, HashMap<u64, Vec<PathBuf>>>,
     wanted: VecDeque<StreamId>,
     next_id: StreamId,
     open: usize,
@@ -550,6 +564,7 @@ impl Tailer {
             keys: HashMap::new(),
             detached: HashSet::new(),
             deferred: HashMap::new(),
+            listings: HashMap::new(),
             wanted: VecDeque::new(),
             next_id: init.next_id,
             open: 0,
@@ -593,6 +608,9 @@ impl Tailer {
                 at_eof: false,
                 attached: false,
                 unseen_since: None,
+                // The first scan finds it missing again and restarts the
+                // drain's clock (its writer may still be writing).
+                unseen_unix_ms: r.rotated_unix_ms,
                 detached_at: r.detached_unix_ms.map(|ms| (now, ms)),
                 tail: tail.as_ref().map(|t| t.0.clone()).unwrap_or_default(),
                 tail_end: tail.map_or(0, |t| t.1),
@@ -630,6 +648,7 @@ impl Tailer {
         s.attached = true;
         s.detached_at = None;
         s.unseen_since = None;
+        s.unseen_unix_ms = None;
         s.truncated_away = false;
         self.detached.remove(&id);
         self.by_inode.insert(s.meta.inode(), id);
@@ -884,6 +903,9 @@ impl Tailer {
             self.discover(f, now);
         }
         self.deferred.retain(|k, _| unknown_inodes.contains(k));
+        // Listings serve this scan only: none is held between scans, and a
+        // file renamed after this one is looked for again at the next.
+        self.listings.clear();
         self.first_start = false;
         // Never needed again once every file has been seen once.
         self.found = None;
@@ -893,6 +915,10 @@ impl Tailer {
     fn seen_known(&mut self, id: StreamId, f: FoundFile) {
         let s = self.streams.get_mut(&id).unwrap();
         s.unseen_since = None;
+        if s.unseen_unix_ms.take().is_some() {
+            // Back in the globs: the checkpoint no longer says it left them.
+            self.out.upserts.push((id, s.record()));
+        }
         let mut want = false;
         if s.path != f.path {
             // Renamed to another matching name (app.log → app.log.1), or
@@ -924,18 +950,78 @@ impl Tailer {
         }
     }
 
+    /// A followed file is no longer found at any path the globs match: it is
+    /// drained (read on every pass, through its descriptor) until it has been
+    /// idle for `rotate_wait`. A stream without an open descriptor (closed as
+    /// idle or for the descriptor cap, or restored from the checkpoint after
+    /// a restart) first looks for its file in the directory it was last seen
+    /// in (`app.log.1` when only `app.log` is included); only if it is not
+    /// there is the stream detached, its tail unread.
     fn unseen(&mut self, id: StreamId, now: Instant) {
         let s = self.streams.get_mut(&id).unwrap();
         if s.unseen_since.is_none() {
             s.unseen_since = Some(now);
+            s.unseen_unix_ms = s.unseen_unix_ms.or(Some(unix_ms(SystemTime::now())));
             self.out.c.rotations.inc();
             info!(source = %self.s.name, path = %s.path.display(),
                 "followed file was deleted or rotated out of the include patterns; reading what is left of it");
+            let rec = s.record();
+            self.out.upserts.push((id, rec));
         }
-        if s.file.is_none() {
+        if self.streams[&id].file.is_none() && !self.find_moved(id, now) {
             // Nothing left to read it by.
             self.detach(id, now);
         }
+    }
+
+    /// Opens the file of a stream that left the globs and has no descriptor,
+    /// found again by identity in its last directory, and positions it where
+    /// reading stopped. True if found.
+    fn find_moved(&mut self, id: StreamId, now: Instant) -> bool {
+        let s = &self.streams[&id];
+        let Some(dir) = s.path.parent().map(|d| d.to_path_buf()) else {
+            return false;
+        };
+        let known = identity::Known {
+            dev: s.meta.dev,
+            ino: s.meta.ino,
+            btime: s.meta.btime,
+            prefix: s.prefix,
+            read_pos: s.read_pos,
+        };
+        if !self.listings.contains_key(&dir) {
+            match identity::list_inodes(&dir) {
+                Ok(l) => self.listings.insert(dir.clone(), l),
+                Err(e) => {
+                    self.read_error("cannot look for a rotated file in its directory", &dir, &e);
+                    return false;
+                }
+            };
+        }
+        let found = match identity::open_moved(&self.listings[&dir], &known, &mut self.pbuf) {
+            Ok(Some(m)) => m,
+            Ok(None) => return false,
+            Err(e) => {
+                self.read_error("cannot look for a rotated file in its directory", &dir, &e);
+                return false;
+            }
+        };
+        let mut file = found.file;
+        let s = self.streams.get_mut(&id).unwrap();
+        if let Err(e) = file.seek(SeekFrom::Start(s.read_pos)) {
+            self.read_error("cannot seek in a rotated file", &found.path, &e);
+            return false;
+        }
+        info!(source = %self.s.name, path = %s.path.display(), now_at = %found.path.display(),
+            offset = s.read_pos, len = found.meta.len,
+            "found a followed file, not read to its end, under a name outside the include patterns; reading it until it is idle for rotate_wait");
+        s.meta.len = found.meta.len;
+        s.file = Some(file);
+        s.at_eof = false;
+        s.last_data = now;
+        self.open += 1;
+        self.make_room(id);
+        true
     }
 
     /// Identifies a file no stream is attached to: the copy of a detached
@@ -1036,6 +1122,7 @@ impl Tailer {
             at_eof: false,
             attached: false,
             unseen_since: None,
+            unseen_unix_ms: None,
             detached_at: None,
             tail: Vec::new(),
             tail_end: 0,
@@ -1342,6 +1429,7 @@ impl Tailer {
             at_eof: false,
             attached: false,
             unseen_since: None,
+            unseen_unix_ms: None,
             detached_at: None,
             tail: Vec::new(),
             tail_end: 0,
@@ -1395,7 +1483,12 @@ impl Tailer {
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
-            if s.file.is_none() || (s.at_eof && !s.dirty && !poll) {
+            // A file rotated out of the globs gets no inotify event under a
+            // path we know: it is polled on every pass while it is drained,
+            // so lines its writer adds late arrive within a tick, not at the
+            // next scan.
+            let polled = poll || s.unseen_since.is_some();
+            if s.file.is_none() || (s.at_eof && !s.dirty && !polled) {
                 continue;
             }
             s.dirty = false;
@@ -1623,7 +1716,7 @@ impl Tailer {
             };
             let finish_due = s.attached
                 && s.unseen_since
-                    .is_some_and(|since| now.duration_since(since) >= rotate_wait)
+                    .is_some_and(|since| drained(since, s.last_data, now, rotate_wait))
                 && (s.at_eof || s.file.is_none());
             if (line_due || group_due || finish_due) && behind(s) {
                 unread.push(*id);
@@ -1710,9 +1803,34 @@ impl Tailer {
     }
 }
 
+/// Whether a file that left the globs at `left` (or was found again after
+/// a restart then) is finished: nothing new was read from it for
+/// `rotate_wait`, counted from its last data or from when it left,
+/// whichever is later. A writer that keeps writing keeps it followed.
+fn drained(left: Instant, last_data: Instant, now: Instant, rotate_wait: Duration) -> bool {
+    now.saturating_duration_since(left.max(last_data)) >= rotate_wait
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rotated_file_is_followed_until_idle_for_rotate_wait() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let wait = s(5);
+        // Left the globs, nothing read since: finished rotate_wait later.
+        assert!(!drained(t0, t0, t0 + s(4), wait));
+        assert!(drained(t0, t0, t0 + s(5), wait));
+        // Data read after it left pushes the end back, however long ago it left.
+        assert!(!drained(t0, t0 + s(30), t0 + s(34), wait));
+        assert!(drained(t0, t0 + s(30), t0 + s(35), wait));
+        // Data read long before it left does not end it early.
+        assert!(!drained(t0 + s(60), t0, t0 + s(61), wait));
+        // A clock read before the stamps (a pass that began earlier) is not idle.
+        assert!(!drained(t0 + s(1), t0 + s(2), t0, wait));
+    }
 
     #[test]
     fn cut_respects_characters() {
