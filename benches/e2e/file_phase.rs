@@ -1,0 +1,72 @@
+//! Phase 1: file -> log -> elasticsearch.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::agent::{wait_until, Agent};
+use crate::config::{es_sink, file_source, log_section};
+use crate::input::Corpus;
+use crate::measure::dir_bytes;
+use crate::receiver::Receiver;
+use crate::table::Table;
+use crate::throughput::{throughput_rows, TARGET_LINES_PER_S};
+
+pub(crate) fn file_phase(
+    table: &mut Table,
+    root: &Path,
+    input: &Path,
+    c: &Corpus,
+    receiver: &Receiver,
+    gzip: bool,
+) {
+    table.head("file -> log (fsync = always) -> elasticsearch");
+    eprintln!("phase file -> elasticsearch ...");
+    let dir = root.join("file-phase");
+    receiver.reset(true);
+    let recv_cpu0 = receiver.cpu_s();
+    let body =
+        log_section(c.bytes * 4 + (1 << 30)) + &file_source(input) + &es_sink(receiver.addr, gzip);
+    let mut agent = Agent::spawn(&dir, &body);
+    let mut peak_log = 0;
+    let log_dir = dir.join("data/log");
+    let mut last_du = Instant::now();
+    wait_until("every line at the receiver", &mut agent, || {
+        if last_du.elapsed() > Duration::from_millis(500) {
+            peak_log = peak_log.max(dir_bytes(&log_dir));
+            last_du = Instant::now();
+        }
+        receiver.stats.es_docs.load(Ordering::Relaxed) >= c.lines
+    });
+    let secs = agent.spawned.elapsed().as_secs_f64();
+    let p = agent.sample();
+    let m = agent.metrics();
+    let recv_cpu = receiver.cpu_s() - recv_cpu0;
+    let status = agent.stop();
+    assert!(
+        status.success(),
+        "holdfast stop: {status}\n{}",
+        agent.stderr_tail()
+    );
+    throughput_rows(
+        table,
+        "lines",
+        c.lines,
+        c.bytes,
+        secs,
+        p,
+        Some(TARGET_LINES_PER_S),
+        &m,
+        &agent.rss,
+        "spawn",
+    );
+    table.detail(format!(
+        "  the receiver: {} documents in {} requests, {:.1} MiB of _bulk bodies, {:.1} s CPU; largest log on disk seen {:.0} MiB",
+        receiver.stats.es_docs.load(Ordering::Relaxed),
+        receiver.stats.requests.load(Ordering::Relaxed),
+        receiver.stats.body_bytes.load(Ordering::Relaxed) as f64 / (1 << 20) as f64,
+        recv_cpu,
+        peak_log as f64 / (1 << 20) as f64
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,135 @@
+//! What the bench reads about processes and directories: CPU, peak RSS
+//! and bytes written from `/proc`, the RSS split polled while a process
+//! runs, the load average, the size of a directory.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What /proc says about a process.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ProcSample {
+    pub(crate) cpu_s: f64,
+    pub(crate) hwm_kib: u64,
+    pub(crate) write_bytes: u64,
+    pub(crate) cancelled_write_bytes: u64,
+}
+
+pub(crate) fn proc_sample(task: &str) -> ProcSample {
+    let stat = std::fs::read_to_string(format!("{task}/stat")).unwrap_or_default();
+    // Fields after the command name, which may hold spaces: state is field 3,
+    // utime 14, stime 15.
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let field = |file: &str, key: &str| -> u64 {
+        std::fs::read_to_string(format!("{task}/{file}"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k == key).then(|| v.split_whitespace().next()?.parse().ok())?
+            })
+            .unwrap_or(0)
+    };
+    ProcSample {
+        cpu_s: (ticks(11) + ticks(12)) / tck,
+        hwm_kib: field("status", "VmHWM"),
+        write_bytes: field("io", "write_bytes"),
+        cancelled_write_bytes: field("io", "cancelled_write_bytes"),
+    }
+}
+
+/// The largest anonymous and file-backed resident sizes seen, polled from
+/// `/proc/PID/status` every 20 ms: `VmHWM` says how high the total went,
+/// this says which kind of page it was (heap, or mapped segment files).
+#[derive(Default)]
+pub(crate) struct RssPeaks {
+    anon_kib: AtomicU64,
+    file_kib: AtomicU64,
+    pub(crate) stop: AtomicBool,
+}
+
+impl RssPeaks {
+    pub(crate) fn watch(pid: u32) -> Arc<RssPeaks> {
+        let peaks = Arc::new(RssPeaks::default());
+        let p = peaks.clone();
+        std::thread::spawn(move || {
+            let path = format!("/proc/{pid}/status");
+            while !p.stop.load(Ordering::Relaxed) {
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    break;
+                };
+                for l in text.lines() {
+                    let Some((k, v)) = l.split_once(':') else {
+                        continue;
+                    };
+                    let kib: u64 = v
+                        .split_whitespace()
+                        .next()
+                        .and_then(|x| x.parse().ok())
+                        .unwrap_or(0);
+                    match k {
+                        "RssAnon" => p.anon_kib.fetch_max(kib, Ordering::Relaxed),
+                        "RssFile" => p.file_kib.fetch_max(kib, Ordering::Relaxed),
+                        _ => 0,
+                    };
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        peaks
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "anon {:.1} + file-backed {:.1} MiB at their peaks",
+            self.anon_kib.load(Ordering::Relaxed) as f64 / 1024.0,
+            self.file_kib.load(Ordering::Relaxed) as f64 / 1024.0
+        )
+    }
+}
+
+pub(crate) fn dir_bytes(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return 0;
+    };
+    rd.filter_map(|e| e.ok())
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// The load average, and a warning when the machine is busier than its
+/// cores: kill timings and resume times move with the load.
+pub(crate) fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let three: Vec<&str> = text.split_whitespace().take(3).collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let busy = three
+        .first()
+        .and_then(|l| l.parse::<f64>().ok())
+        .is_some_and(|l| l > cores as f64);
+    format!(
+        "{}{}",
+        three.join(" "),
+        if busy {
+            format!(
+                " (more than the {cores} cores: other work shares the machine, figures are noisy)"
+            )
+        } else {
+            String::new()
+        }
+    )
+}
+
+pub(crate) fn thread_cpu_s() -> f64 {
+    // SAFETY: gettid has no preconditions.
+    proc_sample(&format!("/proc/self/task/{}", unsafe { libc::gettid() })).cpu_s
+}
