@@ -120,12 +120,12 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::{oneshot, watch};
 
-pub use consumer::{Consumer, Event, StartAt};
+pub use consumer::{Consumer, Event, Ledger, StartAt};
 pub use error::{LogError, Result};
 #[doc(hidden)]
 pub use io::{IoHook, IoOp};
 pub use options::{FsyncPolicy, LogOptions, WhenFull};
-pub use state::{Counters, LossReason, FSYNC_BUCKETS_SECONDS};
+pub use state::{Counters, LossReason, Outcome, FSYNC_BUCKETS_SECONDS};
 pub use stats::{ConsumerStats, LogStats};
 
 use format::{EVENT_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
@@ -285,6 +285,8 @@ impl Log {
                     next: c.committed,
                     lost: c.lost_all(),
                     lost_through: c.lost_through,
+                    in_doubt: c.in_doubt,
+                    pending_in_doubt: 0,
                 };
                 (n.clone(), e)
             })
@@ -459,8 +461,12 @@ impl Log {
                 StartAt::Oldest => st.floor(),
                 StartAt::Latest => st.next_seq,
             };
-            match st.consumers.get(name) {
-                Some(c) => (st.effective(c), false),
+            let floor = st.floor();
+            match st.consumers.get_mut(name) {
+                Some(c) => {
+                    c.reset_claims();
+                    (c.committed.max(floor), false)
+                }
                 None => {
                     st.consumers
                         .insert(name.to_string(), state::ConsumerState::at(at));

@@ -290,7 +290,12 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
         };
         consumers.insert(
             name,
-            ConsumerState::restored(seq, entry.lost, entry.lost_through),
+            ConsumerState::restored(
+                seq,
+                entry.lost,
+                entry.lost_through,
+                entry.in_doubt + entry.pending_in_doubt,
+            ),
         );
     }
 
