@@ -130,6 +130,11 @@ impl ConsumerState {
         if next > self.committed {
             self.committed = next;
             self.finished.remove_below(next);
+            if self.on_wire.first().is_some_and(|&s| s < next) {
+                // A reader that commits past its own claims (the file sink
+                // commits its batch as a whole): nothing left to account for.
+                self.on_wire = self.on_wire.split_off(&next);
+            }
         }
     }
 
