@@ -57,8 +57,13 @@ and the bytes. The exact layout is in `format.rs` and
 5. A sealed segment is deleted once every consumer has committed past it, or
    by eviction: `max_age` always applies, `max_bytes` applies under
    [`WhenFull::DropOldest`]; the active segment is never evicted. Every event
-   a consumer had not yet read when it was evicted is counted per consumer and
-   [`LossReason`].
+   a consumer had not finished when it was evicted is counted once per
+   consumer and [`LossReason`], read or not: consumers tell the log through
+   a [`Ledger`] what they finished out of order and what is on the wire; an
+   evicted event on the wire is counted if its answer asks for a retry, and
+   if the process ends first it is counted as in doubt at the next open. The
+   consumer's commit moves past the evicted segment, and the cursors reach
+   disk before the segment file is deleted.
 6. Opening reads only the headers of sealed segments and scans the active one,
    so its cost depends on the active segment's size, not the log's.
 
