@@ -1057,7 +1057,7 @@ async fn under_drop_oldest_every_event_is_delivered_quarantined_or_counted() {
     let end = Instant::now() + Duration::from_secs(120);
     let mut fill_kills = 0;
     loop {
-        std::thread::sleep(Duration::from_millis(rng.random_range(200..800)));
+        std::thread::sleep(Duration::from_millis(rng.random_range(100..500)));
         let evicting = SINKS
             .iter()
             .all(|s| evicted(&run.agent, s) > evicted_before[s] + 1000);

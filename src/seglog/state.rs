@@ -242,9 +242,9 @@ impl Ranges {
                 start = s;
             }
         }
-        // Swallow every range that starts inside the new one.
-        let inside: Vec<(u64, u64)> = self.0.range(start..=end).map(|(&s, &e)| (s, e)).collect();
-        for (s, e) in inside {
+        // Swallow every range that starts inside the new one (no
+        // allocation: this runs once per delivered event).
+        while let Some((&s, &e)) = self.0.range(start..=end).next() {
             self.0.remove(&s);
             end = end.max(e);
         }
