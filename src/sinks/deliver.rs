@@ -357,6 +357,9 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                 error!(sink = %sh.name, %url, status, response = %message, events = batch.len(),
                     retry_in = ?wait, "{what}");
                 sh.release_retry(&mut batch);
+                if batch.is_empty() {
+                    continue;
+                }
                 queue.push_front(batch);
                 if !pause(&sh.stop, wait).await {
                     return;
