@@ -14,6 +14,7 @@ use tracing::warn;
 
 use super::error::{LogError, Result};
 use super::format::{self, Decoded, EventIter, SEGMENT_HEADER_LEN};
+use super::options::WhenFull;
 use super::state::{LossReason, Outcome, State};
 use super::writer::Msg;
 use super::Log;
@@ -181,9 +182,11 @@ impl Consumer {
     /// A shareable handle on this consumer's claims, for the tasks that
     /// send what it reads.
     pub fn ledger(&self) -> Ledger {
+        let opts = self.log.options();
         Ledger {
             log: self.log.clone(),
             name: self.name.clone(),
+            evicts: opts.when_full == WhenFull::DropOldest || opts.max_age.is_some(),
         }
     }
 
@@ -468,17 +471,24 @@ impl Consumer {
 /// * [`release`](Self::release) with the outcome once the answer is in.
 ///
 /// Each call takes the state lock once for all the events given. A reader
-/// without a cursor has no accounting: everything may be sent.
+/// without a cursor has no accounting: everything may be sent. Neither has
+/// a log that never evicts (`block` without `max_age`): the calls cost
+/// nothing there.
 #[derive(Clone)]
 pub struct Ledger {
     log: Log,
     name: String,
+    /// Whether the log can evict at all.
+    evicts: bool,
 }
 
 impl Ledger {
     /// For each event, whether it may be sent (false: evicted and counted
     /// lost for this consumer; treat it as finished and drop it).
     pub fn claim(&self, seqs: &[u64]) -> Vec<bool> {
+        if !self.evicts {
+            return vec![true; seqs.len()];
+        }
         let shared = self.log.shared();
         let mut st = shared.lock();
         let floor = st.floor();
@@ -492,17 +502,20 @@ impl Ledger {
     /// sink must drop it: it was evicted while on the wire, its answer asked
     /// for a retry, and it is now counted lost (treat it as finished).
     pub fn release(&self, seqs: &[u64], outcome: Outcome) -> Vec<bool> {
+        if !self.evicts {
+            return vec![false; seqs.len()];
+        }
         let shared = self.log.shared();
         let mut st = shared.lock();
         match st.consumers.get_mut(&self.name) {
-            Some(c) => seqs.iter().map(|&s| c.release(s, outcome)).collect(),
+            Some(c) => c.release_all(seqs, outcome),
             None => vec![false; seqs.len()],
         }
     }
 
     /// Records events finished without being claimed.
     pub fn finished(&self, seqs: &[u64]) {
-        if seqs.is_empty() {
+        if seqs.is_empty() || !self.evicts {
             return;
         }
         let shared = self.log.shared();

@@ -140,10 +140,17 @@ impl ConsumerState {
 
     /// Records events finished above the commit point.
     pub fn finish(&mut self, seqs: impl IntoIterator<Item = u64>) {
-        for s in seqs {
-            if s >= self.committed {
-                self.finished.insert(s, s + 1);
-            }
+        let mut seqs: Vec<u64> = seqs.into_iter().filter(|&s| s >= self.committed).collect();
+        // A batch is mostly one run of consecutive numbers: one insert each.
+        seqs.sort_unstable();
+        let mut runs = seqs.into_iter().peekable();
+        while let Some(start) = runs.next() {
+            let mut end = start + 1;
+            while runs.next_if(|&s| s <= end).is_some_and(|s| {
+                end = end.max(s + 1);
+                true
+            }) {}
+            self.finished.insert(start, end);
         }
     }
 
@@ -170,10 +177,20 @@ impl ConsumerState {
         true
     }
 
-    /// Hands back a claimed event with its outcome. True when the sink must
-    /// drop it: it was evicted and has now been counted lost, so it is never
-    /// sent again (the sink treats it as finished).
-    pub fn release(&mut self, seq: u64, outcome: Outcome) -> bool {
+    /// Hands back claimed events with their outcome. For each, true when the
+    /// sink must drop it: it was evicted and has now been counted lost, so it
+    /// is never sent again (the sink treats it as finished). Finished events
+    /// cost one insert per run of consecutive numbers.
+    pub fn release_all(&mut self, seqs: &[u64], outcome: Outcome) -> Vec<bool> {
+        let drops = seqs.iter().map(|&s| self.release_one(s, outcome)).collect();
+        if outcome == Outcome::Finished {
+            self.finish(seqs.iter().copied());
+        }
+        drops
+    }
+
+    /// The claim bookkeeping of `release_all` for one event.
+    fn release_one(&mut self, seq: u64, outcome: Outcome) -> bool {
         if let Some(reason) = self.evicted_on_wire.remove(&seq) {
             if outcome == Outcome::Retry {
                 self.add_lost(reason, 1);
@@ -182,15 +199,9 @@ impl ConsumerState {
             return false;
         }
         self.on_wire.remove(&seq);
-        if seq < self.committed {
-            // Evicted while not on the wire (claim state reset by a reopen):
-            // counted at the eviction.
-            return outcome == Outcome::Retry;
-        }
-        if outcome == Outcome::Finished {
-            self.finished.insert(seq, seq + 1);
-        }
-        false
+        // Below the commit: evicted while not on the wire (or its claim was
+        // voided by a reopen), so counted at the eviction.
+        seq < self.committed && outcome == Outcome::Retry
     }
 
     /// Accounts for the eviction of `[from, end)`, `from` being the oldest
@@ -436,6 +447,16 @@ mod tests {
     }
 
     #[test]
+    fn finished_runs_are_counted_whatever_the_order() {
+        let mut c = ConsumerState::at(10);
+        c.finish([14, 12, 13, 20, 5, 21, 11, 13]);
+        assert_eq!(c.finished.0.len(), 2, "{:?}", c.finished);
+        assert_eq!(c.finished.count_in(0, 100), 6);
+        assert_eq!(c.release_all(&[30, 31], Outcome::Finished), [false, false]);
+        assert_eq!(c.finished.count_in(0, 100), 8);
+    }
+
+    #[test]
     fn eviction_counts_what_is_neither_finished_nor_on_the_wire() {
         let mut c = ConsumerState::at(0);
         c.finish([3, 4, 7]);
@@ -444,11 +465,17 @@ mod tests {
         assert_eq!(c.evict(0, 10, LossReason::Size), 5);
         assert_eq!((c.committed, c.pending_in_doubt()), (10, 2));
         assert!(!c.claim(2, 10), "evicted and counted: never sent");
-        assert!(!c.release(5, Outcome::Finished), "delivered: not counted");
-        assert!(c.release(6, Outcome::Retry), "to retry: counted, dropped");
+        assert!(
+            !c.release_all(&[5], Outcome::Finished)[0],
+            "delivered: not counted"
+        );
+        assert!(
+            c.release_all(&[6], Outcome::Retry)[0],
+            "to retry: counted, dropped"
+        );
         assert_eq!(c.lost(LossReason::Size), 6);
         assert!(
-            c.release(6, Outcome::Retry),
+            c.release_all(&[6], Outcome::Retry)[0],
             "still gone, not counted twice"
         );
         assert_eq!(c.lost(LossReason::Size), 6);
