@@ -72,7 +72,7 @@ pub struct ConsumerState {
     pub in_doubt: u64,
 }
 
-/// What became of an event handed back with [`ConsumerState::release`].
+/// What became of an event handed back with [`Ledger::release`](super::Ledger::release).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// Delivered, a duplicate of something delivered, or durably
@@ -141,6 +141,11 @@ impl ConsumerState {
     /// Records events finished above the commit point.
     pub fn finish(&mut self, seqs: impl IntoIterator<Item = u64>) {
         let mut seqs: Vec<u64> = seqs.into_iter().filter(|&s| s >= self.committed).collect();
+        if !self.on_wire.is_empty() {
+            for s in &seqs {
+                self.on_wire.remove(s);
+            }
+        }
         // A batch is mostly one run of consecutive numbers: one insert each.
         seqs.sort_unstable();
         let mut runs = seqs.into_iter().peekable();
@@ -173,7 +178,11 @@ impl ConsumerState {
         if seq < self.committed.max(floor) {
             return false;
         }
-        self.on_wire.insert(seq);
+        // Already finished (sent again after an answer was lost): eviction
+        // has nothing to count whatever happens to this copy.
+        if self.finished.count_in(seq, seq + 1) == 0 {
+            self.on_wire.insert(seq);
+        }
         true
     }
 
@@ -220,7 +229,9 @@ impl ConsumerState {
             self.on_wire.remove(s);
             self.evicted_on_wire.insert(*s, reason);
         }
-        let lost = (end - from) - done - wire.len() as u64;
+        // Finished and on-the-wire events are disjoint (a finished event is
+        // never put on the wire), so this does not go below zero.
+        let lost = (end - from).saturating_sub(done + wire.len() as u64);
         self.add_lost(reason, lost);
         self.commit(end);
         lost
@@ -254,7 +265,7 @@ impl Ranges {
             }
         }
         // Swallow every range that starts inside the new one (no
-        // allocation: this runs once per delivered event).
+        // allocation: this runs for every run of finished events).
         while let Some((&s, &e)) = self.0.range(start..=end).next() {
             self.0.remove(&s);
             end = end.max(e);
