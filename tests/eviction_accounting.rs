@@ -156,7 +156,7 @@ backoff_max = "100ms"
         let (lost, lag) = (metric(&agent, LOST), metric(&agent, LAG));
         (lost > 0 && lost + lag == POSTED).then_some(())
     });
-    assert_eq!(metric(&agent, IN_DOUBT), 0);
+    assert_eq!(agent.metric(IN_DOUBT), Some(0.0), "the in-doubt counter");
 
     // The disk catches up within a cursor sync: the counts of an eviction
     // are stored before its segment is deleted, and those of events counted
