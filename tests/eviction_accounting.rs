@@ -171,6 +171,8 @@ backoff_max = "100ms"
 
     // kill -9 while the sink is still retrying.
     agent.kill9();
+    let text = holdfast(&["inspect", "--config", agent.config_arg()]);
+    println!("{}", String::from_utf8_lossy(&text.stdout));
     let c = inspect(&agent);
     let (lost, in_doubt, committed) = (
         c["lost"]["size"].as_u64().unwrap(),
