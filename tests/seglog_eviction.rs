@@ -164,3 +164,33 @@ async fn a_reopened_consumer_voids_the_claims_of_the_one_before() {
     assert_eq!(old.release(&[0], Outcome::Finished), [false]);
     assert_eq!((lost_size(&log), in_doubt(&log)), (floor - 1, 1));
 }
+
+#[tokio::test]
+async fn age_eviction_counts_the_same_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = LogOptions {
+        when_full: WhenFull::Block,
+        max_bytes: 1 << 20,
+        max_age: Some(Duration::from_millis(1)),
+        ..small()
+    };
+    let log = Log::open(dir.path(), opts).unwrap();
+    let mut c = log.consumer("sink", StartAt::Oldest).unwrap();
+    append(&log, 30).await;
+    c.read(30, usize::MAX).unwrap();
+    let ledger = c.ledger();
+    ledger.claim(&[1, 2]);
+    ledger.finished(&[3]);
+    // Every sealed segment expires; the active one stays.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while log.stats().segments > 1 {
+        assert!(std::time::Instant::now() < deadline, "no age eviction");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let s = log.stats();
+    let age = s.consumers[0].lost[1];
+    assert_eq!(age, (LossReason::Age, s.first_seq - 3));
+    assert_eq!(ledger.release(&[1, 2], Outcome::Retry), [true, true]);
+    assert_eq!(log.stats().consumers[0].lost[1].1, s.first_seq - 1);
+    assert_eq!(lost_size(&log), 0);
+}
