@@ -194,3 +194,23 @@ async fn age_eviction_counts_the_same_way() {
     assert_eq!(log.stats().consumers[0].lost[1].1, s.first_seq - 1);
     assert_eq!(lost_size(&log), 0);
 }
+
+#[tokio::test]
+async fn an_answer_to_an_evicted_request_reaches_disk_before_a_crash_can_doubt_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small()).unwrap();
+    let mut c = log.consumer("sink", StartAt::Oldest).unwrap();
+    append(&log, 10).await;
+    c.read(10, usize::MAX).unwrap();
+    let ledger = c.ledger();
+    ledger.claim(&[4, 5]);
+    append_until_floor(&log, 10).await;
+    let floor = log.stats().first_seq;
+    // 4's answer comes (a retry: counted lost); 5's never does.
+    assert_eq!(ledger.release(&[4], Outcome::Retry), [true]);
+    // A crash right after: the answer was stored without waiting for the
+    // cursor interval (an hour here).
+    drop((c, ledger, log));
+    let log = Log::open(dir.path(), small()).unwrap();
+    assert_eq!((lost_size(&log), in_doubt(&log)), (floor - 1, 1));
+}

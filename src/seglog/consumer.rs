@@ -16,7 +16,7 @@ use super::error::{LogError, Result};
 use super::format::{self, Decoded, EventIter, SEGMENT_HEADER_LEN};
 use super::options::WhenFull;
 use super::state::{LossReason, Outcome, State};
-use super::writer::Msg;
+use super::writer::{Msg, Reply};
 use super::Log;
 
 fn page_size() -> usize {
@@ -507,10 +507,23 @@ impl Ledger {
         }
         let shared = self.log.shared();
         let mut st = shared.lock();
-        match st.consumers.get_mut(&self.name) {
-            Some(c) => c.release_all(seqs, outcome),
-            None => vec![false; seqs.len()],
+        let Some(c) = st.consumers.get_mut(&self.name) else {
+            return vec![false; seqs.len()];
+        };
+        let pending = c.pending_in_doubt();
+        let drops = c.release_all(seqs, outcome);
+        let settled = c.pending_in_doubt() < pending;
+        drop(st);
+        if settled {
+            // Evicted events on the wire got their answer. Until the cursors
+            // are stored again, a crash would take them for in doubt: store
+            // them now rather than at the next interval (this happens only
+            // around evictions). Nobody waits for the result; after a
+            // failure the next interval's store tries again, and logs.
+            let (tx, _) = tokio::sync::oneshot::channel();
+            self.log.send(Msg::PersistCursors(Reply::Async(tx)));
         }
+        drops
     }
 
     /// Records events finished without being claimed.
