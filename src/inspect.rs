@@ -41,6 +41,7 @@ pub fn stats_json(dir: &Path, s: &LogStats) -> serde_json::Value {
             "lag_bytes": cs.lag_bytes,
             "oldest_unread_age_seconds": age_secs(cs.oldest_unread_ms),
             "lost": cs.lost.iter().map(|(r, n)| (r.as_str().to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
+            "in_doubt": cs.in_doubt,
         })).collect::<Vec<_>>(),
         "corruption": {
             "corrupt_frames": c.corrupt_frames,
@@ -80,17 +81,18 @@ pub fn stats_text(dir: &Path, s: &LogStats) -> String {
     if s.consumers.is_empty() {
         out += "consumers      none\n";
     } else {
-        out += "\nconsumer             committed    lag events    lag bytes   oldest unread   lost size/age/corrupt\n";
+        out += "\nconsumer             committed    lag events    lag bytes   oldest unread   lost size/age/corrupt   in doubt\n";
         for cs in &s.consumers {
             let lost: Vec<String> = cs.lost.iter().map(|(_, n)| n.to_string()).collect();
             out += &format!(
-                "{:<20} {:>9} {:>13} {:>12}   {:>13}   {}\n",
+                "{:<20} {:>9} {:>13} {:>12}   {:>13}   {:<21}   {}\n",
                 cs.name,
                 cs.committed,
                 cs.lag_events,
                 human_bytes(cs.lag_bytes),
                 age_secs(cs.oldest_unread_ms).map_or("-".into(), human_age),
-                lost.join("/")
+                lost.join("/"),
+                cs.in_doubt
             );
         }
     }

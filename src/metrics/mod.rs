@@ -652,7 +652,7 @@ impl Collector for LogCollector {
         }
         let mut evicted = enc.encode_descriptor(
             "holdfast_log_evicted_events",
-            "Events a consumer lost without reading them: size (drop_oldest), age (max_age), corrupt (damaged data)",
+            "Events a consumer lost before finishing them: size (drop_oldest), age (max_age), corrupt (damaged data)",
             None,
             MetricType::Counter,
         )?;
@@ -664,6 +664,18 @@ impl Collector for LogCollector {
                 };
                 ConstCounter::new(*n).encode(evicted.encode_family(&l)?)?;
             }
+        }
+        let mut in_doubt = enc.encode_descriptor(
+            "holdfast_log_evicted_in_doubt_events",
+            "Evicted events a consumer had on the wire when the process was killed: delivered or not, unknown (never counted as evicted)",
+            None,
+            MetricType::Counter,
+        )?;
+        for cs in &s.consumers {
+            let l = ConsumerLabels {
+                consumer: cs.name.clone(),
+            };
+            ConstCounter::new(cs.in_doubt).encode(in_doubt.encode_family(&l)?)?;
         }
         Ok(())
     }

@@ -14,8 +14,9 @@ use tracing::warn;
 
 use super::error::{LogError, Result};
 use super::format::{self, Decoded, EventIter, SEGMENT_HEADER_LEN};
-use super::state::{LossReason, State};
-use super::writer::Msg;
+use super::options::WhenFull;
+use super::state::{LossReason, Outcome, State};
+use super::writer::{Msg, Reply};
 use super::Log;
 
 fn page_size() -> usize {
@@ -169,13 +170,24 @@ impl Consumer {
         if next_seq <= c.committed {
             return Ok(());
         }
-        c.committed = next_seq;
+        c.commit(next_seq);
         let frees_segment = st.segments.len() > 1 && next_seq >= st.end_of(0);
         drop(st);
         if frees_segment && !shared.maintain_queued.swap(true, Ordering::AcqRel) {
             self.log.send(Msg::Maintain);
         }
         Ok(())
+    }
+
+    /// A shareable handle on this consumer's claims, for the tasks that
+    /// send what it reads.
+    pub fn ledger(&self) -> Ledger {
+        let opts = self.log.options();
+        Ledger {
+            log: self.log.clone(),
+            name: self.name.clone(),
+            evicts: opts.when_full == WhenFull::DropOldest || opts.max_age.is_some(),
+        }
     }
 
     /// Waits until there is something to read beyond this reader's position
@@ -439,9 +451,90 @@ impl Consumer {
                 c.add_lost(LossReason::Corrupt, to - counted_from);
                 c.lost_through = to;
             }
+            // Counted: eviction must not count these again.
+            c.finish_range(self.next_seq, to);
             c.read_next = c.read_next.max(to);
         }
         warn!(consumer = %self.name, %segment, from = self.next_seq, to, events = n, "{what}: they cannot be delivered");
         self.next_seq = to;
+    }
+}
+
+/// What a consumer's delivery tasks tell the log about the events they
+/// handle, so that eviction counts exactly what the consumer did not finish
+/// (see `ConsumerState::evict`):
+///
+/// * [`finished`](Self::finished): done, out of order, above the commit
+///   point (e.g. events a sink skips because they are not for it);
+/// * [`claim`](Self::claim) right before sending: refused for events already
+///   evicted, which were counted lost and must not be sent;
+/// * [`release`](Self::release) with the outcome once the answer is in.
+///
+/// Each call takes the state lock once for all the events given. A reader
+/// without a cursor has no accounting: everything may be sent. Neither has
+/// a log that never evicts (`block` without `max_age`): the calls cost
+/// nothing there.
+#[derive(Clone)]
+pub struct Ledger {
+    log: Log,
+    name: String,
+    /// Whether the log can evict at all.
+    evicts: bool,
+}
+
+impl Ledger {
+    /// For each event, whether it may be sent (false: evicted and counted
+    /// lost for this consumer; treat it as finished and drop it).
+    pub fn claim(&self, seqs: &[u64]) -> Vec<bool> {
+        if !self.evicts {
+            return vec![true; seqs.len()];
+        }
+        let shared = self.log.shared();
+        let mut st = shared.lock();
+        let floor = st.floor();
+        match st.consumers.get_mut(&self.name) {
+            Some(c) => seqs.iter().map(|&s| c.claim(s, floor)).collect(),
+            None => vec![true; seqs.len()],
+        }
+    }
+
+    /// Hands claimed events back with their outcome. For each, whether the
+    /// sink must drop it: it was evicted while on the wire, its answer asked
+    /// for a retry, and it is now counted lost (treat it as finished).
+    pub fn release(&self, seqs: &[u64], outcome: Outcome) -> Vec<bool> {
+        if !self.evicts {
+            return vec![false; seqs.len()];
+        }
+        let shared = self.log.shared();
+        let mut st = shared.lock();
+        let Some(c) = st.consumers.get_mut(&self.name) else {
+            return vec![false; seqs.len()];
+        };
+        let pending = c.pending_in_doubt();
+        let drops = c.release_all(seqs, outcome);
+        let settled = c.pending_in_doubt() < pending;
+        drop(st);
+        if settled {
+            // Evicted events on the wire got their answer. Until the cursors
+            // are stored again, a crash would take them for in doubt: store
+            // them now rather than at the next interval (this happens only
+            // around evictions). Nobody waits for the result; after a
+            // failure the next interval's store tries again, and logs.
+            let (tx, _) = tokio::sync::oneshot::channel();
+            self.log.send(Msg::PersistCursors(Reply::Async(tx)));
+        }
+        drops
+    }
+
+    /// Records events finished without being claimed.
+    pub fn finished(&self, seqs: &[u64]) {
+        if seqs.is_empty() || !self.evicts {
+            return;
+        }
+        let shared = self.log.shared();
+        let mut st = shared.lock();
+        if let Some(c) = st.consumers.get_mut(&self.name) {
+            c.finish(seqs.iter().copied());
+        }
     }
 }

@@ -15,15 +15,22 @@
 //!
 //! ```text
 //!   0  4  magic        "HFCU"
-//!   4  2  version      1
+//!   4  2  version      2 (1 is still read)
 //!   6  2  reserved     0
 //!   8  8  generation
 //!  16  4  entry count
 //!  20  …  entries      u8 name length, name bytes, u64 next sequence to read,
 //!                      u64 events lost to size, u64 to age, u64 to corruption,
-//!                      u64 sequence up to which corruption losses are counted
+//!                      u64 sequence up to which corruption losses are counted,
+//!                      (version 2 only:) u64 events in doubt,
+//!                      u64 evicted events on the wire when this was written
 //!   …  4  CRC-32 of every byte before it
 //! ```
+//!
+//! A version 1 file reads as version 2 with both in-doubt counts 0. The
+//! evicted events on the wire have an unknown outcome if the process ends
+//! before their answers come: the next open adds them to the events in
+//! doubt (see `ConsumerState::restored`).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -34,7 +41,9 @@ use super::error::{LogError, Result};
 use super::io::Fs;
 
 const MAGIC: [u8; 4] = *b"HFCU";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
+/// The format before the in-doubt counts; still read.
+const VERSION_1: u16 = 1;
 const SLOT_NAMES: [&str; 2] = ["cursors.0", "cursors.1"];
 
 /// One consumer's durable state.
@@ -47,6 +56,11 @@ pub struct Entry {
     /// Corruption losses below this sequence number are already counted, so
     /// re-reading the same damage after a restart does not count it again.
     pub lost_through: u64,
+    /// Evicted events whose delivery a crash made unknown (monotonic).
+    pub in_doubt: u64,
+    /// Evicted events on the wire when the entry was written: in doubt if
+    /// the process ends before their answers.
+    pub pending_in_doubt: u64,
 }
 
 /// Consumer name → its durable state.
@@ -73,7 +87,7 @@ pub fn is_slot_file(name: &str) -> bool {
 }
 
 pub fn encode(generation: u64, cursors: &CursorMap) -> Vec<u8> {
-    let mut b = Vec::with_capacity(24 + cursors.len() * 40);
+    let mut b = Vec::with_capacity(24 + cursors.len() * 120);
     b.extend_from_slice(&MAGIC);
     b.extend_from_slice(&VERSION.to_le_bytes());
     b.extend_from_slice(&0u16.to_le_bytes());
@@ -84,7 +98,8 @@ pub fn encode(generation: u64, cursors: &CursorMap) -> Vec<u8> {
         b.push(name.len() as u8);
         b.extend_from_slice(name.as_bytes());
         b.extend_from_slice(&e.next.to_le_bytes());
-        for n in e.lost.iter().chain([&e.lost_through]) {
+        let tail = [&e.lost_through, &e.in_doubt, &e.pending_in_doubt];
+        for n in e.lost.iter().chain(tail) {
             b.extend_from_slice(&n.to_le_bytes());
         }
     }
@@ -105,9 +120,11 @@ pub fn decode(b: &[u8]) -> Result<(u64, CursorMap), String> {
         return Err("bad magic".into());
     }
     let version = u16::from_le_bytes([body[4], body[5]]);
-    if version != VERSION {
-        return Err(format!("unsupported cursor format version {version}"));
-    }
+    let fields_per_entry = match version {
+        VERSION => 7,
+        VERSION_1 => 5,
+        _ => return Err(format!("unsupported cursor format version {version}")),
+    };
     let generation = u64::from_le_bytes(body[8..16].try_into().expect("8 bytes"));
     let count = u32::from_le_bytes(body[16..20].try_into().expect("4 bytes"));
     let mut at = 20;
@@ -118,8 +135,8 @@ pub fn decode(b: &[u8]) -> Result<(u64, CursorMap), String> {
         let name = body.get(at..at + n).ok_or("entry runs past the end")?;
         let name = std::str::from_utf8(name).map_err(|_| "consumer name is not UTF-8")?;
         at += n;
-        let mut fields = [0u64; 5];
-        for f in &mut fields {
+        let mut fields = [0u64; 7];
+        for f in &mut fields[..fields_per_entry] {
             let b = body.get(at..at + 8).ok_or("entry runs past the end")?;
             *f = u64::from_le_bytes(b.try_into().expect("8 bytes"));
             at += 8;
@@ -130,6 +147,8 @@ pub fn decode(b: &[u8]) -> Result<(u64, CursorMap), String> {
                 next: fields[0],
                 lost: [fields[1], fields[2], fields[3]],
                 lost_through: fields[4],
+                in_doubt: fields[5],
+                pending_in_doubt: fields[6],
             },
         );
     }
@@ -214,6 +233,8 @@ mod tests {
             next,
             lost: [1, 2, 3],
             lost_through: 4,
+            in_doubt: 5,
+            pending_in_doubt: 6,
         };
         let mut c = CursorMap::new();
         c.insert("a".into(), at(5));
@@ -236,5 +257,44 @@ mod tests {
         assert_eq!((l.generation, l.cursors["a"]), (1, at(5)));
         assert_eq!(l.damaged.len(), 1);
         assert!(!l.all_lost);
+    }
+
+    /// A cursor file as version 1 wrote it (before the in-doubt counts),
+    /// byte for byte: it still loads, with no events in doubt.
+    #[test]
+    fn a_version_1_file_still_loads() {
+        let mut b = Vec::new();
+        b.extend_from_slice(b"HFCU");
+        b.extend_from_slice(&1u16.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        b.extend_from_slice(&7u64.to_le_bytes());
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.push(4);
+        b.extend_from_slice(b"sink");
+        for n in [100u64, 10, 20, 30, 90] {
+            b.extend_from_slice(&n.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cursors.1"), &b).unwrap();
+        let l = load(dir.path()).unwrap();
+        assert_eq!(l.generation, 7);
+        assert_eq!(
+            l.cursors["sink"],
+            Entry {
+                next: 100,
+                lost: [10, 20, 30],
+                lost_through: 90,
+                in_doubt: 0,
+                pending_in_doubt: 0,
+            }
+        );
+        // A version this build does not know is refused, not misread.
+        b[4] = 3;
+        let n = b.len() - 4;
+        let crc = crc32fast::hash(&b[..n]);
+        b[n..].copy_from_slice(&crc.to_le_bytes());
+        assert!(decode(&b).unwrap_err().contains("version 3"));
     }
 }

@@ -57,8 +57,13 @@ and the bytes. The exact layout is in `format.rs` and
 5. A sealed segment is deleted once every consumer has committed past it, or
    by eviction: `max_age` always applies, `max_bytes` applies under
    [`WhenFull::DropOldest`]; the active segment is never evicted. Every event
-   a consumer had not yet read when it was evicted is counted per consumer and
-   [`LossReason`].
+   a consumer had not finished when it was evicted is counted once per
+   consumer and [`LossReason`], read or not: consumers tell the log through
+   a [`Ledger`] what they finished out of order and what is on the wire; an
+   evicted event on the wire is counted if its answer asks for a retry, and
+   if the process ends first it is counted as in doubt at the next open. The
+   consumer's commit moves past the evicted segment, and the cursors reach
+   disk before the segment file is deleted.
 6. Opening reads only the headers of sealed segments and scans the active one,
    so its cost depends on the active segment's size, not the log's.
 
@@ -120,12 +125,12 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::{oneshot, watch};
 
-pub use consumer::{Consumer, Event, StartAt};
+pub use consumer::{Consumer, Event, Ledger, StartAt};
 pub use error::{LogError, Result};
 #[doc(hidden)]
 pub use io::{IoHook, IoOp};
 pub use options::{FsyncPolicy, LogOptions, WhenFull};
-pub use state::{Counters, LossReason, FSYNC_BUCKETS_SECONDS};
+pub use state::{Counters, LossReason, Outcome, FSYNC_BUCKETS_SECONDS};
 pub use stats::{ConsumerStats, LogStats};
 
 use format::{EVENT_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
@@ -285,6 +290,8 @@ impl Log {
                     next: c.committed,
                     lost: c.lost_all(),
                     lost_through: c.lost_through,
+                    in_doubt: c.in_doubt,
+                    pending_in_doubt: 0,
                 };
                 (n.clone(), e)
             })
@@ -459,8 +466,12 @@ impl Log {
                 StartAt::Oldest => st.floor(),
                 StartAt::Latest => st.next_seq,
             };
-            match st.consumers.get(name) {
-                Some(c) => (st.effective(c), false),
+            let floor = st.floor();
+            match st.consumers.get_mut(name) {
+                Some(c) => {
+                    c.reset_claims();
+                    (c.committed.max(floor), false)
+                }
                 None => {
                     st.consumers
                         .insert(name.to_string(), state::ConsumerState::at(at));

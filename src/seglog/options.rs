@@ -62,7 +62,7 @@ pub enum WhenFull {
     /// can push back on its own input.
     Block,
     /// The oldest sealed segments are deleted (never the active one) and
-    /// every event a consumer had not read is counted as evicted.
+    /// every event a consumer had not finished is counted as evicted.
     DropOldest,
 }
 

@@ -283,14 +283,19 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
             next_seq
         } else if seq < floor {
             info!(consumer = %name, cursor = seq, oldest = floor,
-                "the events this consumer had not finished were evicted before the restart; it continues from the oldest event");
+                "the oldest event on disk is past this consumer's stored cursor (deleted after it finished them, or evicted and counted); it continues from the oldest event");
             floor
         } else {
             seq
         };
         consumers.insert(
             name,
-            ConsumerState::restored(seq, entry.lost, entry.lost_through),
+            ConsumerState::restored(
+                seq,
+                entry.lost,
+                entry.lost_through,
+                entry.in_doubt + entry.pending_in_doubt,
+            ),
         );
     }
 

@@ -31,8 +31,11 @@ pub struct ConsumerStats {
     pub lag_bytes: u64,
     /// Append time of the oldest event not yet committed.
     pub oldest_unread_ms: Option<u64>,
-    /// Events lost without being read, by reason.
+    /// Events lost before this consumer finished them, by reason.
     pub lost: Vec<(LossReason, u64)>,
+    /// Evicted events whose delivery is unknown: they were on the wire when
+    /// a crash (or an abandoned sink) ended their request.
+    pub in_doubt: u64,
 }
 
 /// Where the frame holding `seq` starts, and its append time. Hops over frame
@@ -76,6 +79,7 @@ pub(crate) fn collect(st: &mut State) -> LogStats {
         let c = &st.consumers[&name];
         consumers.push(ConsumerStats {
             lost: LossReason::ALL.iter().map(|&r| (r, c.lost(r))).collect(),
+            in_doubt: c.in_doubt,
             name,
             committed,
             lag_events: st.next_seq - committed,

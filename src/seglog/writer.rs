@@ -300,6 +300,8 @@ impl Writer {
                         next: st.effective(c),
                         lost: c.lost_all(),
                         lost_through: c.lost_through,
+                        in_doubt: c.in_doubt,
+                        pending_in_doubt: c.pending_in_doubt(),
                     };
                     (n.clone(), e)
                 })
@@ -352,8 +354,13 @@ impl Writer {
         }
     }
 
-    /// Removes the oldest segment. With a reason, what each consumer had not
-    /// yet read from it is counted as lost.
+    /// Removes the oldest segment. With a reason, every event of it that a
+    /// consumer had not finished is accounted for (`ConsumerState::evict`):
+    /// counted lost now, or, if on the wire, when its answer comes. The
+    /// cursors, which carry those counts and the moved commit points, reach
+    /// disk before the file is deleted: a crash then either finds the file
+    /// still there and nothing counted, or the file gone and everything
+    /// counted, never counts twice and never forgets.
     fn delete_front(&mut self, reason: Option<LossReason>) {
         let seg = {
             let mut st = self.shared.lock();
@@ -365,11 +372,10 @@ impl Writer {
             if let Some(reason) = reason {
                 st.counters.segments_evicted += 1;
                 for (name, c) in st.consumers.iter_mut() {
-                    let from = c.committed.max(c.read_next).max(seg.base_seq);
-                    if from < end {
-                        c.add_lost(reason, end - from);
-                        warn!(consumer = %name, events = end - from, reason = reason.as_str(),
-                            segment = %seg.path.display(), "evicted events this consumer had not read");
+                    let lost = c.evict(seg.base_seq, end, reason);
+                    if lost > 0 {
+                        warn!(consumer = %name, events = lost, reason = reason.as_str(),
+                            segment = %seg.path.display(), "evicted events this consumer had not finished");
                     }
                 }
             } else {
@@ -377,6 +383,15 @@ impl Writer {
             }
             seg
         };
+        if reason.is_some() {
+            if let Err(e) = self.store_cursors(self.shared.opts.fsync.syncs_directory()) {
+                // The space is needed all the same; a crash before the next
+                // successful store re-reads nothing (the file is gone) and
+                // restores the older counts.
+                warn!(error = %e, segment = %seg.path.display(),
+                    "could not persist the eviction counts before deleting the segment");
+            }
+        }
         self.janitor.delete(seg.path);
     }
 

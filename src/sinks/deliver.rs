@@ -9,6 +9,16 @@
 //! splits the request in halves; a configuration problem (401/403, wrong
 //! endpoint) holds the whole request and retries slowly, loudly.
 //!
+//! Eviction (`when_full = "drop_oldest"`, `max_age`): every log event is
+//! claimed from the log's [`Ledger`] right before each send and released with
+//! its outcome when the answer is in. An event the log evicted before the
+//! claim was counted lost and is dropped unsent; one evicted while on the
+//! wire is not counted if the answer delivers or quarantines it, and is
+//! counted and dropped if the answer asks for a retry. Either way the
+//! dropped event is reported finished, so the watermark passes it. What is
+//! sent is a slice of a memory map of the segment, valid even after the
+//! file is unlinked.
+//!
 //! Stopping: no request is started and no backoff waited for after the
 //! sink's stop token fires; a request already sent is allowed to finish (its
 //! results still count), bounded by `request_timeout`. Events not finished
@@ -37,6 +47,7 @@ use super::quarantine::{self, Quarantine, Record, WriteError};
 use super::retry::{Decision, Outcome, Policy, Rejection, Verdict};
 use crate::event::Envelope;
 use crate::metrics::{Metrics, SinkLabels, SinkReasonLabels, SinkStatusLabels};
+use crate::seglog::{Ledger, Outcome as LogOutcome};
 
 /// An event handed to a delivery task, not yet decoded.
 #[derive(Debug, Clone)]
@@ -65,6 +76,9 @@ pub(crate) struct Shared<P> {
     /// Rejected events waiting for room in the quarantine.
     pub parked: std::sync::Mutex<Vec<Parked>>,
     pub m: SinkHandles,
+    /// The log's accounting of this sink's events: claims around sends,
+    /// finished events (see the module doc).
+    pub ledger: Ledger,
 }
 
 /// The sink's metric handles, looked up once.
@@ -121,8 +135,42 @@ impl SinkHandles {
 impl<P: Protocol> Shared<P> {
     fn finished(&self, done: Vec<Pos>) {
         if !done.is_empty() {
+            self.ledger
+                .release(&log_seqs(done.iter()), LogOutcome::Finished);
             let _ = self.done.send(done);
         }
+    }
+
+    /// Claims the log events of `batch` for sending; drops (reported
+    /// finished) those the log has evicted and counted.
+    fn claim(&self, batch: &mut Vec<Item>) {
+        let ok = self.ledger.claim(&log_seqs(batch.iter().map(|i| &i.pos)));
+        self.drop_refused(batch, ok);
+    }
+
+    /// Releases `batch` to be sent again; drops (reported finished) the
+    /// events the log evicted meanwhile and has now counted lost.
+    fn release_retry(&self, batch: &mut Vec<Item>) {
+        let seqs = log_seqs(batch.iter().map(|i| &i.pos));
+        let dropped = self.ledger.release(&seqs, LogOutcome::Retry);
+        self.drop_refused(batch, dropped.into_iter().map(|d| !d).collect());
+    }
+
+    /// `keep` holds one flag per log event of `batch`, in order.
+    fn drop_refused(&self, batch: &mut Vec<Item>, keep: Vec<bool>) {
+        if keep.iter().all(|&k| k) {
+            return;
+        }
+        let mut keep = keep.into_iter();
+        let mut gone = Vec::new();
+        batch.retain(|i| {
+            if !matches!(i.pos, Pos::Log(_)) || keep.next().unwrap_or(true) {
+                return true;
+            }
+            gone.push(i.pos);
+            false
+        });
+        let _ = self.done.send(gone);
     }
 
     fn count(&self, which: Which, reason: &str, n: u64) {
@@ -198,6 +246,10 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
     while let Some(mut batch) = queue.pop_front() {
         if sh.stop.is_cancelled() {
             return;
+        }
+        sh.claim(&mut batch);
+        if batch.is_empty() {
+            continue;
         }
         let endpoint = sh.requests.fetch_add(1, Ordering::Relaxed);
         let req = sh.protocol.encode(&batch, endpoint);
@@ -275,6 +327,7 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
         }
         match decision {
             Decision::Split => {
+                sh.release_retry(&mut batch);
                 let second = batch.split_off(batch.len() / 2);
                 sh.count(
                     Which::Retries,
@@ -303,6 +356,10 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                 };
                 error!(sink = %sh.name, %url, status, response = %message, events = batch.len(),
                     retry_in = ?wait, "{what}");
+                sh.release_retry(&mut batch);
+                if batch.is_empty() {
+                    continue;
+                }
                 queue.push_front(batch);
                 if !pause(&sh.stop, wait).await {
                     return;
@@ -352,6 +409,7 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                         return;
                     }
                 }
+                sh.release_retry(&mut again);
                 if !again.is_empty() {
                     failures += 1;
                     let wait = sh.policy.backoff(failures, retry_after, &mut rng);
@@ -373,6 +431,15 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
             }
         }
     }
+}
+
+/// The log sequence numbers among `pos` (replayed events have none).
+fn log_seqs<'a>(pos: impl Iterator<Item = &'a Pos>) -> Vec<u64> {
+    pos.filter_map(|p| match p {
+        Pos::Log(s) => Some(*s),
+        Pos::Replay { .. } => None,
+    })
+    .collect()
 }
 
 /// Sleeps for `d`; false if the sink stops first.
@@ -418,7 +485,30 @@ fn record<P>(
     rec
 }
 
-async fn quarantine_invalid<P: Protocol>(sh: &Arc<Shared<P>>, invalid: Vec<(Raw, String)>) -> bool {
+async fn quarantine_invalid<P: Protocol>(
+    sh: &Arc<Shared<P>>,
+    mut invalid: Vec<(Raw, String)>,
+) -> bool {
+    // Claimed like a send, so that an event evicted meanwhile is not both
+    // counted lost and quarantined.
+    let ok = sh
+        .ledger
+        .claim(&log_seqs(invalid.iter().map(|(r, _)| &r.pos)));
+    if ok.iter().any(|&k| !k) {
+        let mut ok = ok.into_iter();
+        let mut gone = Vec::new();
+        invalid.retain(|(r, _)| {
+            if !matches!(r.pos, Pos::Log(_)) || ok.next().unwrap_or(true) {
+                return true;
+            }
+            gone.push(r.pos);
+            false
+        });
+        let _ = sh.done.send(gone);
+        if invalid.is_empty() {
+            return true;
+        }
+    }
     let mut records = Vec::new();
     let mut positions = Vec::new();
     for (raw, why) in invalid {

@@ -11,6 +11,12 @@ and skips every event whose sequence number is already in the newest file,
 so a line is written once even across kill -9; the cursor only decides where
 reading starts.
 
+Eviction: the events of a batch are claimed from the log before they are
+written and released once synced. Events the log evicted before the claim
+were counted lost for this sink and are not written; events evicted while
+being written are written (from the memory map of the unlinked segment) and
+not counted.
+
 Space: when the directory exceeds `max_bytes`, the oldest files are removed
 and their lines counted in `holdfast_dropped_events_total{reason="output_retention"}`.
 */
@@ -28,7 +34,7 @@ use tracing::{info, warn};
 
 use crate::event::{self, Envelope};
 use crate::metrics::{Metrics, SinkLabels};
-use crate::seglog::{Event, Log, StartAt};
+use crate::seglog::{Event, Log, Outcome, StartAt};
 
 /// What a `file` sink needs to run (validated settings).
 #[derive(Debug, Clone, PartialEq)]
@@ -276,6 +282,7 @@ pub async fn run(
     let mut consumer = log
         .consumer(&name, StartAt::Oldest)
         .with_context(|| format!("opening the log consumer for sink {name}"))?;
+    let ledger = consumer.ledger();
     let labels = SinkLabels { sink: name.clone() };
     let component = format!("sink:{name}");
     info!(sink = %name, dir = %opts.dir.display(), from = consumer.position(), "file sink started");
@@ -306,6 +313,10 @@ pub async fn run(
         let Some(last) = events.last().map(|e| e.seq) else {
             continue;
         };
+        let claimed: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        let mut ok = ledger.claim(&claimed).into_iter();
+        // Refused: evicted and counted lost meanwhile.
+        events.retain(|_| ok.next().unwrap_or(true));
         let lines: Vec<(u64, Vec<u8>)> = events
             .iter()
             .filter(|e| last_written.is_none_or(|w| e.seq > w))
@@ -329,6 +340,7 @@ pub async fn run(
         .await?;
         out = o;
         let removed = removed?;
+        ledger.release(&claimed, Outcome::Finished);
         consumer.commit(last + 1)?;
         metrics.sinks.events_sent.get_or_create(&labels).inc_by(n);
         metrics

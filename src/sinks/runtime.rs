@@ -108,6 +108,7 @@ pub(crate) async fn run<P: Protocol>(
         requests: AtomicUsize::new(0),
         parked: Default::default(),
         m: handles,
+        ledger: consumer.ledger(),
     });
     let window = window(&opts);
     let mut tracker = Watermark::new(consumer.position());
@@ -177,14 +178,18 @@ pub(crate) async fn run<P: Protocol>(
             }
             read = consumer.read_wait(room_events, room_bytes), if can_read => match read {
                 Ok(events) => {
+                    let mut skipped = Vec::new();
                     for e in events {
                         tracker.register(e.seq);
                         if wanted(&e.data, &opts.inputs) {
                             push(&mut forming, Raw { pos: Pos::Log(e.seq), data: e.data, attempts: 0 }, &opts);
                         } else {
                             tracker.complete(e.seq);
+                            skipped.push(e.seq);
                         }
                     }
+                    // Finished: eviction must not count them as lost.
+                    shared.ledger.finished(&skipped);
                 }
                 Err(LogError::Closed) => break Ok(()),
                 Err(e) => break Err(e.into()),
