@@ -52,7 +52,10 @@ fn delivered(out: &Path) -> BTreeMap<usize, usize> {
     };
     for e in entries {
         let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
-        for l in text.lines() {
+        // The sink may be writing while this reads: a last line without its
+        // newline is not written yet (the sink cuts a torn one off on restart).
+        let complete = text.rfind('\n').map_or("", |i| &text[..i]);
+        for l in complete.lines() {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             let body = v["record"]["body"]["stringValue"]
                 .as_str()
