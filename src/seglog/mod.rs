@@ -289,6 +289,19 @@ impl Log {
                 (n.clone(), e)
             })
             .collect();
+        // The winning slot may hold an unsynced write that survived a kill
+        // -9 in the page cache: sync it, so that it is the durable slot the
+        // writer never writes unsynced data over.
+        let durable_slot = if rec.cursor_generation > 0 && opts.fsync.syncs_directory() {
+            let slot = (rec.cursor_generation % 2) as usize;
+            let path = &cursor::slot_paths(&dir)[slot];
+            std::fs::File::open(path)
+                .and_then(|f| fs.sync_data(&f, path))
+                .ok()
+                .map(|()| slot)
+        } else {
+            None
+        };
         let (durable, _) = watch::channel(next_seq);
         let shared = Arc::new(Shared {
             dir,
@@ -297,6 +310,7 @@ impl Log {
             state: Mutex::new(rec.state),
             durable,
             maintain_queued: AtomicBool::new(false),
+            cursors_moved: AtomicBool::new(false),
             _lock: rec.lock,
         });
         let (tx, rx) = mpsc::channel();
@@ -316,10 +330,13 @@ impl Log {
             pending: VecDeque::new(),
             unsynced: false,
             last_sync: Instant::now(),
-            last_cursor_store: Instant::now(),
+            last_cursor_sync: Instant::now(),
             last_age_check: Instant::now() - Duration::from_secs(60),
             cursor_generation: rec.cursor_generation,
             stored_cursors: stored,
+            durable_slot,
+            cursors_unsynced: false,
+            slot_needs_dir_sync: [false; 2],
             blocked_since: None,
             must_roll: false,
             gather: Default::default(),
@@ -357,6 +374,7 @@ impl Log {
             state: Mutex::new(state),
             durable,
             maintain_queued: AtomicBool::new(false),
+            cursors_moved: AtomicBool::new(false),
             _lock: None,
         });
         // No writer: every request finds the channel closed.

@@ -207,6 +207,8 @@ pub struct Shared {
     /// Set while a maintenance nudge is queued, so commits do not flood the
     /// writer with them.
     pub maintain_queued: AtomicBool,
+    /// A commit moved a cursor since the writer last wrote the cursor slot.
+    pub cursors_moved: AtomicBool,
     /// The data-directory lock, released when the last handle goes; `None`
     /// for a read-only view.
     pub _lock: Option<File>,
