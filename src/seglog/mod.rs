@@ -32,8 +32,9 @@ A log directory holds:
 * `NNNNNNNNNNNNNNNNNNNN.seg` — segments, named by the sequence number of
   their first event (20 digits, so they sort). The newest is the *active*
   segment; the others are *sealed* and never change again.
-* `cursors.0`, `cursors.1` — every consumer's committed position, written
-  alternately with a generation number and a CRC (see `cursor.rs`).
+* `cursors.0`, `cursors.1` — every consumer's committed position, with a
+  generation number and a CRC (see `cursor.rs` for which slot is written
+  when).
 
 A segment is a 32-byte header followed by frames; a frame is one group
 commit: a 28-byte header (length, CRC-32 of everything after the CRC, first
@@ -54,8 +55,8 @@ and the bytes. The exact layout is in `format.rs` and
    partial last frame of the active segment is truncated (and logged with the
    segment and offset); damage followed by valid frames, anywhere, is skipped
    and counted, and the events it held are counted as lost for each consumer.
-5. A sealed segment is deleted once every consumer has committed past it, or
-   by eviction: `max_age` always applies, `max_bytes` applies under
+5. A sealed segment is deleted once every consumer has committed past it
+   and no retention [`Hold`] is at or before its end, or by eviction: `max_age` always applies, `max_bytes` applies under
    [`WhenFull::DropOldest`]; the active segment is never evicted. Every event
    a consumer had not yet read when it was evicted is counted per consumer and
    [`LossReason`].
@@ -92,14 +93,18 @@ directory as a power cut could leave it, checking that under
 * One append is at most one frame: its events must fit in one segment
   (`segment_bytes` − 60 bytes) and in 64 MiB.
 * `max_bytes` must be at least two segments.
-* Cursors reach disk every `cursor_sync_interval` and at [`Log::close`]; a
-  crash replays at most that much progress (at-least-once delivery).
+* A commit wakes the writer, which writes the cursor file in its next round
+  without syncing it; it syncs every `cursor_sync_interval` and at
+  [`Log::close`]. A kill -9 replays at most the commits made during one
+  writer round; a power cut at most `cursor_sync_interval` of progress
+  (at-least-once delivery either way).
 */
 
 mod consumer;
 mod cursor;
 mod error;
 pub mod format;
+pub mod hold;
 mod io;
 mod janitor;
 mod options;
@@ -122,6 +127,7 @@ use tokio::sync::{oneshot, watch};
 
 pub use consumer::{Consumer, Event, StartAt};
 pub use error::{LogError, Result};
+pub use hold::Hold;
 #[doc(hidden)]
 pub use io::{IoHook, IoOp};
 pub use options::{FsyncPolicy, LogOptions, WhenFull};
@@ -260,11 +266,21 @@ impl Log {
     /// state the last process left. Blocking: call it from `spawn_blocking`
     /// in async code.
     pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<Log> {
+        Self::open_with_holds(dir, opts, &[])
+    }
+
+    /// [`open`](Self::open), with the named retention [holds](hold) in
+    /// place at the oldest event before the writer can delete anything.
+    pub fn open_with_holds(dir: impl AsRef<Path>, opts: LogOptions, holds: &[&str]) -> Result<Log> {
         opts.validate().map_err(LogError::Options)?;
         let dir = dir.as_ref().to_path_buf();
         let sync = opts.fsync.syncs_directory();
         let fs = io::Fs::new(opts.io_hook.clone());
-        let rec = recovery::recover(&dir, recovery::Mode::ReadWrite { sync }, &fs)?;
+        let mut rec = recovery::recover(&dir, recovery::Mode::ReadWrite { sync }, &fs)?;
+        let floor = rec.state.floor();
+        for h in holds {
+            rec.state.holds.insert(h.to_string(), floor);
+        }
         let Some(active) = rec.active else {
             return Err(LogError::Closed);
         };

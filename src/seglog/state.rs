@@ -151,6 +151,9 @@ pub struct State {
     /// Damage already counted, by (segment base, offset), so that several
     /// consumers reading the same bad frame count it once.
     pub damage_seen: HashSet<(u64, u64)>,
+    /// Retention holds by name: consumed segments at or past a hold's
+    /// position are not deleted (see `hold.rs`).
+    pub holds: BTreeMap<String, u64>,
     pub closed: bool,
 }
 
@@ -166,9 +169,13 @@ impl State {
         c.committed.max(self.floor())
     }
 
-    /// The lowest position any consumer still needs; `None` without consumers.
+    /// The lowest position any consumer or hold still needs; `None`
+    /// without consumers. Only deletion of consumed segments honours holds;
+    /// eviction does not ask.
     pub fn min_needed(&self) -> Option<u64> {
-        self.consumers.values().map(|c| self.effective(c)).min()
+        let consumers = self.consumers.values().map(|c| self.effective(c)).min()?;
+        let holds = self.holds.values().map(|&p| p.max(self.floor())).min();
+        Some(holds.map_or(consumers, |h| h.min(consumers)))
     }
 
     pub fn index_of(&self, base_seq: u64) -> Option<usize> {
