@@ -500,9 +500,18 @@ impl Appender {
         let ck = self.current();
         let log_seq = ck.log_seq;
         let dir = self.dir.clone();
-        let r = tokio::task::spawn_blocking(move || checkpoint::save(&dir, &ck))
-            .await
-            .context("the checkpoint writer panicked")?;
+        let r = tokio::task::spawn_blocking(move || {
+            checkpoint::save(&dir, &ck)?;
+            // A recent checkpoint exists only if written after the last
+            // durable one: nothing else (a restore, an operator's edit of
+            // checkpoint.json) is ever overridden by a stale one.
+            match std::fs::remove_file(dir.join(RECENT_FILE)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            }
+        })
+        .await
+        .context("the checkpoint writer panicked")?;
         self.last_checkpoint = Instant::now();
         match r {
             Ok(()) => {
@@ -548,7 +557,8 @@ fn save_recent(dir: &std::path::Path, ck: &Checkpoint) -> std::io::Result<()> {
 
 /// The checkpoint to start from: `durable` (from `checkpoint.json`), or
 /// `checkpoint.recent` in `dir` if it is valid and newer. Both describe only
-/// acknowledged appends, so either is correct.
+/// acknowledged appends, so either is correct. (A recent one older than the
+/// durable one is only left by a power cut that undid its removal.)
 pub fn load_recent(dir: &std::path::Path, source: &str, durable: Checkpoint) -> Checkpoint {
     let Ok(bytes) = std::fs::read(dir.join(RECENT_FILE)) else {
         return durable;
