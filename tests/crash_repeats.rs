@@ -168,6 +168,13 @@ async fn a_crash_loop_does_not_multiply_the_work() {
                 first <= log_seq,
                 "after kill {k}: the log starts at {first}, past the durable checkpoint's log_seq {log_seq}: {v}"
             );
+            // `inspect` shows the hold the next start puts in place.
+            let hold = v["holds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|h| h["name"] == "file:app");
+            assert_eq!(hold.and_then(|h| h["seq"].as_u64()), Some(log_seq), "{v}");
         }
     }
     finish(&mut a, &es, N);
