@@ -7,11 +7,12 @@
 //! deleted because every sink had finished them, it would append those
 //! lines again — and in a crash loop whose instances live shorter than the
 //! checkpoint interval, again and again. A hold keeps every segment at or
-//! past its position from being deleted *as consumed*. Eviction
-//! (`when_full = "drop_oldest"` at `max_bytes`, and `max_age`) still
-//! applies: a hold never makes the log refuse appends or grow past its
-//! bounds by itself, and what eviction removed is read again from the files
-//! after a restart (the source's known limit).
+//! past its position from being deleted *as consumed* while there is room.
+//! It never makes the log refuse an append or grow past its bounds: at
+//! `max_bytes` the consumed segments go even if held (logged), and eviction
+//! (`when_full = "drop_oldest"`, `max_age`) applies as always. After a crash
+//! the file source then appends again the lines of those segments that its
+//! last durable checkpoint did not cover (its known limit).
 //!
 //! Holds live in memory. The daemon creates them when it opens the log
 //! ([`Log::open_with_holds`]), before any sink can commit, so the first
@@ -179,6 +180,33 @@ mod tests {
         wait_for("deletion of everything consumed", || {
             log.stats().segments == 1
         });
+        log.close_blocking().unwrap();
+    }
+
+    #[test]
+    fn a_hold_never_makes_a_full_log_refuse_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = LogOptions {
+            segment_bytes: 1024,
+            max_bytes: 4096,
+            when_full: WhenFull::Block,
+            append_timeout: Duration::ZERO,
+            ..LogOptions::default()
+        };
+        let log = Log::open_with_holds(dir.path(), opts, &["file:app"]).unwrap();
+        let hold = log.hold("file:app").unwrap();
+        let mut c = log.consumer("sink", StartAt::Oldest).unwrap();
+        for _ in 0..20 {
+            // Fails with `Full` at once if the held segments are kept.
+            fill(&log, 10);
+            let end = log.next_seq();
+            while c.position() < end {
+                c.read(1000, 1 << 20).unwrap();
+            }
+            c.commit(end).unwrap();
+        }
+        assert!(log.stats().bytes <= 4096);
+        assert!(hold.position() > 0);
         log.close_blocking().unwrap();
     }
 

@@ -56,7 +56,8 @@ and the bytes. The exact layout is in `format.rs` and
    segment and offset); damage followed by valid frames, anywhere, is skipped
    and counted, and the events it held are counted as lost for each consumer.
 5. A sealed segment is deleted once every consumer has committed past it
-   and no retention [`Hold`] is at or before its end, or by eviction: `max_age` always applies, `max_bytes` applies under
+   and no retention [`Hold`] is at or before its end (at `max_bytes`, holds
+   give way rather than make an append wait), or by eviction: `max_age` always applies, `max_bytes` applies under
    [`WhenFull::DropOldest`]; the active segment is never evicted. Every event
    a consumer had not yet read when it was evicted is counted per consumer and
    [`LossReason`].

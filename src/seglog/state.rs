@@ -173,9 +173,15 @@ impl State {
     /// without consumers. Only deletion of consumed segments honours holds;
     /// eviction does not ask.
     pub fn min_needed(&self) -> Option<u64> {
-        let consumers = self.consumers.values().map(|c| self.effective(c)).min()?;
+        let consumers = self.min_committed()?;
         let holds = self.holds.values().map(|&p| p.max(self.floor())).min();
         Some(holds.map_or(consumers, |h| h.min(consumers)))
+    }
+
+    /// The lowest position any consumer still needs, holds aside; `None`
+    /// without consumers.
+    pub fn min_committed(&self) -> Option<u64> {
+        self.consumers.values().map(|c| self.effective(c)).min()
     }
 
     pub fn index_of(&self, base_seq: u64) -> Option<usize> {

@@ -401,12 +401,23 @@ impl Writer {
         Ok(())
     }
 
-    /// Deletes sealed segments that every consumer has passed.
+    /// Deletes sealed segments that every consumer has passed and no hold
+    /// keeps.
     fn delete_consumed(&mut self) {
+        self.delete_passed(true);
+    }
+
+    /// Deletes sealed segments that every consumer has passed, keeping
+    /// those a hold points into when `honour_holds`.
+    fn delete_passed(&mut self, honour_holds: bool) {
         loop {
             let st = self.shared.lock();
-            let passed =
-                st.segments.len() > 1 && st.min_needed().is_some_and(|m| m >= st.end_of(0));
+            let needed = if honour_holds {
+                st.min_needed()
+            } else {
+                st.min_committed()
+            };
+            let passed = st.segments.len() > 1 && needed.is_some_and(|m| m >= st.end_of(0));
             drop(st);
             if !passed {
                 return;
@@ -547,6 +558,18 @@ impl Writer {
             return true;
         }
         self.delete_consumed();
+        if fits(self) {
+            return true;
+        }
+        // A hold never makes the log refuse an append: at `max_bytes` the
+        // segments every consumer has finished go even if held (a crash of
+        // the holding file source then appends their lines again), before
+        // anything unsent is evicted or an append waits.
+        let held = self.shared.lock().segments.len();
+        self.delete_passed(false);
+        if self.shared.lock().segments.len() < held {
+            warn!("the log is full: deleted finished segments that a file source's last checkpoint still points into (a crash before its next checkpoint appends their lines again)");
+        }
         if fits(self) {
             return true;
         }
