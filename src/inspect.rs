@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::daemon::human_bytes;
 use crate::event::{self, Envelope};
 use crate::seglog::{Log, LogStats};
+use crate::sources::file::{self, checkpoint};
 
 fn age_secs(ms: Option<u64>) -> Option<f64> {
     let now = std::time::SystemTime::now()
@@ -43,6 +44,7 @@ pub fn stats_json(dir: &Path, s: &LogStats) -> serde_json::Value {
             "lost": cs.lost.iter().map(|(r, n)| (r.as_str().to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
             "in_doubt": cs.in_doubt,
         })).collect::<Vec<_>>(),
+        "holds": s.holds.iter().map(|(n, seq)| json!({ "name": n, "seq": seq })).collect::<Vec<_>>(),
         "corruption": {
             "corrupt_frames": c.corrupt_frames,
             "corrupt_bytes": c.corrupt_bytes,
@@ -76,6 +78,11 @@ pub fn stats_text(dir: &Path, s: &LogStats) -> String {
         out += &format!(
             "tail           {} bytes after the last complete frame (an append in progress, or a torn tail the daemon truncates at start)\n",
             c.torn_bytes
+        );
+    }
+    for (name, seq) in &s.holds {
+        out += &format!(
+            "hold           {name} at {seq}: consumed segments from there on are kept for its crash recovery\n"
         );
     }
     if s.consumers.is_empty() {
@@ -128,12 +135,42 @@ fn dir_usage(dir: &Path) -> (u64, u64) {
         })
 }
 
+/// The retention holds of the `file` sources beside the log
+/// (`<data_dir>/checkpoints/<source>/checkpoint.json`): a running daemon
+/// keeps each at its source's durable checkpoint's `log_seq`, and the next
+/// start puts it there, so the checkpoint files show them while the daemon
+/// runs or not. Read only: a damaged file is skipped, not moved aside.
+fn file_source_holds(log_dir: &Path) -> Vec<(String, u64)> {
+    let Some(dir) = log_dir.parent().map(|d| d.join("checkpoints")) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut holds: Vec<(String, u64)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let bytes = std::fs::read(e.path().join(checkpoint::FILE)).ok()?;
+            let ck = checkpoint::decode(&bytes, &name).ok()?;
+            Some((file::hold_name(&name), ck.log_seq))
+        })
+        .collect();
+    holds.sort();
+    holds
+}
+
 /// `holdfast inspect`: the log, and the quarantine beside it
 /// (`<data_dir>/quarantine`; `holdfast quarantine list` shows its records).
 pub fn inspect(log_dir: &Path, as_json: bool) -> anyhow::Result<String> {
     let log = Log::open_read_only(log_dir)
         .with_context(|| format!("reading the log in {}", log_dir.display()))?;
-    let s = log.stats();
+    let mut s = log.stats();
+    for (name, seq) in file_source_holds(log_dir) {
+        if !s.holds.iter().any(|(n, _)| *n == name) {
+            s.holds.push((name, seq.max(s.first_seq)));
+        }
+    }
     let quarantine = log_dir.parent().map(|d| d.join("quarantine"));
     let (q_files, q_bytes) = quarantine.as_deref().map_or((0, 0), dir_usage);
     Ok(if as_json {

@@ -141,6 +141,11 @@ fn every_line_at_least_once_across_kill_9() {
         wait_delivered(&a, written - 400 + 100 * (round % 4));
         a.kill9();
     }
+    // New lines for the last run: the cursor is written after every
+    // commit, so a run after a kill may have nothing left to resend, and
+    // the sink's counters appear only once it sends.
+    append_lines(&app, written, written + 100);
+    written += 100;
     a.start();
     a.wait_ready();
     let d = wait_delivered(&a, written);

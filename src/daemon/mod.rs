@@ -57,14 +57,25 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     let log_dir = settings.log_dir();
     let opts = settings.log.clone();
     let started = Instant::now();
-    let log = tokio::task::spawn_blocking(move || Log::open(&log_dir, opts))
-        .await?
-        .with_context(|| {
-            format!(
-                "opening the log in {} (the `log` directory of data_dir)",
-                settings.log_dir().display()
-            )
-        })?;
+    // Each file source's hold is in place before any sink can commit, so no
+    // segment its crash recovery reads is deleted meanwhile.
+    let holds: Vec<String> = settings
+        .sources
+        .iter()
+        .filter(|(_, s)| matches!(s.kind, SourceKind::File(_)))
+        .map(|(name, _)| sources::file::hold_name(name))
+        .collect();
+    let log = tokio::task::spawn_blocking(move || {
+        let holds: Vec<&str> = holds.iter().map(String::as_str).collect();
+        Log::open_with_holds(&log_dir, opts, &holds)
+    })
+    .await?
+    .with_context(|| {
+        format!(
+            "opening the log in {} (the `log` directory of data_dir)",
+            settings.log_dir().display()
+        )
+    })?;
     let s = log.stats();
     info!(
         segments = s.segments,

@@ -148,8 +148,10 @@ impl Consumer {
 
     /// Records that every event below `next_seq` is done. Commits never move
     /// backwards (a lower value is ignored) and never past the acknowledged
-    /// end of the log. They reach disk at the next cursor sync, or at once
-    /// with [`Log::sync_cursors`].
+    /// end of the log. The log's writer writes them to the cursor file
+    /// promptly (surviving a crash of the process) and syncs them every
+    /// `cursor_sync_interval` (surviving a power cut), or at once with
+    /// [`Log::sync_cursors`].
     pub fn commit(&self, next_seq: u64) -> Result<()> {
         if self.log.is_read_only() {
             return Err(LogError::ReadOnly);
@@ -171,9 +173,11 @@ impl Consumer {
             return Ok(());
         }
         c.commit(next_seq);
-        let frees_segment = st.segments.len() > 1 && next_seq >= st.end_of(0);
         drop(st);
-        if frees_segment && !shared.maintain_queued.swap(true, Ordering::AcqRel) {
+        // Wakes the writer to write the cursor (and free a segment this
+        // commit passed); see `Writer::maintain`.
+        shared.cursors_moved.store(true, Ordering::Release);
+        if !shared.maintain_queued.swap(true, Ordering::AcqRel) {
             self.log.send(Msg::Maintain);
         }
         Ok(())

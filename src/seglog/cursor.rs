@@ -1,12 +1,17 @@
 //! Durable consumer cursors, in two checksummed slots.
 //!
-//! All cursors are written together into `cursors.0` or `cursors.1`,
-//! alternating, each write carrying a generation number one higher than the
-//! last. A write overwrites the older slot in place and is synced before the
-//! next write may touch the other slot, so a crash mid-write leaves the other,
-//! complete slot: on open the valid slot with the highest generation wins.
-//! A torn write therefore costs at most one persist interval of progress
-//! (redelivered events), never a wrong position. One file for all consumers
+//! All cursors are written together into `cursors.0` or `cursors.1`, each
+//! write carrying a generation number higher than the last; generation `g`
+//! always goes into slot `g % 2`. On open the valid slot with the highest
+//! generation wins. The writer writes a slot soon after every commit
+//! without syncing it (a kill -9 keeps the page cache, so such a write
+//! survives a crash of the process) and syncs on `cursor_sync_interval` and
+//! at close, for power cuts. The rule that keeps that safe: unsynced writes
+//! go only into the slot that does *not* hold the newest synced generation
+//! (skipping a generation number when needed to keep the parity), and the
+//! slots trade roles only after a sync. A power cut can then tear only a
+//! slot whose loss costs progress since the last sync (redelivered events),
+//! never both slots, and never a wrong position. One file for all consumers
 //! means one sync per interval however many sinks there are.
 //!
 //! Each entry also carries the consumer's loss counts, so that the
@@ -194,6 +199,16 @@ pub fn load(dir: &Path) -> Result<Loaded> {
         None => loaded.all_lost = present > 0,
     }
     Ok(loaded)
+}
+
+/// The smallest generation after `last` that [`store`] writes into `slot`.
+pub fn next_generation(last: u64, slot: usize) -> u64 {
+    let g = last + 1;
+    if (g % 2) as usize == slot {
+        g
+    } else {
+        g + 1
+    }
 }
 
 /// Writes `cursors` as generation `generation` into its slot, syncing it

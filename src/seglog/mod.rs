@@ -32,8 +32,9 @@ A log directory holds:
 * `NNNNNNNNNNNNNNNNNNNN.seg` — segments, named by the sequence number of
   their first event (20 digits, so they sort). The newest is the *active*
   segment; the others are *sealed* and never change again.
-* `cursors.0`, `cursors.1` — every consumer's committed position, written
-  alternately with a generation number and a CRC (see `cursor.rs`).
+* `cursors.0`, `cursors.1` — every consumer's committed position, with a
+  generation number and a CRC (see `cursor.rs` for which slot is written
+  when).
 
 A segment is a 32-byte header followed by frames; a frame is one group
 commit: a 28-byte header (length, CRC-32 of everything after the CRC, first
@@ -54,8 +55,9 @@ and the bytes. The exact layout is in `format.rs` and
    partial last frame of the active segment is truncated (and logged with the
    segment and offset); damage followed by valid frames, anywhere, is skipped
    and counted, and the events it held are counted as lost for each consumer.
-5. A sealed segment is deleted once every consumer has committed past it, or
-   by eviction: `max_age` always applies, `max_bytes` applies under
+5. A sealed segment is deleted once every consumer has committed past it
+   and no retention [`Hold`] is at or before its end (at `max_bytes`, holds
+   give way rather than make an append wait), or by eviction: `max_age` always applies, `max_bytes` applies under
    [`WhenFull::DropOldest`]; the active segment is never evicted. Every event
    a consumer had not finished when it was evicted is counted once per
    consumer and [`LossReason`], read or not: consumers tell the log through
@@ -97,14 +99,18 @@ directory as a power cut could leave it, checking that under
 * One append is at most one frame: its events must fit in one segment
   (`segment_bytes` − 60 bytes) and in 64 MiB.
 * `max_bytes` must be at least two segments.
-* Cursors reach disk every `cursor_sync_interval` and at [`Log::close`]; a
-  crash replays at most that much progress (at-least-once delivery).
+* A commit wakes the writer, which writes the cursor file in its next round
+  without syncing it; it syncs every `cursor_sync_interval` and at
+  [`Log::close`]. A kill -9 replays at most the commits made during one
+  writer round; a power cut at most `cursor_sync_interval` of progress
+  (at-least-once delivery either way).
 */
 
 mod consumer;
 mod cursor;
 mod error;
 pub mod format;
+pub mod hold;
 mod io;
 mod janitor;
 mod options;
@@ -127,6 +133,7 @@ use tokio::sync::{oneshot, watch};
 
 pub use consumer::{Consumer, Event, Ledger, StartAt};
 pub use error::{LogError, Result};
+pub use hold::Hold;
 #[doc(hidden)]
 pub use io::{IoHook, IoOp};
 pub use options::{FsyncPolicy, LogOptions, WhenFull};
@@ -265,11 +272,21 @@ impl Log {
     /// state the last process left. Blocking: call it from `spawn_blocking`
     /// in async code.
     pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<Log> {
+        Self::open_with_holds(dir, opts, &[])
+    }
+
+    /// [`open`](Self::open), with the named retention [holds](hold) in
+    /// place at the oldest event before the writer can delete anything.
+    pub fn open_with_holds(dir: impl AsRef<Path>, opts: LogOptions, holds: &[&str]) -> Result<Log> {
         opts.validate().map_err(LogError::Options)?;
         let dir = dir.as_ref().to_path_buf();
         let sync = opts.fsync.syncs_directory();
         let fs = io::Fs::new(opts.io_hook.clone());
-        let rec = recovery::recover(&dir, recovery::Mode::ReadWrite { sync }, &fs)?;
+        let mut rec = recovery::recover(&dir, recovery::Mode::ReadWrite { sync }, &fs)?;
+        let floor = rec.state.floor();
+        for h in holds {
+            rec.state.holds.insert(h.to_string(), floor);
+        }
         let Some(active) = rec.active else {
             return Err(LogError::Closed);
         };
@@ -296,6 +313,19 @@ impl Log {
                 (n.clone(), e)
             })
             .collect();
+        // The winning slot may hold an unsynced write that survived a kill
+        // -9 in the page cache: sync it, so that it is the durable slot the
+        // writer never writes unsynced data over.
+        let durable_slot = if rec.cursor_generation > 0 && opts.fsync.syncs_directory() {
+            let slot = (rec.cursor_generation % 2) as usize;
+            let path = &cursor::slot_paths(&dir)[slot];
+            std::fs::File::open(path)
+                .and_then(|f| fs.sync_data(&f, path))
+                .ok()
+                .map(|()| slot)
+        } else {
+            None
+        };
         let (durable, _) = watch::channel(next_seq);
         let shared = Arc::new(Shared {
             dir,
@@ -304,6 +334,7 @@ impl Log {
             state: Mutex::new(rec.state),
             durable,
             maintain_queued: AtomicBool::new(false),
+            cursors_moved: AtomicBool::new(false),
             _lock: rec.lock,
         });
         let (tx, rx) = mpsc::channel();
@@ -323,10 +354,13 @@ impl Log {
             pending: VecDeque::new(),
             unsynced: false,
             last_sync: Instant::now(),
-            last_cursor_store: Instant::now(),
+            last_cursor_sync: Instant::now(),
             last_age_check: Instant::now() - Duration::from_secs(60),
             cursor_generation: rec.cursor_generation,
             stored_cursors: stored,
+            durable_slot,
+            cursors_unsynced: false,
+            slot_needs_dir_sync: [false; 2],
             blocked_since: None,
             must_roll: false,
             gather: Default::default(),
@@ -364,6 +398,7 @@ impl Log {
             state: Mutex::new(state),
             durable,
             maintain_queued: AtomicBool::new(false),
+            cursors_moved: AtomicBool::new(false),
             _lock: None,
         });
         // No writer: every request finds the channel closed.

@@ -310,6 +310,7 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
             total_bytes,
             counters,
             damage_seen,
+            holds: Default::default(),
             closed: false,
         },
         lock,

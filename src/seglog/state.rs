@@ -357,6 +357,9 @@ pub struct State {
     /// Damage already counted, by (segment base, offset), so that several
     /// consumers reading the same bad frame count it once.
     pub damage_seen: HashSet<(u64, u64)>,
+    /// Retention holds by name: consumed segments at or past a hold's
+    /// position are not deleted (see `hold.rs`).
+    pub holds: BTreeMap<String, u64>,
     pub closed: bool,
 }
 
@@ -372,8 +375,18 @@ impl State {
         c.committed.max(self.floor())
     }
 
-    /// The lowest position any consumer still needs; `None` without consumers.
+    /// The lowest position any consumer or hold still needs; `None`
+    /// without consumers. Only deletion of consumed segments honours holds;
+    /// eviction does not ask.
     pub fn min_needed(&self) -> Option<u64> {
+        let consumers = self.min_committed()?;
+        let holds = self.holds.values().map(|&p| p.max(self.floor())).min();
+        Some(holds.map_or(consumers, |h| h.min(consumers)))
+    }
+
+    /// The lowest position any consumer still needs, holds aside; `None`
+    /// without consumers.
+    pub fn min_committed(&self) -> Option<u64> {
         self.consumers.values().map(|c| self.effective(c)).min()
     }
 
@@ -413,6 +426,8 @@ pub struct Shared {
     /// Set while a maintenance nudge is queued, so commits do not flood the
     /// writer with them.
     pub maintain_queued: AtomicBool,
+    /// A commit moved a cursor since the writer last wrote the cursor slot.
+    pub cursors_moved: AtomicBool,
     /// The data-directory lock, released when the last handle goes; `None`
     /// for a read-only view.
     pub _lock: Option<File>,

@@ -16,6 +16,8 @@ pub struct LogStats {
     /// Append time of the oldest event on disk, in unix milliseconds.
     pub oldest_append_ms: Option<u64>,
     pub consumers: Vec<ConsumerStats>,
+    /// Retention holds and their positions (none in a read-only view).
+    pub holds: Vec<(String, u64)>,
     pub counters: Counters,
 }
 
@@ -94,6 +96,11 @@ pub(crate) fn collect(st: &mut State) -> LogStats {
         next_seq: st.next_seq,
         oldest_append_ms,
         consumers,
+        holds: st
+            .holds
+            .iter()
+            .map(|(n, &p)| (n.clone(), p.max(first_seq)))
+            .collect(),
         counters: st.counters.clone(),
     }
 }

@@ -99,10 +99,20 @@ pub struct Writer {
     pub pending: VecDeque<AppendReq>,
     pub unsynced: bool,
     pub last_sync: Instant,
-    pub last_cursor_store: Instant,
+    /// When cursors were last stored on the `cursor_sync_interval` timer.
+    pub last_cursor_sync: Instant,
     pub last_age_check: Instant,
+    /// The generation last written to a cursor slot (synced or not).
     pub cursor_generation: u64,
     pub stored_cursors: CursorMap,
+    /// The slot holding the newest *synced* generation, if known. Unsynced
+    /// writes go only into the other slot, see [`Writer::store_cursors`].
+    pub durable_slot: Option<usize>,
+    /// The newest generation was written but not synced.
+    pub cursors_unsynced: bool,
+    /// A slot file created by an unsynced write: its directory entry is not
+    /// durable until the directory is synced.
+    pub slot_needs_dir_sync: [bool; 2],
     /// Set while the front of `pending` waits for space under `block`.
     pub blocked_since: Option<Instant>,
     /// A roll failed: no frame may go into the active segment any more. The
@@ -220,6 +230,14 @@ impl Writer {
 
     fn wait_time(&self) -> Duration {
         let mut t = TICK;
+        if self.cursors_unsynced {
+            t = t.min(
+                self.shared
+                    .opts
+                    .cursor_sync_interval
+                    .saturating_sub(self.last_cursor_sync.elapsed()),
+            );
+        }
         if let FsyncPolicy::Interval(i) = self.shared.opts.fsync {
             if self.unsynced {
                 t = t.min(i.saturating_sub(self.last_sync.elapsed()));
@@ -275,9 +293,20 @@ impl Writer {
                 }
             }
         }
-        if self.last_cursor_store.elapsed() >= opts.cursor_sync_interval {
+        // A commit that moved a cursor woke the writer: its slot is written
+        // now, in the same round as the next group commit (or alone when
+        // appends are idle), so a kill -9 (which keeps the page cache)
+        // replays at most the commits of one round. The sync for power cuts
+        // waits for the interval.
+        let moved = self.shared.cursors_moved.swap(false, Ordering::AcqRel);
+        if self.last_cursor_sync.elapsed() >= opts.cursor_sync_interval {
+            self.last_cursor_sync = Instant::now();
             if let Err(e) = self.store_cursors(opts.fsync.syncs_directory()) {
                 warn!(error = %e, "could not persist consumer cursors; will retry");
+            }
+        } else if moved {
+            if let Err(e) = self.store_cursors(false) {
+                warn!(error = %e, "could not write consumer cursors; will retry");
             }
         }
         self.delete_consumed();
@@ -289,8 +318,16 @@ impl Writer {
         }
     }
 
+    /// Writes every cursor into a slot, syncing it when `sync`.
+    ///
+    /// The slot rule: an unsynced write never goes into the slot holding
+    /// the newest *synced* generation, only into the other one, and the
+    /// slots trade places only after a sync. A power cut can tear or undo
+    /// any unsynced write, but then the durable slot is still whole, so
+    /// recovery always finds the last synced cursors (or newer ones). Were
+    /// unsynced writes to alternate, one could land on the only durable
+    /// slot while the other was still unsynced, and a cut could tear both.
     fn store_cursors(&mut self, sync: bool) -> Result<()> {
-        self.last_cursor_store = Instant::now();
         let current: CursorMap = {
             let st = self.shared.lock();
             st.consumers
@@ -308,9 +345,21 @@ impl Writer {
                 .collect()
         };
         if current == self.stored_cursors && self.cursor_generation > 0 {
+            if sync && self.cursors_unsynced {
+                return self.sync_cursor_slot();
+            }
             return Ok(());
         }
-        let generation = self.cursor_generation + 1;
+        // Without a known durable slot (a sync at open failed), only a
+        // synced write is safe, as before this rule.
+        let syncs = self.shared.opts.fsync.syncs_directory();
+        let sync = sync || (syncs && self.durable_slot.is_none());
+        let slot = match self.durable_slot {
+            Some(d) => 1 - d,
+            None => ((self.cursor_generation + 1) % 2) as usize,
+        };
+        let generation = cursor::next_generation(self.cursor_generation, slot);
+        let created = !cursor::slot_paths(&self.shared.dir)[slot].exists();
         cursor::store(
             &self.shared.fs,
             &self.shared.dir,
@@ -320,15 +369,57 @@ impl Writer {
         )?;
         self.cursor_generation = generation;
         self.stored_cursors = current;
+        if sync {
+            if self.slot_needs_dir_sync[slot] {
+                segment::sync_dir(&self.shared.fs, &self.shared.dir)?;
+                self.slot_needs_dir_sync[slot] = false;
+            }
+            self.durable_slot = syncs.then_some(slot);
+            self.cursors_unsynced = false;
+        } else {
+            self.cursors_unsynced = true;
+            self.slot_needs_dir_sync[slot] |= created;
+        }
         Ok(())
     }
 
-    /// Deletes sealed segments that every consumer has passed.
+    /// Syncs the slot holding the newest, unsynced generation: it becomes
+    /// the durable slot.
+    fn sync_cursor_slot(&mut self) -> Result<()> {
+        let slot = (self.cursor_generation % 2) as usize;
+        let dir = &self.shared.dir;
+        let path = &cursor::slot_paths(dir)[slot];
+        let f = File::open(path).map_err(|e| LogError::io("opening cursor file", path, e))?;
+        self.shared
+            .fs
+            .sync_data(&f, path)
+            .map_err(|e| LogError::io("syncing cursor file", path, e))?;
+        if self.slot_needs_dir_sync[slot] {
+            segment::sync_dir(&self.shared.fs, dir)?;
+            self.slot_needs_dir_sync[slot] = false;
+        }
+        self.durable_slot = Some(slot);
+        self.cursors_unsynced = false;
+        Ok(())
+    }
+
+    /// Deletes sealed segments that every consumer has passed and no hold
+    /// keeps.
     fn delete_consumed(&mut self) {
+        self.delete_passed(true);
+    }
+
+    /// Deletes sealed segments that every consumer has passed, keeping
+    /// those a hold points into when `honour_holds`.
+    fn delete_passed(&mut self, honour_holds: bool) {
         loop {
             let st = self.shared.lock();
-            let passed =
-                st.segments.len() > 1 && st.min_needed().is_some_and(|m| m >= st.end_of(0));
+            let needed = if honour_holds {
+                st.min_needed()
+            } else {
+                st.min_committed()
+            };
+            let passed = st.segments.len() > 1 && needed.is_some_and(|m| m >= st.end_of(0));
             drop(st);
             if !passed {
                 return;
@@ -482,6 +573,18 @@ impl Writer {
             return true;
         }
         self.delete_consumed();
+        if fits(self) {
+            return true;
+        }
+        // A hold never makes the log refuse an append: at `max_bytes` the
+        // segments every consumer has finished go even if held (a crash of
+        // the holding file source then appends their lines again), before
+        // anything unsent is evicted or an append waits.
+        let held = self.shared.lock().segments.len();
+        self.delete_passed(false);
+        if self.shared.lock().segments.len() < held {
+            warn!("the log is full: deleted finished segments that a file source's last checkpoint still points into (a crash before its next checkpoint appends their lines again)");
+        }
         if fits(self) {
             return true;
         }
@@ -736,5 +839,131 @@ fn copy_error(e: &LogError) -> LogError {
             path: Default::default(),
             source: std::io::Error::other(other.to_string()),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Mutex;
+
+    use super::super::{Batch, IoHook, IoOp, Log, LogOptions, StartAt};
+    use super::*;
+
+    /// Per cursor slot: written since its last sync, and ever synced.
+    #[derive(Debug, Default)]
+    struct Slots {
+        dirty: [bool; 2],
+        synced: [bool; 2],
+        unsynced_writes: u64,
+        syncs: u64,
+        violations: Vec<String>,
+    }
+
+    #[derive(Debug, Default)]
+    struct Watch(Mutex<Slots>);
+
+    fn slot_of(p: &Path) -> Option<usize> {
+        match p.file_name()?.to_str()? {
+            "cursors.0" => Some(0),
+            "cursors.1" => Some(1),
+            _ => None,
+        }
+    }
+
+    impl IoHook for Watch {
+        fn before(&self, op: &IoOp<'_>) -> std::io::Result<()> {
+            let mut s = self.0.lock().unwrap();
+            if let IoOp::Write { path, .. } | IoOp::SetLen { path, .. } = *op {
+                if let Some(i) = slot_of(path) {
+                    // Once a slot was synced, one must stay synced and
+                    // untouched: a power cut may tear every dirty slot.
+                    let ever_synced = s.synced[0] || s.synced[1];
+                    if ever_synced && (!s.synced[1 - i] || s.dirty[1 - i]) {
+                        let msg = format!("write to slot {i} while {s:?}");
+                        s.violations.push(msg);
+                    }
+                    s.dirty[i] = true;
+                }
+            }
+            Ok(())
+        }
+
+        fn after(&self, op: &IoOp<'_>) {
+            let mut s = self.0.lock().unwrap();
+            if let IoOp::SyncData { path } = *op {
+                if let Some(i) = slot_of(path) {
+                    if !s.dirty[i] && s.synced[i] {
+                        return;
+                    }
+                    s.dirty[i] = false;
+                    s.synced[i] = true;
+                    s.syncs += 1;
+                }
+            }
+            if let IoOp::Write { path, .. } = *op {
+                if slot_of(path).is_some() {
+                    s.unsynced_writes += 1;
+                }
+            }
+        }
+    }
+
+    /// Commits write the cursor slot at once without a sync, never into
+    /// the slot holding the newest synced cursors; the interval syncs.
+    #[test]
+    fn unsynced_cursor_writes_never_touch_the_durable_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let watch = Arc::new(Watch::default());
+        let opts = LogOptions {
+            cursor_sync_interval: Duration::from_millis(30),
+            io_hook: Some(watch.clone()),
+            ..LogOptions::default()
+        };
+        let log = Log::open(dir.path(), opts).unwrap();
+        let mut c = log.consumer("sink", StartAt::Oldest).unwrap();
+        let until = Instant::now() + Duration::from_millis(300);
+        let mut last_written = 0;
+        while Instant::now() < until {
+            let mut b = Batch::new();
+            b.push(b"event");
+            log.append_blocking(b).unwrap();
+            let got = c.read(10, 1 << 20).unwrap();
+            if let Some(e) = got.last() {
+                c.commit(e.seq + 1).unwrap();
+                last_written = e.seq + 1;
+            }
+            // The cursor reaches the slot file without a sync or a close.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                let on_disk = cursor::load(dir.path()).unwrap().cursors["sink"].next;
+                if on_disk == last_written {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "cursor {on_disk} never reached {last_written}"
+                );
+                std::thread::yield_now();
+            }
+        }
+        drop(c);
+        log.close_blocking().unwrap();
+        let s = watch.0.lock().unwrap();
+        assert!(s.violations.is_empty(), "{:?}", s.violations);
+        assert!(s.unsynced_writes > 2 * s.syncs, "{s:?}");
+        assert!(s.syncs >= 3, "{s:?}");
+        assert!(
+            !s.dirty[0] && !s.dirty[1],
+            "close leaves a slot unsynced: {s:?}"
+        );
+    }
+
+    #[test]
+    fn generations_keep_their_slot_parity() {
+        assert_eq!(cursor::next_generation(0, 1), 1);
+        assert_eq!(cursor::next_generation(0, 0), 2);
+        assert_eq!(cursor::next_generation(5, 0), 6);
+        assert_eq!(cursor::next_generation(5, 1), 7);
     }
 }

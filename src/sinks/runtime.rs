@@ -18,8 +18,16 @@
 //! and the *window* — events read but not yet committable — is at most
 //! [`window`] events: when one old event is stuck (retrying, held for
 //! credentials, or a full quarantine), later ones are still sent until the
-//! window is full, then reading pauses. After a crash at most the window is
-//! sent again, with the same ids.
+//! window is full, then reading pauses.
+//!
+//! Crash repeats: the loop commits after every finished batch, and the log
+//! writes each commit to its cursor file in the writer's next round (synced
+//! every `cursor_sync_interval`). After a kill -9 a receiver sees again, with
+//! the same ids, at most the batches in flight (`concurrency` ×
+//! `batch_max_events`) plus those committed during the one writer round that
+//! had not yet written them; only while an event is stuck can the events
+//! finished behind it (up to the window) add to that. After a power cut, the
+//! progress since the last cursor sync.
 //!
 //! Input filtering reads only the envelope's `source` field (a few bytes of
 //! protobuf), so events of other sources are skipped without decoding them;

@@ -22,6 +22,18 @@
 //! it did not): the checkpoint then records their lines as spans *ahead* of
 //! the streams' offsets, so that a restart before the refused chunk lands
 //! reads its lines again but not theirs (see `recovery.rs`).
+//!
+//! Checkpoints come in two strengths. After every acknowledged append group
+//! the appender writes `checkpoint.recent` without syncing it (a kill -9
+//! keeps the page cache, so it survives a crash of the process; a power cut
+//! may tear or undo it, and a torn one is ignored). Every
+//! [`CHECKPOINT_INTERVAL`], at a new file and when stopping it writes the
+//! durable `checkpoint.json` (`checkpoint.rs`: synced, renamed, directory
+//! synced), and only then moves the source's retention hold on the log
+//! (`seglog/hold.rs`) to that checkpoint's `log_seq`: the log never deletes
+//! a segment that the durable checkpoint's recovery would still read. On
+//! start the newer of the two checkpoints is used (`load_recent`); either
+//! is correct, the recent one only makes the scan of the log shorter.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -40,14 +52,19 @@ use tracing::{error, info, warn};
 use super::checkpoint::{self, Checkpoint, Record};
 use super::discovery::Wake;
 use super::tailer::{Chunk, Counters, StreamId, Update};
-use crate::seglog::{Batch, Log, LogError, SeqRange};
+use crate::seglog::{Batch, Hold, Log, LogError, SeqRange};
 
 /// Appends in flight at once.
 pub const MAX_IN_FLIGHT: usize = 4;
-/// How often acknowledged progress is checkpointed (it is also written when
-/// a new stream appears and when the source stops). Between two checkpoints
-/// the log itself holds the progress: see `recovery.rs`.
+/// How often acknowledged progress is checkpointed durably (it is also
+/// written when a new stream appears and when the source stops). Between
+/// two durable checkpoints the log itself holds the progress (see
+/// `recovery.rs`), kept by the source's hold; `checkpoint.recent` holds it
+/// too, without a sync.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+/// The checkpoint written after every acknowledged append group, unsynced.
+pub const RECENT_FILE: &str = "checkpoint.recent";
+const RECENT_TMP: &str = "checkpoint.recent.tmp";
 const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
@@ -88,8 +105,12 @@ pub struct Appender {
     pub dir: PathBuf,
     pub records: BTreeMap<StreamId, Record>,
     pub counters: Counters,
+    /// Kept by the log at the last durable checkpoint's `log_seq`.
+    hold: Hold,
     queue: VecDeque<Pending>,
     dirty: bool,
+    /// Progress not yet in `checkpoint.recent`.
+    recent_dirty: bool,
     last_checkpoint: Instant,
     backoff: Duration,
     full_since: Option<Instant>,
@@ -127,6 +148,7 @@ impl Appender {
         dir: PathBuf,
         records: BTreeMap<StreamId, Record>,
         counters: Counters,
+        hold: Hold,
     ) -> Appender {
         Appender {
             name,
@@ -134,8 +156,10 @@ impl Appender {
             dir,
             records,
             counters,
+            hold,
             queue: VecDeque::new(),
             dirty: true,
+            recent_dirty: false,
             last_checkpoint: Instant::now(),
             backoff: RETRY_MIN,
             full_since: None,
@@ -192,6 +216,8 @@ impl Appender {
                     // Not fatal: the log holds the progress meanwhile.
                     error!(source = %self.name, error = format!("{e:#}"), "writing the checkpoint failed; will retry");
                 }
+            } else if self.recent_dirty {
+                self.checkpoint_recent().await;
             }
             let can_take = open && !blocked && self.queue.len() < MAX_IN_FLIGHT;
             let tick = CHECKPOINT_INTERVAL.saturating_sub(self.last_checkpoint.elapsed());
@@ -266,6 +292,7 @@ impl Appender {
                         self.records.remove(&id);
                     }
                     self.dirty = true;
+                    self.recent_dirty = true;
                     if barrier {
                         self.checkpoint_barrier(stop).await?;
                     }
@@ -383,6 +410,7 @@ impl Appender {
                 }
             }
             self.dirty |= !p.chunk.positions.is_empty();
+            self.recent_dirty |= !p.chunk.positions.is_empty();
             self.counters.events.inc_by(p.chunk.events as u64);
             self.counters.event_bytes.inc_by(p.payload_bytes);
         }
@@ -446,8 +474,9 @@ impl Appender {
             .unwrap_or_else(|| self.log.next_seq())
     }
 
-    async fn checkpoint(&mut self) -> anyhow::Result<()> {
-        let ck = Checkpoint {
+    /// The checkpoint of what is acknowledged now.
+    fn current(&self) -> Checkpoint {
+        Checkpoint {
             source: self.name.clone(),
             log_seq: self.log_seq(),
             written_unix_ms: SystemTime::now()
@@ -462,15 +491,33 @@ impl Appender {
                 }
                 records.into_values().collect()
             },
-        };
+        }
+    }
+
+    /// Writes the durable checkpoint, then lets the log delete what its
+    /// recovery no longer needs.
+    async fn checkpoint(&mut self) -> anyhow::Result<()> {
+        let ck = self.current();
+        let log_seq = ck.log_seq;
         let dir = self.dir.clone();
-        let r = tokio::task::spawn_blocking(move || checkpoint::save(&dir, &ck))
-            .await
-            .context("the checkpoint writer panicked")?;
+        let r = tokio::task::spawn_blocking(move || {
+            checkpoint::save(&dir, &ck)?;
+            // A recent checkpoint exists only if written after the last
+            // durable one: nothing else (a restore, an operator's edit of
+            // checkpoint.json) is ever overridden by a stale one.
+            match std::fs::remove_file(dir.join(RECENT_FILE)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            }
+        })
+        .await
+        .context("the checkpoint writer panicked")?;
         self.last_checkpoint = Instant::now();
         match r {
             Ok(()) => {
                 self.dirty = false;
+                self.recent_dirty = false;
+                self.hold.release_below(log_seq);
                 Ok(())
             }
             Err(e) => {
@@ -483,6 +530,47 @@ impl Appender {
                 })
             }
         }
+    }
+
+    /// Writes `checkpoint.recent` without a sync. A failure only costs a
+    /// longer scan of the log at the next start; the durable checkpoint
+    /// reports errors.
+    async fn checkpoint_recent(&mut self) {
+        self.recent_dirty = false;
+        let ck = self.current();
+        let dir = self.dir.clone();
+        let r = tokio::task::spawn_blocking(move || save_recent(&dir, &ck)).await;
+        if let Ok(Err(e)) = r {
+            tracing::debug!(source = %self.name, error = %e, "writing checkpoint.recent failed");
+        }
+    }
+}
+
+/// Writes `ck` as `checkpoint.recent`: a whole new file renamed over the
+/// old one, so a crash of the process leaves the old or the new, never a
+/// mix; nothing is synced.
+fn save_recent(dir: &std::path::Path, ck: &Checkpoint) -> std::io::Result<()> {
+    let tmp = dir.join(RECENT_TMP);
+    std::fs::write(&tmp, checkpoint::encode(ck))?;
+    std::fs::rename(&tmp, dir.join(RECENT_FILE))
+}
+
+/// The checkpoint to start from: `durable` (from `checkpoint.json`), or
+/// `checkpoint.recent` in `dir` if it is valid and newer. Both describe only
+/// acknowledged appends, so either is correct. (A recent one older than the
+/// durable one is only left by a power cut that undid its removal.)
+pub fn load_recent(dir: &std::path::Path, source: &str, durable: Checkpoint) -> Checkpoint {
+    let Ok(bytes) = std::fs::read(dir.join(RECENT_FILE)) else {
+        return durable;
+    };
+    match checkpoint::decode(&bytes, source) {
+        Ok(recent)
+            if (recent.log_seq, recent.written_unix_ms)
+                > (durable.log_seq, durable.written_unix_ms) =>
+        {
+            recent
+        }
+        _ => durable,
     }
 }
 
@@ -529,12 +617,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = Log::open(dir.path().join("log"), LogOptions::default()).unwrap();
         let metrics = Arc::new(Metrics::new(Some(log.clone())));
+        let hold = log.hold("file:app").unwrap();
         let mut a = Appender::new(
             "app".into(),
             log,
             dir.path().join("ck"),
             BTreeMap::from([(1, record(10)), (2, record(0))]),
             Counters::new(&metrics, "app"),
+            hold,
         );
         let chunks = [
             (vec![(1, 20)], State::Done),

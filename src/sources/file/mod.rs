@@ -25,7 +25,9 @@ lines, and appends every line to the log once.
 * `appender.rs` — appends in order with several in flight, pauses when the
   log is full, checkpoints what is acknowledged.
 * `checkpoint.rs`, `recovery.rs` — crash-safe checkpoints, and the log scan
-  that makes a crash between an append and its checkpoint harmless.
+  that makes a crash between an append and its checkpoint harmless. The
+  source's retention hold on the log (`seglog/hold.rs`) keeps the segments
+  that scan reads until a durable checkpoint has passed them.
 
 # The guarantee
 
@@ -48,9 +50,10 @@ the globs (and in any case those written between the copy and the
 truncation); a file rotated out of the globs before holdfast ever found
 it, or moved out of its directory, or idle for `rotate_wait` after it left
 the globs, is not read further (one that left the globs but stayed in its
-directory is found again by inode, also after a restart); a line appended just before a `drop_oldest` eviction removed it
-from the log, or just before the log deleted a segment every sink had
-finished, and after the last checkpoint, may be read again after a crash.
+directory is found again by inode, also after a restart); a line appended
+after the last durable checkpoint and evicted (`drop_oldest`, `max_age`)
+before a crash is read and appended again after it (a hold keeps segments
+from deletion as consumed, not from eviction).
 A chunk refused by a full log and overtaken by a later one leaves a gap in
 the log: see `recovery.rs` for how the lines past it are not repeated.
 */
@@ -196,6 +199,12 @@ fn max_open_files() -> usize {
     (soft / 4).clamp(16, 4096)
 }
 
+/// The name of the retention hold a `file` source keeps on the log (see
+/// `seglog/hold.rs`); the daemon opens the log with it in place.
+pub fn hold_name(source: &str) -> String {
+    format!("file:{source}")
+}
+
 /// Runs the source until `stop` is cancelled, then appends what it holds,
 /// writes its checkpoint and returns. Safe to call again after an error (a
 /// supervisor restart): it resumes from the checkpoint and the log.
@@ -207,6 +216,11 @@ pub async fn run(
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     opts.check().with_context(|| format!("source {name}"))?;
+    // Until the checkpoint is read, the hold keeps everything (or, after a
+    // supervisor restart, where the last durable checkpoint put it).
+    let hold = log
+        .hold(&hold_name(&name))
+        .with_context(|| format!("source {name}: taking its hold on the log"))?;
     let counters = tailer::Counters::new(&metrics, &name);
     let lo = log.options();
     let max_frame = (lo.segment_bytes as usize)
@@ -234,7 +248,16 @@ pub async fn run(
         })?;
     let (ck, first_start) = match loaded {
         checkpoint::Loaded::Missing => (None, true),
-        checkpoint::Loaded::Found(ck) => (Some(ck), false),
+        checkpoint::Loaded::Found(ck) => {
+            // The log keeps what recovery from the durable checkpoint
+            // needs; the unsynced recent one, if newer, only starts the
+            // scan later.
+            hold.release_below(ck.log_seq);
+            let (dir, n) = (opts.checkpoint_dir.clone(), name.clone());
+            let ck =
+                tokio::task::spawn_blocking(move || appender::load_recent(&dir, &n, ck)).await?;
+            (Some(ck), false)
+        }
         checkpoint::Loaded::Damaged { reason, moved_to } => {
             counters.checkpoint_errors.inc();
             error!(source = %name, reason = %reason, moved_to = %moved_to.display(),
@@ -298,6 +321,7 @@ pub async fn run(
         opts.checkpoint_dir.clone(),
         records,
         counters,
+        hold,
     );
     let r = app.run(rx, stop, wake.clone()).await;
     wake.stop();
