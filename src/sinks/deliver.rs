@@ -1,13 +1,19 @@
-//! One batch on its way: the task that owns a `concurrency` slot until every
-//! event of its batch is finished (delivered, duplicate, or durably
-//! quarantined), or until the sink stops.
+//! One batch on its way: the task that owns a `concurrency` slot while its
+//! requests are sent and answered, until every event of its batch is
+//! finished (delivered, duplicate, or durably quarantined) or handed back
+//! to the runtime's retry queue, or until the sink stops.
 //!
 //! It sends, lets the protocol read the answer and the [`Policy`] classify
 //! it per event, reports finished events to the runtime as soon as they are
-//! finished, and sends again only the events that need it — the same
-//! envelopes, so the same ids and idempotency keys — after a backoff. A 413
-//! splits the request in halves; a configuration problem (401/403, wrong
-//! endpoint) holds the whole request and retries slowly, loudly.
+//! finished, and hands the events that must be sent again back to the
+//! runtime with the time they may go (their backoff, or the receiver's
+//! `Retry-After`): they rejoin later requests — the same envelopes, so the
+//! same ids and idempotency keys — and the slot does not sit through the
+//! wait. A 413 splits the request in halves, sent at once; a configuration
+//! problem (401/403, wrong endpoint) holds the whole request here and
+//! retries slowly, loudly. Every answer is reported to the sink's adaptive
+//! [`Limit`]; an answer that shows the receiver working releases the
+//! retry queue's backoffs ([`Back::Alive`]).
 //!
 //! Stopping: no request is started and no backoff waited for after the
 //! sink's stop token fires; a request already sent is allowed to finish (its
@@ -18,7 +24,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use prometheus_client::metrics::counter::Counter;
@@ -30,11 +36,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 use super::http::{Answer, Client, MAX_RESPONSE_BYTES};
+use super::limit::{Limit, Signal};
 use super::options::QuarantineFull;
 use super::protocol::{BodyVerdict, Item, Pos, Protocol};
 pub(crate) use super::quarantine::FULL_RETRY;
 use super::quarantine::{self, Quarantine, Record, WriteError};
-use super::retry::{Decision, Outcome, Policy, Rejection, Verdict};
+use super::retry::{Decision, Outcome, Policy, Rejection, TransportKind, Verdict};
+use super::retry_queue::Waiting;
 use crate::event::Envelope;
 use crate::metrics::{Metrics, SinkLabels, SinkReasonLabels, SinkStatusLabels};
 
@@ -45,6 +53,33 @@ pub(crate) struct Raw {
     pub data: Bytes,
     /// Sends so far (non-zero for replayed events).
     pub attempts: u32,
+    /// Answers that asked for a retry and count toward `max_attempts`.
+    pub retries: u32,
+    /// Consecutive answers that asked for a retry: the backoff exponent.
+    pub failures: u32,
+}
+
+impl Raw {
+    /// An event read from the log or a replay file, never sent by this run.
+    pub fn new(pos: Pos, data: Bytes, attempts: u32) -> Raw {
+        Raw {
+            pos,
+            data,
+            attempts,
+            retries: 0,
+            failures: 0,
+        }
+    }
+}
+
+/// What a delivery task hands back to the runtime besides finished events.
+#[derive(Debug)]
+pub(crate) enum Back {
+    /// Events to send again, not before a time.
+    Retry(Waiting),
+    /// A request found the receiver working: waits that were only backoff
+    /// after it failed may end now.
+    Alive,
 }
 
 /// What every delivery task of one sink shares.
@@ -59,6 +94,11 @@ pub(crate) struct Shared<P> {
     /// Finished events go to the runtime, which moves the watermark.
     /// Dropped when the sink stops; a send then fails, harmlessly.
     pub done: mpsc::UnboundedSender<Vec<Pos>>,
+    /// Events to retry, and news that the receiver works, to the runtime.
+    /// Dropped with `done`.
+    pub back: mpsc::UnboundedSender<Back>,
+    /// Requests allowed in flight; every answer is reported to it.
+    pub limit: Limit,
     pub stop: CancellationToken,
     /// Requests sent so far, for spreading them over endpoints.
     pub requests: AtomicUsize,
@@ -78,6 +118,7 @@ pub(crate) struct SinkHandles {
     partial: Counter,
     in_flight: Gauge,
     latency: Histogram,
+    pub concurrency_limit: Gauge,
     pub quarantine_bytes: Gauge,
     quarantine_full: Gauge,
 }
@@ -95,6 +136,7 @@ impl SinkHandles {
             partial: s.partially_rejected.get_or_create(&labels).clone(),
             in_flight: s.in_flight.get_or_create(&labels).clone(),
             latency: s.latency.get_or_create(&labels).clone(),
+            concurrency_limit: s.concurrency_limit.get_or_create(&labels).clone(),
             quarantine_bytes: s.quarantine_bytes.get_or_create(&labels).clone(),
             quarantine_full: s.quarantine_full.get_or_create(&labels).clone(),
             labels,
@@ -167,7 +209,8 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                     env,
                     id,
                     attempts: r.attempts,
-                    retries: 0,
+                    retries: r.retries,
+                    failures: r.failures,
                 }),
                 None => invalid.push((r, "the event id is not 16 bytes".to_string())),
             },
@@ -193,8 +236,6 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
     }
 
     let mut rng = rand::rngs::SmallRng::from_os_rng();
-    // Consecutive rounds that left something to retry: the backoff exponent.
-    let mut failures = 0u32;
     while let Some(mut batch) = queue.pop_front() {
         if sh.stop.is_cancelled() {
             return;
@@ -208,7 +249,8 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
         sh.m.in_flight.inc();
         let started = Instant::now();
         let (answer, wire) = sh.client.send(req).await;
-        sh.m.latency.observe(started.elapsed().as_secs_f64());
+        let rtt = started.elapsed();
+        sh.m.latency.observe(rtt.as_secs_f64());
         sh.m.in_flight.dec();
 
         let body_verdict;
@@ -258,6 +300,10 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
         };
         let retries: Vec<u32> = batch.iter().map(|i| i.retries).collect();
         let decision = sh.policy.classify(&outcome, &retries);
+        sh.limit.observe(
+            tokio::time::Instant::now(),
+            signal(&outcome, &decision, rtt),
+        );
         if let Outcome::Success { body, .. } = &outcome {
             match body {
                 BodyVerdict::AcceptedWithWarning(message) => {
@@ -352,8 +398,11 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                         return;
                     }
                 }
+                if sent + dups > 0 {
+                    let _ = sh.back.send(Back::Alive);
+                }
                 if !again.is_empty() {
-                    failures += 1;
+                    let failures = again.iter().map(|i| i.failures).max().unwrap_or(0) + 1;
                     let wait = sh.policy.backoff(failures, retry_after, &mut rng);
                     match transport_message {
                         Some(m) => warn!(sink = %sh.name, %url, events = again.len(), error = %m,
@@ -363,14 +412,77 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                             retry_in = ?wait, "the receiver asked for a retry")
                         }
                     }
-                    queue.push_front(again);
-                    if !pause(&sh.stop, wait).await {
-                        return;
-                    }
-                } else {
-                    failures = 0;
+                    let now = tokio::time::Instant::now();
+                    let not_before = now + wait;
+                    // Only a wait the receiver did not ask for may be cut
+                    // short when it works again.
+                    let floor = if retry_after.is_none() && down(&outcome) {
+                        now
+                    } else {
+                        not_before
+                    };
+                    let items = again
+                        .into_iter()
+                        .map(|i| Raw {
+                            pos: i.pos,
+                            data: i.data,
+                            attempts: i.attempts,
+                            retries: i.retries,
+                            failures,
+                        })
+                        .collect();
+                    let _ = sh.back.send(Back::Retry(Waiting {
+                        items,
+                        not_before,
+                        floor,
+                    }));
                 }
             }
+        }
+    }
+}
+
+/// Whether an outcome says the receiver is down (no answer, 408, a 5xx)
+/// rather than pushing back (429) or judging events.
+fn down(outcome: &Outcome<'_>) -> bool {
+    match *outcome {
+        Outcome::Transport { .. } => true,
+        Outcome::Status { status, .. } => status == 408 || (500..600).contains(&status),
+        Outcome::Success { .. } => false,
+    }
+}
+
+/// What an answer tells the adaptive limit.
+fn signal(outcome: &Outcome<'_>, decision: &Decision, rtt: Duration) -> Signal {
+    match *outcome {
+        Outcome::Transport {
+            kind: TransportKind::Timeout,
+        } => Signal::Pushback,
+        Outcome::Transport { .. } => Signal::Other,
+        Outcome::Status {
+            status: 429 | 503, ..
+        } => Signal::Pushback,
+        Outcome::Status { .. } => Signal::Other,
+        Outcome::Success { .. } => {
+            let (items, busy) = match decision {
+                Decision::PerEvent { verdicts, .. } => (
+                    verdicts.len(),
+                    verdicts
+                        .iter()
+                        .filter(|v| {
+                            matches!(
+                                v,
+                                Verdict::Retry {
+                                    reason: "item_429",
+                                    ..
+                                }
+                            )
+                        })
+                        .count(),
+                ),
+                _ => (0, 0),
+            };
+            Signal::Answered { rtt, items, busy }
         }
     }
 }

@@ -1,25 +1,31 @@
-//! The shared sink runtime: one log consumer, batches, `concurrency`
-//! delivery tasks, the watermark, commits, and the replay inbox.
+//! The shared sink runtime: one log consumer, batches, delivery tasks up to
+//! the adaptive concurrency limit, the retry queue, the watermark, commits,
+//! and the replay inbox.
 //!
 //! ```text
-//!  log ──read──▶ forming batch ──(full | batch_timeout)──▶ deliver task ×concurrency
-//!   ▲                 ▲                                         │ finished events
-//!   │            replay inbox                                   ▼
-//!   └──── commit(watermark) ◀──────────── Watermark ◀──────── done channel
+//!  log ──read──▶ forming batch ──(full | batch_timeout)──▶ deliver task ×limit
+//!   ▲              ▲      ▲                                  │    │ finished events
+//!   │     replay inbox   retry queue ◀──── events to retry ──┘    ▼
+//!   └──── commit(watermark) ◀──────────────── Watermark ◀──── done channel
 //! ```
 //!
-//! The loop owns the consumer, the forming batch and the watermark; the
-//! delivery tasks own their batches and report each event the moment it is
-//! finished. The cursor is committed to the watermark, the lowest event not
+//! The loop owns the consumer, the forming batch, the retry queue and the
+//! watermark; the delivery tasks own their batches while they are sent and
+//! report each event the moment it is finished, or hand it back to be sent
+//! again later ([`super::retry_queue`]): the batch former takes due retries
+//! ahead of new reads, so a request never sits in its slot through a
+//! backoff. The cursor is committed to the watermark, the lowest event not
 //! finished, so it never passes an event still in flight, waiting for a
 //! retry, or waiting for room in the quarantine (`DESIGN.md` promise 6).
 //!
-//! Bounds: at most `concurrency` batches in flight plus the one forming;
-//! and the *window* — events read but not yet committable — is at most
-//! [`window`] events: when one old event is stuck (retrying, held for
-//! credentials, or a full quarantine), later ones are still sent until the
-//! window is full, then reading pauses. After a crash at most the window is
-//! sent again, with the same ids.
+//! Bounds: at most the current limit ([`super::limit`], at most
+//! `concurrency`) of batches in flight, plus a probe while everything backs
+//! off, plus the one forming; and the *window* — events read but not yet
+//! committable, retries waiting included — is at most [`window`] events: when
+//! one old event is stuck (retrying, held for credentials, or a full
+//! quarantine), later ones are still sent until the window is full, then
+//! reading pauses. After a crash at most the window is sent again, with the
+//! same ids.
 //!
 //! Input filtering reads only the envelope's `source` field (a few bytes of
 //! protobuf), so events of other sources are skipped without decoding them;
@@ -36,14 +42,16 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
-use super::deliver::{deliver, retry_parked, Raw, Shared, SinkHandles, FULL_RETRY};
+use super::deliver::{deliver, retry_parked, Back, Raw, Shared, SinkHandles, FULL_RETRY};
 use super::http::Client;
+use super::limit::Limit;
 use super::options::HttpSinkOptions;
 use super::protocol::{Pos, Protocol};
 use super::quarantine::{self, Quarantine};
 use super::retry::Policy;
+use super::retry_queue::{Probe, RetryQueue};
 use super::watermark::Watermark;
 use crate::metrics::Metrics;
 use crate::seglog::{Log, LogError, StartAt};
@@ -89,6 +97,7 @@ pub(crate) async fn run<P: Protocol>(
         .consumer(&name, StartAt::Oldest)
         .with_context(|| format!("opening the log consumer for sink {name}"))?;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Vec<Pos>>();
+    let (back_tx, mut back_rx) = mpsc::unbounded_channel::<Back>();
     let handles = SinkHandles::new(&metrics, &name);
     handles.quarantine_bytes.set(quarantine.used_bytes() as i64);
     let shared = Arc::new(Shared {
@@ -104,6 +113,12 @@ pub(crate) async fn run<P: Protocol>(
         config_hash: opts.config_hash.clone(),
         metrics: metrics.clone(),
         done: done_tx,
+        back: back_tx,
+        limit: Limit::new(
+            opts.concurrency,
+            opts.adaptive_concurrency,
+            handles.concurrency_limit.clone(),
+        ),
         stop: stop.clone(),
         requests: AtomicUsize::new(0),
         parked: Default::default(),
@@ -118,11 +133,13 @@ pub(crate) async fn run<P: Protocol>(
         due: None,
     };
     let mut replays = Replays::default();
+    let mut retries = RetryQueue::default();
+    let mut probe = Probe::new(Instant::now());
     let mut lanes: JoinSet<()> = JoinSet::new();
     let mut next_scan = Instant::now();
     let mut next_park = Instant::now();
     info!(sink = %name, from = consumer.position(), concurrency = opts.concurrency,
-        "sink started");
+        adaptive = opts.adaptive_concurrency, "sink started");
 
     let result: anyhow::Result<()> = loop {
         // Replayed events go first: an operator asked for them.
@@ -131,6 +148,14 @@ pub(crate) async fn run<P: Protocol>(
                 break;
             };
             push(&mut forming, r, &opts);
+        }
+        // Then events due for another try, ahead of new reads.
+        let room = opts.batch_max_events.saturating_sub(forming.events.len());
+        if room > 0 && forming.bytes < opts.batch_max_bytes {
+            let bytes = opts.batch_max_bytes - forming.bytes;
+            for r in retries.take_ready(Instant::now(), room, bytes) {
+                push(&mut forming, r, &opts);
+            }
         }
         if tracker.position() > committed {
             committed = tracker.position();
@@ -141,7 +166,8 @@ pub(crate) async fn run<P: Protocol>(
         let full =
             forming.events.len() >= opts.batch_max_events || forming.bytes >= opts.batch_max_bytes;
         let due = forming.due.is_some_and(|d| d <= Instant::now());
-        if (full || due) && lanes.len() < opts.concurrency {
+        let limit = shared.limit.current();
+        if (full || due) && lanes.len() < limit {
             let batch = std::mem::replace(
                 &mut forming.events,
                 Vec::with_capacity(opts.batch_max_events),
@@ -149,6 +175,8 @@ pub(crate) async fn run<P: Protocol>(
             forming.bytes = 0;
             forming.due = None;
             lanes.spawn(deliver(shared.clone(), batch));
+            shared.limit.started(lanes.len());
+            probe.sent(Instant::now());
             continue;
         }
         let can_read = !full && tracker.span() < window;
@@ -157,7 +185,10 @@ pub(crate) async fn run<P: Protocol>(
             .saturating_sub(forming.events.len())
             .max(1);
         let room_bytes = opts.batch_max_bytes.saturating_sub(forming.bytes).max(1);
-        let timer = forming.due.filter(|_| lanes.len() < opts.concurrency);
+        let timer = forming.due.filter(|_| lanes.len() < limit);
+        // A retry coming due is worth waking for only if it fits a batch.
+        let retry_at = retries.next_due().filter(|_| !full);
+        let probe_at = probe.due(lanes.len(), &retries);
         let scan_at = next_scan;
         let parked = shared.has_parked();
         if !parked {
@@ -168,6 +199,16 @@ pub(crate) async fn run<P: Protocol>(
             biased;
             _ = stop.cancelled() => break Ok(()),
             Some(done) = done_rx.recv() => finish(&mut tracker, &mut replays, &shared.quarantine, done),
+            Some(back) = back_rx.recv() => match back {
+                Back::Retry(w) => retries.push(w),
+                Back::Alive => {
+                    let released = retries.reset(Instant::now());
+                    if released > 0 {
+                        info!(sink = %name, events = released,
+                            "the receiver answers again: sending the events that waited for it now");
+                    }
+                }
+            },
             Some(joined) = lanes.join_next(), if !lanes.is_empty() => {
                 if let Err(e) = joined {
                     // A delivery task panicked: its events will never be
@@ -180,7 +221,7 @@ pub(crate) async fn run<P: Protocol>(
                     for e in events {
                         tracker.register(e.seq);
                         if wanted(&e.data, &opts.inputs) {
-                            push(&mut forming, Raw { pos: Pos::Log(e.seq), data: e.data, attempts: 0 }, &opts);
+                            push(&mut forming, Raw::new(Pos::Log(e.seq), e.data, 0), &opts);
                         } else {
                             tracker.complete(e.seq);
                         }
@@ -190,6 +231,16 @@ pub(crate) async fn run<P: Protocol>(
                 Err(e) => break Err(e.into()),
             },
             _ = tokio::time::sleep_until(timer.unwrap_or_else(Instant::now)), if timer.is_some() => {}
+            _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {}
+            _ = tokio::time::sleep_until(probe_at.unwrap_or_else(Instant::now)), if probe_at.is_some() => {
+                // Everything backs off and nothing is in flight: one event
+                // alone finds out whether the receiver is back.
+                if let Some(r) = retries.take_probe() {
+                    debug!(sink = %name, waiting = retries.len() + 1, "probing the receiver with one event");
+                    lanes.spawn(deliver(shared.clone(), vec![r]));
+                    probe.sent(Instant::now());
+                }
+            }
             _ = tokio::time::sleep_until(park_at), if parked => {
                 retry_parked(&shared).await;
                 next_park = Instant::now() + FULL_RETRY.min(opts.backoff_max);
@@ -281,14 +332,14 @@ async fn load_replay(q: &Arc<Quarantine>, replays: &mut Replays, metrics: &Metri
     for r in records {
         match r {
             Ok(rec) => {
-                replays.queue.push_back(Raw {
-                    pos: Pos::Replay {
+                replays.queue.push_back(Raw::new(
+                    Pos::Replay {
                         file: id,
                         seq: rec.seq,
                     },
-                    data: Bytes::from(rec.event),
-                    attempts: rec.attempts,
-                });
+                    Bytes::from(rec.event),
+                    rec.attempts,
+                ));
                 n += 1;
             }
             Err(e) => {
