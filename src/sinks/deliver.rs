@@ -80,6 +80,9 @@ pub(crate) enum Back {
     /// A request found the receiver working: waits that were only backoff
     /// after it failed may end now.
     Alive,
+    /// A request found the receiver down (no answer, 408, 5xx): hold every
+    /// batch until this time, and probe meanwhile.
+    Down { until: tokio::time::Instant },
 }
 
 /// What every delivery task of one sink shares.
@@ -402,43 +405,80 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                     let _ = sh.back.send(Back::Alive);
                 }
                 if !again.is_empty() {
-                    let failures = again.iter().map(|i| i.failures).max().unwrap_or(0) + 1;
-                    let wait = sh.policy.backoff(failures, retry_after, &mut rng);
-                    match transport_message {
-                        Some(m) => warn!(sink = %sh.name, %url, events = again.len(), error = %m,
-                            retry_in = ?wait, "request failed; sending again"),
-                        None => {
-                            warn!(sink = %sh.name, %url, events = again.len(), reason = retry_reason,
-                            retry_in = ?wait, "the receiver asked for a retry")
+                    requeue(&sh, again, &outcome, retry_after, &mut rng, |wait, n| {
+                        match transport_message {
+                            Some(m) => warn!(sink = %sh.name, %url, events = n, error = %m,
+                                retry_in = ?wait, "request failed; sending again"),
+                            None => {
+                                warn!(sink = %sh.name, %url, events = n, reason = retry_reason,
+                                retry_in = ?wait, "the receiver asked for a retry")
+                            }
                         }
-                    }
-                    let now = tokio::time::Instant::now();
-                    let not_before = now + wait;
-                    // Only a wait the receiver did not ask for may be cut
-                    // short when it works again.
-                    let floor = if retry_after.is_none() && down(&outcome) {
-                        now
-                    } else {
-                        not_before
-                    };
-                    let items = again
-                        .into_iter()
-                        .map(|i| Raw {
-                            pos: i.pos,
-                            data: i.data,
-                            attempts: i.attempts,
-                            retries: i.retries,
-                            failures,
-                        })
-                        .collect();
-                    let _ = sh.back.send(Back::Retry(Waiting {
-                        items,
-                        not_before,
-                        floor,
-                    }));
+                    });
                 }
             }
         }
+    }
+}
+
+/// Hands events to retry back to the runtime. Each waits by its own
+/// backoff: events that failed once wait as after one failure even when
+/// they travelled with events that failed five times (lumping them would
+/// push everyone's wait up to the unluckiest's). `log` is called once,
+/// with the shortest wait and the number of events.
+fn requeue<P: Protocol>(
+    sh: &Shared<P>,
+    mut again: Vec<Item>,
+    outcome: &Outcome<'_>,
+    retry_after: Option<Duration>,
+    rng: &mut rand::rngs::SmallRng,
+    log: impl FnOnce(Duration, usize),
+) {
+    let now = tokio::time::Instant::now();
+    let n = again.len();
+    // Stable: request order within each group.
+    again.sort_by_key(|i| i.failures);
+    let mut groups: Vec<Waiting> = Vec::new();
+    let mut shortest: Option<Duration> = None;
+    let mut last_failures = None;
+    for i in again {
+        let failures = i.failures + 1;
+        if last_failures != Some(failures) {
+            last_failures = Some(failures);
+            let wait = sh.policy.backoff(failures, retry_after, rng);
+            shortest = Some(shortest.map_or(wait, |s| s.min(wait)));
+            let not_before = now + wait;
+            // Only a wait the receiver did not ask for may be cut short when
+            // it works again.
+            let floor = if retry_after.is_none() && down(outcome) {
+                now
+            } else {
+                not_before
+            };
+            groups.push(Waiting {
+                items: Vec::new(),
+                not_before,
+                floor,
+            });
+        }
+        if let Some(g) = groups.last_mut() {
+            g.items.push(Raw {
+                pos: i.pos,
+                data: i.data,
+                attempts: i.attempts,
+                retries: i.retries,
+                failures,
+            });
+        }
+    }
+    log(shortest.unwrap_or_default(), n);
+    if down(outcome) {
+        if let Some(until) = groups.iter().map(|g| g.not_before).max() {
+            let _ = sh.back.send(Back::Down { until });
+        }
+    }
+    for g in groups {
+        let _ = sh.back.send(Back::Retry(g));
     }
 }
 

@@ -301,16 +301,20 @@ impl Policy {
         retry_after: Option<Duration>,
         rng: &mut impl Rng,
     ) -> Duration {
-        let shift = attempt.saturating_sub(1).min(30);
-        let ceiling = self
-            .backoff_initial
-            .saturating_mul(1u32 << shift)
-            .min(self.backoff_max);
-        let jittered = uniform(ceiling, rng);
+        let jittered = uniform(self.ceiling(attempt), rng);
         match retry_after {
             Some(ra) => jittered.max(ra.min(self.backoff_max.max(RETRY_AFTER_CAP))),
             None => jittered,
         }
+    }
+
+    /// The exponential ceiling of the `attempt`-th consecutive wait:
+    /// `min(backoff_max, backoff_initial × 2^(attempt-1))`.
+    pub fn ceiling(&self, attempt: u32) -> Duration {
+        let shift = attempt.saturating_sub(1).min(30);
+        self.backoff_initial
+            .saturating_mul(1u32 << shift)
+            .min(self.backoff_max)
     }
 
     /// The wait before resending a held request (credentials, endpoint):

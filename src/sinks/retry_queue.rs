@@ -16,8 +16,9 @@
 //! finds the receiver working again, [`RetryQueue::reset`] makes every such
 //! group due at once, whatever its backoff had grown to.
 //!
-//! While everything backs off and nothing is in flight, [`Probe`] sends one
-//! event alone about every [`PROBE_INTERVAL`]: a small request that finds out
+//! While everything backs off (or the runtime holds every batch because the
+//! receiver is down) and nothing is in flight, [`Probe`] sends one event
+//! alone about every [`PROBE_INTERVAL`]: a small request that finds out
 //! whether the receiver is back without hammering one that is still down.
 
 use std::collections::VecDeque;
@@ -159,15 +160,24 @@ impl Probe {
         self.last_request = now;
     }
 
-    /// The time to send a probe, if one is wanted: events wait only for
-    /// their backoff, none is in flight, and the next is due later than the
-    /// probe would go.
-    pub fn due(&self, in_flight: usize, queue: &RetryQueue) -> Option<Instant> {
+    /// The time to send a probe, if one is wanted: nothing is in flight,
+    /// and either every batch is held because the receiver is down (until
+    /// `held`), or events wait only for their backoff and the next is due
+    /// later than the probe would go.
+    pub fn due(
+        &self,
+        in_flight: usize,
+        queue: &RetryQueue,
+        held: Option<Instant>,
+    ) -> Option<Instant> {
         let at = self.last_request + PROBE_INTERVAL;
-        match queue.next_due() {
-            Some(next) if in_flight == 0 && next > at && queue.probeable().is_some() => Some(at),
-            _ => None,
+        if in_flight > 0 {
+            return None;
         }
+        let blocked = held.is_some_and(|h| h > at);
+        let backing_off =
+            queue.probeable().is_some() && queue.next_due().is_some_and(|next| next > at);
+        (blocked || backing_off).then_some(at)
     }
 }
 
@@ -268,16 +278,16 @@ mod tests {
         let t = Instant::now();
         let mut q = RetryQueue::default();
         let mut p = Probe::new(t);
-        assert_eq!(p.due(0, &q), None, "nothing waits");
+        assert_eq!(p.due(0, &q, None), None, "nothing waits");
         q.push(group(0..4, t + Duration::from_secs(40), t));
         assert_eq!(
-            p.due(1, &q),
+            p.due(1, &q, None),
             None,
             "a request in flight finds out by itself"
         );
         let mut probes = Vec::new();
         while Instant::now() < t + Duration::from_secs(10) {
-            let at = p.due(0, &q).expect("a probe is wanted");
+            let at = p.due(0, &q, None).expect("a probe is wanted");
             tokio::time::sleep_until(at).await;
             let r = q.take_probe().unwrap();
             probes.push((Instant::now() - t, r.pos.seq().unwrap()));
@@ -298,14 +308,30 @@ mod tests {
         let mut q = RetryQueue::default();
         let p = Probe::new(Instant::now());
         q.push(group(0..1, Instant::now() + Duration::from_millis(300), t));
-        assert_eq!(p.due(0, &q), None);
+        assert_eq!(p.due(0, &q, None), None);
         // Nor one the receiver asked to wait for (Retry-After, 429): its
         // wait is honoured.
         let mut q = RetryQueue::default();
         let later = Instant::now() + Duration::from_secs(30);
         q.push(group(0..1, later, later));
-        assert_eq!(p.due(0, &q), None);
+        assert_eq!(p.due(0, &q, None), None);
         assert!(q.take_probe().is_none());
+    }
+
+    /// While batches are held because the receiver is down, a probe goes
+    /// every interval even with nothing in the queue due later.
+    #[tokio::test(start_paused = true)]
+    async fn held_batches_are_probed_every_interval() {
+        let t = Instant::now();
+        let q = RetryQueue::default();
+        let mut p = Probe::new(t);
+        let held = Some(t + Duration::from_secs(30));
+        assert_eq!(p.due(0, &q, held), Some(t + PROBE_INTERVAL));
+        assert_eq!(p.due(2, &q, held), None);
+        p.sent(t + Duration::from_secs(5));
+        assert_eq!(p.due(0, &q, held), Some(t + Duration::from_secs(6)));
+        // The hold ends before the probe would go: no probe.
+        assert_eq!(p.due(0, &q, Some(t + Duration::from_millis(5500))), None);
     }
 
     /// The probe succeeds: everything that waited only for its backoff goes
@@ -319,7 +345,7 @@ mod tests {
             q.push(group(i * 10..i * 10 + 10, t + wait, t));
         }
         let mut p = Probe::new(t);
-        let at = p.due(0, &q).unwrap();
+        let at = p.due(0, &q, None).unwrap();
         tokio::time::sleep_until(at).await;
         let probe = q.take_probe().unwrap();
         p.sent(Instant::now());

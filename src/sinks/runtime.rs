@@ -135,6 +135,14 @@ pub(crate) async fn run<P: Protocol>(
     let mut replays = Replays::default();
     let mut retries = RetryQueue::default();
     let mut probe = Probe::new(Instant::now());
+    // Set while the receiver is down (a request failed without an answer,
+    // or with 408/5xx, and none has delivered since): no batch goes before
+    // this, only a probe a second. It grows with the run of such failures
+    // like a backoff (by its ceiling: one wait for the whole sink, not one
+    // per batch), and ends at the first delivery. A time, not a state, so
+    // that it ends by itself even if no probe can be made.
+    let mut held: Option<Instant> = None;
+    let mut down_streak = 0u32;
     let mut lanes: JoinSet<()> = JoinSet::new();
     let mut next_scan = Instant::now();
     let mut next_park = Instant::now();
@@ -167,7 +175,10 @@ pub(crate) async fn run<P: Protocol>(
             forming.events.len() >= opts.batch_max_events || forming.bytes >= opts.batch_max_bytes;
         let due = forming.due.is_some_and(|d| d <= Instant::now());
         let limit = shared.limit.current();
-        if (full || due) && lanes.len() < limit {
+        if held.is_some_and(|h| h <= Instant::now()) {
+            held = None;
+        }
+        if (full || due) && lanes.len() < limit && held.is_none() {
             let batch = std::mem::replace(
                 &mut forming.events,
                 Vec::with_capacity(opts.batch_max_events),
@@ -185,10 +196,13 @@ pub(crate) async fn run<P: Protocol>(
             .saturating_sub(forming.events.len())
             .max(1);
         let room_bytes = opts.batch_max_bytes.saturating_sub(forming.bytes).max(1);
-        let timer = forming.due.filter(|_| lanes.len() < limit);
+        let timer = forming
+            .due
+            .filter(|_| lanes.len() < limit)
+            .map(|d| held.map_or(d, |h| d.max(h)));
         // A retry coming due is worth waking for only if it fits a batch.
         let retry_at = retries.next_due().filter(|_| !full);
-        let probe_at = probe.due(lanes.len(), &retries);
+        let probe_at = probe.due(lanes.len(), &retries, held);
         let scan_at = next_scan;
         let parked = shared.has_parked();
         if !parked {
@@ -201,7 +215,14 @@ pub(crate) async fn run<P: Protocol>(
             Some(done) = done_rx.recv() => finish(&mut tracker, &mut replays, &shared.quarantine, done),
             Some(back) = back_rx.recv() => match back {
                 Back::Retry(w) => retries.push(w),
+                Back::Down { until } => {
+                    down_streak = down_streak.saturating_add(1);
+                    let until = until.max(Instant::now() + shared.policy.ceiling(down_streak));
+                    held = Some(held.map_or(until, |h| h.max(until)));
+                }
                 Back::Alive => {
+                    held = None;
+                    down_streak = 0;
                     let released = retries.reset(Instant::now());
                     if released > 0 {
                         info!(sink = %name, events = released,
@@ -235,11 +256,23 @@ pub(crate) async fn run<P: Protocol>(
             _ = tokio::time::sleep_until(probe_at.unwrap_or_else(Instant::now)), if probe_at.is_some() => {
                 // Everything backs off and nothing is in flight: one event
                 // alone finds out whether the receiver is back.
-                if let Some(r) = retries.take_probe() {
-                    debug!(sink = %name, waiting = retries.len() + 1, "probing the receiver with one event");
+                let r = retries.take_probe().or_else(|| {
+                    // Held batches: the first event of the one forming.
+                    if held.is_none() || forming.events.is_empty() {
+                        return None;
+                    }
+                    let r = forming.events.remove(0);
+                    forming.bytes -= r.data.len();
+                    Some(r)
+                });
+                if let Some(r) = r {
+                    debug!(sink = %name, waiting = retries.len() + forming.events.len(),
+                        "probing the receiver with one event");
                     lanes.spawn(deliver(shared.clone(), vec![r]));
-                    probe.sent(Instant::now());
                 }
+                // Even when there was nothing to probe with, not before
+                // another interval.
+                probe.sent(Instant::now());
             }
             _ = tokio::time::sleep_until(park_at), if parked => {
                 retry_parked(&shared).await;
