@@ -363,6 +363,8 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
             } => {
                 let mut finished = Vec::new();
                 let mut again = Vec::new();
+                // Per-item 429s: pushback, paced apart (see `pushed_back`).
+                let mut busy = Vec::new();
                 let mut rejected = Vec::new();
                 let (mut sent, mut dups) = (0u64, 0u64);
                 let mut retry_reason = "";
@@ -382,7 +384,11 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                             if counted {
                                 item.retries += 1;
                             }
-                            again.push(item);
+                            if reason == "item_429" {
+                                busy.push(item);
+                            } else {
+                                again.push(item);
+                            }
                         }
                         Verdict::Reject(r) => rejected.push((item, r)),
                     }
@@ -404,6 +410,9 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                 if sent + dups > 0 {
                     let _ = sh.back.send(Back::Alive);
                 }
+                if !busy.is_empty() {
+                    pushed_back(&sh, busy, &mut rng);
+                }
                 if !again.is_empty() {
                     requeue(&sh, again, &outcome, retry_after, &mut rng, |wait, n| {
                         match transport_message {
@@ -419,6 +428,38 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
             }
         }
     }
+}
+
+/// Hands back events a receiver refused with a per-item 429. Their wait
+/// does not grow with their failures: a resent event rejoins a later request
+/// in place of a new one, so resending it soon adds no request — the
+/// adaptive limit, not the backoff, sets the pace under pushback — while a
+/// growing wait would leave the unlucky few of a steady share of 429s
+/// holding the watermark (and so the window) for seconds. They wait about a
+/// round trip: a uniform draw up to twice the mean the limit measures, at
+/// most `backoff_initial`. Their backoff exponent is kept for other
+/// failures.
+fn pushed_back<P: Protocol>(sh: &Shared<P>, busy: Vec<Item>, rng: &mut rand::rngs::SmallRng) {
+    use rand::Rng;
+    let pace = (sh.limit.round_trip() * 2).min(sh.policy.backoff_initial);
+    let nanos = pace.as_nanos().min(u64::MAX as u128) as u64;
+    let wait = Duration::from_nanos(rng.random_range(0..=nanos));
+    let not_before = tokio::time::Instant::now() + wait;
+    let items = busy
+        .into_iter()
+        .map(|i| Raw {
+            pos: i.pos,
+            data: i.data,
+            attempts: i.attempts,
+            retries: i.retries,
+            failures: i.failures,
+        })
+        .collect();
+    let _ = sh.back.send(Back::Retry(Waiting {
+        items,
+        not_before,
+        floor: not_before,
+    }));
 }
 
 /// Hands events to retry back to the runtime. Each waits by its own

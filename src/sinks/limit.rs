@@ -148,6 +148,14 @@ impl Limit {
         self.lock().current
     }
 
+    /// The moving average of answered requests' round trips (`MIN_INTERVAL`
+    /// before the first answer).
+    pub fn round_trip(&self) -> Duration {
+        self.lock()
+            .past_rtt
+            .map_or(MIN_INTERVAL, |p| interval(p.mean))
+    }
+
     /// The runtime has `in_flight` requests out after starting one: when
     /// that is the limit, more might have been used.
     pub fn started(&self, in_flight: usize) {
