@@ -385,6 +385,19 @@ async fn a_restart_resumes_from_the_cursor() {
     .await;
     h.stop().await;
     let at = h.committed();
+    {
+        // Events delivered past the cursor — read ahead of one still
+        // unfinished (waiting for its retry) when the sink stopped — are
+        // sent again after the restart by design (docs/sinks.md), and
+        // answered 409.
+        let ahead: Vec<String> = h.ids[at as usize..].to_vec();
+        let mut st = h.receiver.state();
+        for id in ahead {
+            if st.stored.contains_key(&id) {
+                st.explained.insert(id);
+            }
+        }
+    }
     h.append(10).await;
     h.start();
     h.wait_caught_up().await;
