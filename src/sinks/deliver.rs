@@ -436,12 +436,12 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
 /// adaptive limit, not the backoff, sets the pace under pushback — while a
 /// growing wait would leave the unlucky few of a steady share of 429s
 /// holding the watermark (and so the window) for seconds. They wait about a
-/// round trip: a uniform draw up to twice the mean the limit measures, at
-/// most `backoff_initial`. Their backoff exponent is kept for other
+/// round trip: a uniform draw up to the mean the limit measures, at most
+/// `backoff_initial`. Their backoff exponent is kept for other
 /// failures.
 fn pushed_back<P: Protocol>(sh: &Shared<P>, busy: Vec<Item>, rng: &mut rand::rngs::SmallRng) {
     use rand::Rng;
-    let pace = (sh.limit.round_trip() * 2).min(sh.policy.backoff_initial);
+    let pace = sh.limit.round_trip().min(sh.policy.backoff_initial);
     let nanos = pace.as_nanos().min(u64::MAX as u128) as u64;
     let wait = Duration::from_nanos(rng.random_range(0..=nanos));
     let not_before = tokio::time::Instant::now() + wait;
