@@ -20,6 +20,24 @@
 //! before each run; file-backed pages of mapped segments count).
 //! The target (issue 6): ≥ 300,000 events/s for `elasticsearch` and
 //! `otlp_http`.
+//!
+//! Pushback (issue 11, `HOLDFAST_BENCH_ONLY=pushback` runs only this part):
+//! the `elasticsearch` sink (`concurrency` 4, default backoff) drains a
+//! backlog of 400,000 events (200,000 quick) against the same receiver
+//! playing an overloaded Elasticsearch:
+//!
+//! * `rate R`: at most R documents per second (a token bucket holding 100 ms
+//!   of documents), per-item 429 `es_rejected_execution_exception` above
+//!   that — target ≥ 80% of R, for R = 50,000 and 200,000;
+//! * `random 10% 429`: one item in ten answered 429 at random, whatever the
+//!   rate — target ≥ 50% of the same sink's throughput against a receiver
+//!   that accepts everything (the `normal` row);
+//! * `outage 10s`: 500 for every request during the 10 s after the first
+//!   one — reported: the time from the receiver's return to the first
+//!   request it accepted (target about 1 s) and to the last one (the end of
+//!   the drain).
+//!
+//! Each pushback run is stopped after 120 s (then marked `stopped`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -51,7 +69,30 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(run(backlog));
+    let only = std::env::var("HOLDFAST_BENCH_ONLY").ok();
+    if only.as_deref() != Some("pushback") {
+        rt.block_on(run(backlog));
+    }
+    if only.is_none() || only.as_deref() == Some("pushback") {
+        rt.block_on(pushback::run(if quick { 200_000 } else { 400_000 }));
+    }
+}
+
+/// Starts the receiver child process; returns it and its base URL.
+fn start_receiver() -> (std::process::Child, reqwest::Url) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .env("HOLDFAST_BENCH_RECEIVER", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().strip_prefix("PORT ").unwrap().parse().unwrap();
+    let base = reqwest::Url::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+    (child, base)
 }
 
 fn kv(k: &str, v: &str) -> KeyValue {
@@ -181,18 +222,8 @@ async fn run(backlog: u64) {
         started.elapsed().as_secs_f64()
     );
 
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .env("HOLDFAST_BENCH_RECEIVER", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line.trim().strip_prefix("PORT ").unwrap().parse().unwrap();
-    let base = reqwest::Url::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+    let (mut child, base) = start_receiver();
+    let port = base.port().unwrap_or(0);
     println!("receiver: 127.0.0.1:{port}, a child process on one thread, accepting everything");
     println!("sink settings: batch_max_events 2000, batch_max_bytes 8 MiB, batch_timeout 20ms, compression none (and gzip where shown)");
     println!();
@@ -351,18 +382,151 @@ mod receiver {
 
     const ITEM: &[u8] = br#"{"create":{"_index":"holdfast-logs-2024.05.01","_id":"00000000000000000000000000000000","_version":1,"result":"created","status":201}}"#;
 
+    const BUSY: &[u8] = br#"{"create":{"_index":"holdfast-logs-2024.05.01","_id":"00000000000000000000000000000000","status":429,"error":{"type":"es_rejected_execution_exception","reason":"rejected execution of coordinating operation [coordinating_and_primary_bytes=0]"}}}"#;
+
+    /// What the pushback modes remember (the receiver is single-threaded).
+    struct Pushback {
+        /// Rate mode: documents that may still be accepted, refilled at R/s
+        /// up to 100 ms worth.
+        tokens: f64,
+        refilled: Option<std::time::Instant>,
+        /// Random mode: a xorshift state.
+        rng: u64,
+        /// Outage mode: the first request, and the first document accepted
+        /// after the outage.
+        first_request: Option<std::time::Instant>,
+        first_ok: Option<std::time::Instant>,
+        last_ok: Option<std::time::Instant>,
+        requests: u64,
+        accepted: u64,
+        busy: u64,
+    }
+
+    static PUSHBACK: std::sync::Mutex<Pushback> = std::sync::Mutex::new(Pushback {
+        tokens: 0.0,
+        refilled: None,
+        rng: 0x9e37_79b9_7f4a_7c15,
+        first_request: None,
+        first_ok: None,
+        last_ok: None,
+        requests: 0,
+        accepted: 0,
+        busy: 0,
+    });
+
+    /// `/rate/<R>`, `/random429`, `/outage/<ms>`: which item of `docs` to
+    /// answer 429 (all of them: `None` and a 500 for the request).
+    fn pushback(mode: &[&str], docs: usize) -> Option<Vec<bool>> {
+        let mut p = PUSHBACK.lock().unwrap();
+        let now = std::time::Instant::now();
+        p.requests += 1;
+        let busy: Vec<bool> = match mode {
+            ["rate", r] => {
+                let r: f64 = r.parse().unwrap();
+                let last = p.refilled.unwrap_or(now);
+                p.tokens = (p.tokens + (now - last).as_secs_f64() * r).min(r / 10.0);
+                if p.refilled.is_none() {
+                    p.tokens = r / 10.0;
+                }
+                p.refilled = Some(now);
+                (0..docs)
+                    .map(|_| {
+                        if p.tokens >= 1.0 {
+                            p.tokens -= 1.0;
+                            false
+                        } else {
+                            true
+                        }
+                    })
+                    .collect()
+            }
+            ["random429"] => (0..docs)
+                .map(|_| {
+                    p.rng ^= p.rng << 13;
+                    p.rng ^= p.rng >> 7;
+                    p.rng ^= p.rng << 17;
+                    p.rng.is_multiple_of(10)
+                })
+                .collect(),
+            ["outage", ms] => {
+                let first = *p.first_request.get_or_insert(now);
+                if now < first + Duration::from_millis(ms.parse().unwrap()) {
+                    return None;
+                }
+                if p.first_ok.is_none() {
+                    p.first_ok = Some(now);
+                }
+                p.last_ok = Some(now);
+                vec![false; docs]
+            }
+            _ => vec![false; docs],
+        };
+        let n = busy.iter().filter(|&&b| b).count() as u64;
+        p.busy += n;
+        p.accepted += docs as u64 - n;
+        Some(busy)
+    }
+
+    /// `requests accepted busy outage_return_to_first_ok_ms`, then resets.
+    fn stats(mode: &[&str]) -> String {
+        let mut p = PUSHBACK.lock().unwrap();
+        let gap = match (mode, p.first_request, p.first_ok, p.last_ok) {
+            (["outage", ms], Some(first), Some(ok), Some(last)) => {
+                let back = first + Duration::from_millis(ms.parse().unwrap());
+                format!(
+                    "{}/{}",
+                    ok.saturating_duration_since(back).as_millis(),
+                    last.saturating_duration_since(back).as_millis()
+                )
+            }
+            _ => "-".to_string(),
+        };
+        let out = format!("{} {} {} {gap}", p.requests, p.accepted, p.busy);
+        *p = Pushback {
+            tokens: 0.0,
+            refilled: None,
+            rng: 0x9e37_79b9_7f4a_7c15,
+            first_request: None,
+            first_ok: None,
+            last_ok: None,
+            requests: 0,
+            accepted: 0,
+            busy: 0,
+        };
+        out
+    }
+
     async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, hyper::Error> {
         let path = req.uri().path().to_string();
         let body = req.into_body().collect().await?.to_bytes();
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        if parts.first() == Some(&"stats") {
+            return Ok(Response::new(Full::new(Bytes::from(stats(&parts[1..])))));
+        }
+        let mode = &parts[..parts.len().saturating_sub(1)];
         let (ct, answer) = if path.ends_with("/_bulk") {
             let docs = memchr::memchr_iter(b'\n', &body).count() / 2;
-            let mut out = Vec::with_capacity(40 + docs * (ITEM.len() + 1));
-            out.extend_from_slice(br#"{"took":1,"errors":false,"items":["#);
-            for i in 0..docs {
+            let Some(busy) = pushback(mode, docs) else {
+                return Ok(Response::builder()
+                    .status(500)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from_static(
+                        br#"{"error":{"type":"test_exception","reason":"down"},"status":500}"#,
+                    )))
+                    .unwrap());
+            };
+            let errors = busy.iter().any(|&b| b);
+            let mut out = Vec::with_capacity(40 + docs * (BUSY.len() + 1));
+            out.extend_from_slice(if errors {
+                br#"{"took":1,"errors":true,"items":["#
+            } else {
+                br#"{"took":1,"errors":false,"items":["#
+            });
+            for (i, b) in busy.into_iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
-                out.extend_from_slice(ITEM);
+                out.extend_from_slice(if b { BUSY } else { ITEM });
             }
             out.extend_from_slice(b"]}");
             ("application/json", out)
@@ -382,5 +546,166 @@ mod receiver {
             .header("content-type", ct)
             .body(Full::new(Bytes::from(answer)))
             .unwrap())
+    }
+}
+
+/// The pushback runs (see the module documentation).
+mod pushback {
+    use super::*;
+
+    pub async fn run(events: u64) {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let log = Log::open(
+            dir.path().join("log"),
+            LogOptions {
+                fsync: FsyncPolicy::Never,
+                segment_bytes: 64 << 20,
+                max_bytes: 4 << 30,
+                cursor_sync_interval: Duration::from_secs(1),
+                ..LogOptions::default()
+            },
+        )
+        .unwrap();
+        let mut n = 0u64;
+        while n < events {
+            let mut b = Batch::with_capacity(4 << 20);
+            while b.encoded_len() < (4 << 20) && n < events {
+                b.push(&event(n));
+                n += 1;
+            }
+            log.append(b).await.unwrap();
+        }
+        let (mut child, base) = start_receiver();
+        let runs: &[(&str, &str)] = &[
+            ("normal", "/"),
+            ("random 10% 429", "/random429/"),
+            ("rate 50,000/s", "/rate/50000/"),
+            ("rate 200,000/s", "/rate/200000/"),
+            ("outage 10s", "/outage/10000/"),
+        ];
+        for i in 0..runs.len() {
+            log.consumer(&format!("push-{i}"), StartAt::Oldest).unwrap();
+        }
+        println!();
+        println!(
+            "pushback: elasticsearch, {events} events, concurrency 4, batch_max_events 2000, backoff 500ms..60s"
+        );
+        println!(
+            "{:<16} {:>10} {:>9} {:>9} {:>11} {:>12} {:>22}",
+            "receiver",
+            "events/s",
+            "seconds",
+            "requests",
+            "429 items",
+            "quarantined",
+            "return→first/last ok"
+        );
+        let metrics = Arc::new(Metrics::new(None));
+        let mut normal = 0.0;
+        for (i, &(label, prefix)) in runs.iter().enumerate() {
+            let name = format!("push-{i}");
+            let mut common = HttpSinkOptions::new(
+                vec!["app".into()],
+                dir.path().join("quarantine").join(&name),
+            );
+            common.batch_max_events = 2000;
+            common.batch_max_bytes = 8 << 20;
+            common.batch_timeout = Duration::from_millis(20);
+            common.concurrency = 4;
+            common.compression = Compression::None;
+            let sink = SinkKind::Elasticsearch(ElasticsearchOptions {
+                common,
+                endpoints: vec![base.join(prefix).unwrap()],
+                index: Template::parse("holdfast-{signal}-{date}").unwrap(),
+            });
+            let t0 = Instant::now();
+            let stop = CancellationToken::new();
+            let task = tokio::spawn(holdfast::sinks::run_network(
+                name.clone(),
+                sink,
+                log.clone(),
+                metrics.clone(),
+                stop.clone(),
+            ));
+            let mut finished = true;
+            loop {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let done = log
+                    .stats()
+                    .consumers
+                    .iter()
+                    .any(|c| c.name == name && c.committed == n);
+                if done {
+                    break;
+                }
+                if t0.elapsed() > Duration::from_secs(120) {
+                    finished = false;
+                    break;
+                }
+                assert!(!task.is_finished(), "the sink stopped");
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            stop.cancel();
+            task.await.unwrap().unwrap();
+            let sent = {
+                let text = metrics.encode().unwrap_or_default();
+                let key = format!("holdfast_sink_sent_events_total{{sink=\"{name}\"}} ");
+                text.lines()
+                    .find_map(|l| l.strip_prefix(&key)?.trim().parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            let quarantined = holdfast::sinks::quarantine::scan(
+                &dir.path().join("quarantine"),
+                &holdfast::sinks::quarantine::Filter::default(),
+            )
+            .map_or(0, |s| {
+                s.entries.iter().filter(|e| e.record.sink == name).count()
+            });
+            let stats_path = format!("/stats{prefix}");
+            let stats = reqwest::get(base.join(&stats_path).unwrap())
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let f: Vec<&str> = stats.split_whitespace().collect();
+            let rate = sent / secs;
+            if label == "normal" {
+                normal = rate;
+            }
+            let gap = if f[3] == "-" {
+                "-".to_string()
+            } else {
+                format!("{} ms", f[3])
+            };
+            let target = match label {
+                "random 10% 429" => format!(
+                    "  {:.0}% of normal (target >= 50%)",
+                    rate * 100.0 / normal.max(1.0)
+                ),
+                "rate 50,000/s" => {
+                    format!("  {:.0}% of R (target >= 80%)", rate * 100.0 / 50_000.0)
+                }
+                "rate 200,000/s" => {
+                    format!("  {:.0}% of R (target >= 80%)", rate * 100.0 / 200_000.0)
+                }
+                _ => String::new(),
+            };
+            println!(
+                "{:<16} {:>10.0} {:>9.1} {:>9} {:>11} {:>12} {:>22}{}{target}",
+                label,
+                rate,
+                secs,
+                f[0],
+                f[2],
+                quarantined,
+                gap,
+                if finished { "" } else { "  (stopped)" },
+            );
+            log.remove_consumer(&name).unwrap();
+        }
+        drop(child.stdin.take());
+        let _ = child.wait();
+        log.close().await.unwrap();
     }
 }

@@ -36,9 +36,13 @@ async fn a_200_with_errors_true_is_judged_item_by_item() {
         st.reject.insert(ids[3].clone());
         // Unavailable twice, then accepted.
         st.item_status.insert(ids[4].clone(), [503, 503].into());
-        // Busy every time: max_attempts (3) answers, then quarantined.
+        // Unavailable every time: max_attempts (3) answers, then
+        // quarantined.
         st.item_status
-            .insert(ids[5].clone(), [429, 429, 429, 429].into());
+            .insert(ids[5].clone(), [503, 503, 503, 503].into());
+        // Busy many times: pushback, retried until accepted.
+        st.item_status
+            .insert(ids[6].clone(), [429, 429, 429, 429, 429].into());
     }
     h.start();
     h.wait_caught_up().await;
@@ -62,9 +66,9 @@ async fn a_200_with_errors_true_is_judged_item_by_item() {
     let busy = q.iter().find(|r| r.id == ids[5]).unwrap();
     assert_eq!(busy.kind, "retries_exhausted");
     assert_eq!(busy.reason, "retries exhausted");
-    assert_eq!(busy.status, Some(429));
+    assert_eq!(busy.status, Some(503));
     assert_eq!(busy.attempts, 3);
-    assert!(busy.error.starts_with("es_rejected_execution_exception"));
+    assert!(busy.error.starts_with("unavailable_shards_exception"));
 
     let st = h.receiver.state();
     for (i, id) in ids.iter().enumerate() {
@@ -77,12 +81,13 @@ async fn a_200_with_errors_true_is_judged_item_by_item() {
     assert_eq!(st.arrivals[&ids[2]], 2);
     assert_eq!(st.arrivals[&ids[4]], 3);
     assert_eq!(st.arrivals[&ids[5]], 3);
+    assert_eq!(st.arrivals[&ids[6]], 6);
     assert_eq!(st.conflicts, [ids[1].clone()]);
     drop(st);
     assert_eq!(h.counter("sent"), 7);
     assert_eq!(h.counter("duplicates"), 1);
-    assert_eq!(h.by_reason("retries", "item_429"), 3);
-    assert_eq!(h.by_reason("retries", "item_5xx"), 2);
+    assert_eq!(h.by_reason("retries", "item_429"), 6);
+    assert_eq!(h.by_reason("retries", "item_5xx"), 4);
     assert_eq!(h.by_reason("quarantined", "rejected"), 1);
     assert_eq!(h.by_reason("quarantined", "retries_exhausted"), 1);
     h.assert_nothing_lost();
@@ -380,6 +385,19 @@ async fn a_restart_resumes_from_the_cursor() {
     .await;
     h.stop().await;
     let at = h.committed();
+    {
+        // Events delivered past the cursor — read ahead of one still
+        // unfinished (waiting for its retry) when the sink stopped — are
+        // sent again after the restart by design (docs/sinks.md), and
+        // answered 409.
+        let ahead: Vec<String> = h.ids[at as usize..].to_vec();
+        let mut st = h.receiver.state();
+        for id in ahead {
+            if st.stored.contains_key(&id) {
+                st.explained.insert(id);
+            }
+        }
+    }
     h.append(10).await;
     h.start();
     h.wait_caught_up().await;

@@ -32,14 +32,21 @@ fn describe_network(out: &mut String, o: &HttpSinkOptions) -> std::fmt::Result {
         }
         Some(Auth::ApiKey { key_file }) => format!("an API key from {}", key_file.display()),
     };
+    let in_flight = if o.adaptive_concurrency && o.concurrency > 1 {
+        format!(
+            "1 to {} request(s) in flight, adapting to the receiver",
+            o.concurrency
+        )
+    } else {
+        format!("{} request(s) in flight", o.concurrency)
+    };
     writeln!(
         out,
-        "    batches of up to {} events or {}, sent at least every {}; {} request(s) in flight, \
+        "    batches of up to {} events or {}, sent at least every {}; {in_flight}, \
          each within {}; {compression}; {auth}",
         o.batch_max_events,
         format_size(o.batch_max_bytes as u64),
         format_duration(o.batch_timeout),
-        o.concurrency,
         format_duration(o.request_timeout)
     )?;
     writeln!(
@@ -49,8 +56,9 @@ fn describe_network(out: &mut String, o: &HttpSinkOptions) -> std::fmt::Result {
     )?;
     writeln!(
         out,
-        "    retries: connection errors, timeouts, 408/429/5xx without limit, waiting {} doubling \
-         up to {} (full jitter, Retry-After honoured); an event the receiver asks to retry is tried \
+        "    retries: connection errors, timeouts, 408/429/5xx and per-event 429 without limit, \
+         waiting {} doubling up to {} (full jitter, Retry-After honoured; a probe each second \
+         ends the wait once the receiver is back); an event the receiver asks to retry is tried \
          {} time(s), then quarantined; 401/403 keep every event and retry every {}-{}",
         format_duration(o.backoff_initial),
         format_duration(o.backoff_max),

@@ -133,8 +133,11 @@ macro_rules! network_sink {
             batch_max_bytes: Option<Spanned<Size>>,
             /// Default `"1s"`.
             batch_timeout: Option<Spanned<Dur>>,
-            /// Default 2; 1 to 64.
+            /// Default 2; 1 to 64. The most requests in flight.
             concurrency: Option<Spanned<Count>>,
+            /// Default `true`: the requests in flight follow the receiver,
+            /// between 1 and `concurrency`.
+            adaptive_concurrency: Option<Spanned<bool>>,
             /// Default `"30s"`.
             request_timeout: Option<Spanned<Dur>>,
             /// Default 5; 1 to 1000.
@@ -161,6 +164,7 @@ macro_rules! network_sink {
                     batch_max_bytes: self.batch_max_bytes.as_ref(),
                     batch_timeout: self.batch_timeout.as_ref(),
                     concurrency: self.concurrency.as_ref(),
+                    adaptive_concurrency: self.adaptive_concurrency.as_ref(),
                     request_timeout: self.request_timeout.as_ref(),
                     max_attempts: self.max_attempts.as_ref(),
                     backoff_initial: self.backoff_initial.as_ref(),
@@ -222,6 +226,7 @@ pub(crate) struct Common<'a> {
     batch_max_bytes: Option<&'a Spanned<Size>>,
     batch_timeout: Option<&'a Spanned<Dur>>,
     concurrency: Option<&'a Spanned<Count>>,
+    adaptive_concurrency: Option<&'a Spanned<bool>>,
     request_timeout: Option<&'a Spanned<Dur>>,
     max_attempts: Option<&'a Spanned<Count>>,
     backoff_initial: Option<&'a Spanned<Dur>>,
@@ -282,6 +287,20 @@ impl Common<'_> {
         );
         o.concurrency =
             cx.count(&key("concurrency"), self.concurrency, d::CONCURRENCY, 1, 64) as usize;
+        if let Some(a) = self.adaptive_concurrency {
+            cx.note(&key("adaptive_concurrency"), a);
+            o.adaptive_concurrency = *a.get_ref();
+            if o.adaptive_concurrency && o.concurrency == 1 && self.concurrency.is_some() {
+                cx.warn(
+                    Some(a.span()),
+                    &key("adaptive_concurrency"),
+                    "has nothing to adapt with concurrency = 1: concurrency is the most \
+                     requests in flight, and the limit moves between 1 and it; raise concurrency \
+                     (for example to 8) to let it follow the receiver, or set \
+                     adaptive_concurrency = false",
+                );
+            }
+        }
         o.request_timeout = cx.duration(
             &key("request_timeout"),
             self.request_timeout,

@@ -237,6 +237,7 @@ auth.password_file = "/etc/holdfast/oo.password"
     assert_eq!(c.batch_max_events, 1000);
     assert_eq!(c.batch_max_bytes, 5 << 20);
     assert_eq!(c.concurrency, 2);
+    assert!(c.adaptive_concurrency);
     assert_eq!(c.max_attempts, 5);
     assert_eq!(c.request_timeout, Duration::from_secs(30));
     assert_eq!(c.backoff_initial, Duration::from_millis(500));
@@ -414,6 +415,8 @@ const BROKEN: &[Broken] = &[
     Broken { what: "api key outside elasticsearch", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"otlp_http\"\ninputs = [\"a\"]\nendpoint = \"https://c:4318\"\nauth.api_key_file = \"/k\"\n", line: 8, key: "sinks.s.auth.api_key_file", fragment: "API keys are an Elasticsearch scheme" },
     Broken { what: "backoff_max below backoff_initial", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nbackoff_initial = \"10s\"\nbackoff_max = \"1s\"\n", line: 9, key: "sinks.s.backoff_max", fragment: "is shorter than backoff_initial" },
     Broken { what: "zero concurrency", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"openobserve\"\ninputs = [\"a\"]\nendpoint = \"http://oo:5080\"\nconcurrency = 0\n", line: 8, key: "sinks.s.concurrency", fragment: "0 is out of range: set it between 1 and 64" },
+    Broken { what: "concurrency written the Vector way", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nconcurrency = \"adaptive\"\n", line: 8, key: "sinks.s.concurrency", fragment: "adapts between 1 and it by default (adaptive_concurrency = true); write a number like 8" },
+    Broken { what: "adaptive_concurrency not a boolean", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nadaptive_concurrency = \"yes\"\n", line: 8, key: "sinks.s.adaptive_concurrency", fragment: "expected true or false, found string \"yes\"" },
     Broken { what: "zero request_timeout", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"otlp_http\"\ninputs = [\"a\"]\nendpoint = \"http://c:4318\"\nrequest_timeout = \"0s\"\n", line: 8, key: "sinks.s.request_timeout", fragment: "must be greater than zero" },
     Broken { what: "unknown index placeholder", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nindex = \"logs-{sginal}\"\n", line: 8, key: "sinks.s.index", fragment: "unknown placeholder {sginal}" },
     Broken { what: "upper-case index", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\n[sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"a\"]\nendpoint = \"https://es:9200\"\nindex = \"Logs-{date}\"\n", line: 8, key: "sinks.s.index", fragment: "has the character 'L'" },

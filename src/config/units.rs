@@ -214,6 +214,14 @@ impl<'de> Deserialize<'de> for Count {
                     .map_err(|_| E::custom(format!("{v} is too large")))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Count, E> {
+                if v == "adaptive" {
+                    // Vector's spelling; here adaptation is a key of its own.
+                    return Err(E::custom(
+                        "expected a whole number, found \"adaptive\": concurrency is the most \
+                         requests in flight, and a network sink adapts between 1 and it by \
+                         default (adaptive_concurrency = true); write a number like 8",
+                    ));
+                }
                 Err(E::custom(format!(
                     "expected a whole number like 256 (without quotes), found string \"{v}\""
                 )))

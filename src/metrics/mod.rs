@@ -167,6 +167,9 @@ pub struct SinkMetrics {
     pub rejected: Family<SinkReasonLabels, Counter>,
     pub quarantined: Family<SinkReasonLabels, Counter>,
     pub in_flight: Family<SinkLabels, Gauge>,
+    /// Requests the sink allows itself in flight now: its adaptive limit,
+    /// between 1 and its `concurrency`.
+    pub concurrency_limit: Family<SinkLabels, Gauge>,
     pub latency: Family<SinkLabels, Histogram>,
     /// Events the receiver already had (a 409 on an Elasticsearch `create`):
     /// delivered earlier, typically by a request whose answer was lost.
@@ -197,6 +200,7 @@ impl Default for SinkMetrics {
             rejected: Family::default(),
             quarantined: Family::default(),
             in_flight: Family::default(),
+            concurrency_limit: Family::default(),
             duplicates: Family::default(),
             auth_failures: Family::default(),
             receiver_warnings: Family::default(),
@@ -365,6 +369,11 @@ impl Metrics {
             "holdfast_sink_in_flight_requests",
             "Requests a sink has sent and not yet had answered",
             sinks.in_flight.clone(),
+        );
+        registry.register(
+            "holdfast_sink_concurrency_limit",
+            "Requests a sink allows itself in flight now (adaptive: between 1 and its concurrency)",
+            sinks.concurrency_limit.clone(),
         );
         registry.register_with_unit(
             "holdfast_sink_request_duration",

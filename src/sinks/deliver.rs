@@ -1,13 +1,19 @@
-//! One batch on its way: the task that owns a `concurrency` slot until every
-//! event of its batch is finished (delivered, duplicate, or durably
-//! quarantined), or until the sink stops.
+//! One batch on its way: the task that owns a `concurrency` slot while its
+//! requests are sent and answered, until every event of its batch is
+//! finished (delivered, duplicate, or durably quarantined) or handed back
+//! to the runtime's retry queue, or until the sink stops.
 //!
 //! It sends, lets the protocol read the answer and the [`Policy`] classify
 //! it per event, reports finished events to the runtime as soon as they are
-//! finished, and sends again only the events that need it — the same
-//! envelopes, so the same ids and idempotency keys — after a backoff. A 413
-//! splits the request in halves; a configuration problem (401/403, wrong
-//! endpoint) holds the whole request and retries slowly, loudly.
+//! finished, and hands the events that must be sent again back to the
+//! runtime with the time they may go (their backoff, or the receiver's
+//! `Retry-After`): they rejoin later requests — the same envelopes, so the
+//! same ids and idempotency keys — and the slot does not sit through the
+//! wait. A 413 splits the request in halves, sent at once; a configuration
+//! problem (401/403, wrong endpoint) holds the whole request here and
+//! retries slowly, loudly. Every answer is reported to the sink's adaptive
+//! [`Limit`]; an answer that shows the receiver working releases the
+//! retry queue's backoffs ([`Back::Alive`]).
 //!
 //! Eviction (`when_full = "drop_oldest"`, `max_age`): every log event is
 //! claimed from the log's [`Ledger`] right before each send and released with
@@ -28,7 +34,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use prometheus_client::metrics::counter::Counter;
@@ -40,11 +46,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 use super::http::{Answer, Client, MAX_RESPONSE_BYTES};
+use super::limit::{Limit, Signal};
 use super::options::QuarantineFull;
 use super::protocol::{BodyVerdict, Item, Pos, Protocol};
 pub(crate) use super::quarantine::FULL_RETRY;
 use super::quarantine::{self, Quarantine, Record, WriteError};
-use super::retry::{Decision, Outcome, Policy, Rejection, Verdict};
+use super::retry::{Decision, Outcome, Policy, Rejection, TransportKind, Verdict};
+use super::retry_queue::Waiting;
 use crate::event::Envelope;
 use crate::metrics::{Metrics, SinkLabels, SinkReasonLabels, SinkStatusLabels};
 use crate::seglog::{Ledger, Outcome as LogOutcome};
@@ -56,6 +64,36 @@ pub(crate) struct Raw {
     pub data: Bytes,
     /// Sends so far (non-zero for replayed events).
     pub attempts: u32,
+    /// Answers that asked for a retry and count toward `max_attempts`.
+    pub retries: u32,
+    /// Consecutive answers that asked for a retry: the backoff exponent.
+    pub failures: u32,
+}
+
+impl Raw {
+    /// An event read from the log or a replay file, never sent by this run.
+    pub fn new(pos: Pos, data: Bytes, attempts: u32) -> Raw {
+        Raw {
+            pos,
+            data,
+            attempts,
+            retries: 0,
+            failures: 0,
+        }
+    }
+}
+
+/// What a delivery task hands back to the runtime besides finished events.
+#[derive(Debug)]
+pub(crate) enum Back {
+    /// Events to send again, not before a time.
+    Retry(Waiting),
+    /// A request found the receiver working: waits that were only backoff
+    /// after it failed may end now.
+    Alive,
+    /// A request found the receiver down (no answer, 408, 5xx): hold every
+    /// batch until this time, and probe meanwhile.
+    Down { until: tokio::time::Instant },
 }
 
 /// What every delivery task of one sink shares.
@@ -70,6 +108,11 @@ pub(crate) struct Shared<P> {
     /// Finished events go to the runtime, which moves the watermark.
     /// Dropped when the sink stops; a send then fails, harmlessly.
     pub done: mpsc::UnboundedSender<Vec<Pos>>,
+    /// Events to retry, and news that the receiver works, to the runtime.
+    /// Dropped with `done`.
+    pub back: mpsc::UnboundedSender<Back>,
+    /// Requests allowed in flight; every answer is reported to it.
+    pub limit: Limit,
     pub stop: CancellationToken,
     /// Requests sent so far, for spreading them over endpoints.
     pub requests: AtomicUsize,
@@ -92,6 +135,7 @@ pub(crate) struct SinkHandles {
     partial: Counter,
     in_flight: Gauge,
     latency: Histogram,
+    pub concurrency_limit: Gauge,
     pub quarantine_bytes: Gauge,
     quarantine_full: Gauge,
 }
@@ -109,6 +153,7 @@ impl SinkHandles {
             partial: s.partially_rejected.get_or_create(&labels).clone(),
             in_flight: s.in_flight.get_or_create(&labels).clone(),
             latency: s.latency.get_or_create(&labels).clone(),
+            concurrency_limit: s.concurrency_limit.get_or_create(&labels).clone(),
             quarantine_bytes: s.quarantine_bytes.get_or_create(&labels).clone(),
             quarantine_full: s.quarantine_full.get_or_create(&labels).clone(),
             labels,
@@ -215,7 +260,8 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                     env,
                     id,
                     attempts: r.attempts,
-                    retries: 0,
+                    retries: r.retries,
+                    failures: r.failures,
                 }),
                 None => invalid.push((r, "the event id is not 16 bytes".to_string())),
             },
@@ -241,8 +287,6 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
     }
 
     let mut rng = rand::rngs::SmallRng::from_os_rng();
-    // Consecutive rounds that left something to retry: the backoff exponent.
-    let mut failures = 0u32;
     while let Some(mut batch) = queue.pop_front() {
         if sh.stop.is_cancelled() {
             return;
@@ -260,7 +304,8 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
         sh.m.in_flight.inc();
         let started = Instant::now();
         let (answer, wire) = sh.client.send(req).await;
-        sh.m.latency.observe(started.elapsed().as_secs_f64());
+        let rtt = started.elapsed();
+        sh.m.latency.observe(rtt.as_secs_f64());
         sh.m.in_flight.dec();
 
         let body_verdict;
@@ -310,6 +355,10 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
         };
         let retries: Vec<u32> = batch.iter().map(|i| i.retries).collect();
         let decision = sh.policy.classify(&outcome, &retries);
+        sh.limit.observe(
+            tokio::time::Instant::now(),
+            signal(&outcome, &decision, rtt),
+        );
         if let Outcome::Success { body, .. } = &outcome {
             match body {
                 BodyVerdict::AcceptedWithWarning(message) => {
@@ -371,6 +420,8 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
             } => {
                 let mut finished = Vec::new();
                 let mut again = Vec::new();
+                // Per-item 429s: pushback, paced apart (see `pushed_back`).
+                let mut busy = Vec::new();
                 let mut rejected = Vec::new();
                 let (mut sent, mut dups) = (0u64, 0u64);
                 let mut retry_reason = "";
@@ -390,7 +441,11 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                             if counted {
                                 item.retries += 1;
                             }
-                            again.push(item);
+                            if reason == "item_429" {
+                                busy.push(item);
+                            } else {
+                                again.push(item);
+                            }
                         }
                         Verdict::Reject(r) => rejected.push((item, r)),
                     }
@@ -410,23 +465,24 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                     }
                 }
                 sh.release_retry(&mut again);
+                sh.release_retry(&mut busy);
+                if sent + dups > 0 {
+                    let _ = sh.back.send(Back::Alive);
+                }
+                if !busy.is_empty() {
+                    pushed_back(&sh, busy, &mut rng);
+                }
                 if !again.is_empty() {
-                    failures += 1;
-                    let wait = sh.policy.backoff(failures, retry_after, &mut rng);
-                    match transport_message {
-                        Some(m) => warn!(sink = %sh.name, %url, events = again.len(), error = %m,
-                            retry_in = ?wait, "request failed; sending again"),
-                        None => {
-                            warn!(sink = %sh.name, %url, events = again.len(), reason = retry_reason,
-                            retry_in = ?wait, "the receiver asked for a retry")
+                    requeue(&sh, again, &outcome, retry_after, &mut rng, |wait, n| {
+                        match transport_message {
+                            Some(m) => warn!(sink = %sh.name, %url, events = n, error = %m,
+                                retry_in = ?wait, "request failed; sending again"),
+                            None => {
+                                warn!(sink = %sh.name, %url, events = n, reason = retry_reason,
+                                retry_in = ?wait, "the receiver asked for a retry")
+                            }
                         }
-                    }
-                    queue.push_front(again);
-                    if !pause(&sh.stop, wait).await {
-                        return;
-                    }
-                } else {
-                    failures = 0;
+                    });
                 }
             }
         }
@@ -440,6 +496,144 @@ fn log_seqs<'a>(pos: impl Iterator<Item = &'a Pos>) -> Vec<u64> {
         Pos::Replay { .. } => None,
     })
     .collect()
+}
+
+/// Hands back events a receiver refused with a per-item 429. Their wait
+/// does not grow with their failures: a resent event rejoins a later request
+/// in place of a new one, so resending it soon adds no request — the
+/// adaptive limit, not the backoff, sets the pace under pushback — while a
+/// growing wait would leave the unlucky few of a steady share of 429s
+/// holding the watermark (and so the window) for seconds. They wait about a
+/// round trip: a uniform draw up to the mean the limit measures, at most
+/// `backoff_initial`. Their backoff exponent is kept for other
+/// failures.
+fn pushed_back<P: Protocol>(sh: &Shared<P>, busy: Vec<Item>, rng: &mut rand::rngs::SmallRng) {
+    use rand::Rng;
+    let pace = sh.limit.round_trip().min(sh.policy.backoff_initial);
+    let nanos = pace.as_nanos().min(u64::MAX as u128) as u64;
+    let wait = Duration::from_nanos(rng.random_range(0..=nanos));
+    let not_before = tokio::time::Instant::now() + wait;
+    let items = busy
+        .into_iter()
+        .map(|i| Raw {
+            pos: i.pos,
+            data: i.data,
+            attempts: i.attempts,
+            retries: i.retries,
+            failures: i.failures,
+        })
+        .collect();
+    let _ = sh.back.send(Back::Retry(Waiting {
+        items,
+        not_before,
+        floor: not_before,
+    }));
+}
+
+/// Hands events to retry back to the runtime. Each waits by its own
+/// backoff: events that failed once wait as after one failure even when
+/// they travelled with events that failed five times (lumping them would
+/// push everyone's wait up to the unluckiest's). `log` is called once,
+/// with the shortest wait and the number of events.
+fn requeue<P: Protocol>(
+    sh: &Shared<P>,
+    mut again: Vec<Item>,
+    outcome: &Outcome<'_>,
+    retry_after: Option<Duration>,
+    rng: &mut rand::rngs::SmallRng,
+    log: impl FnOnce(Duration, usize),
+) {
+    let now = tokio::time::Instant::now();
+    let n = again.len();
+    // Stable: request order within each group.
+    again.sort_by_key(|i| i.failures);
+    let mut groups: Vec<Waiting> = Vec::new();
+    let mut shortest: Option<Duration> = None;
+    let mut last_failures = None;
+    for i in again {
+        let failures = i.failures + 1;
+        if last_failures != Some(failures) {
+            last_failures = Some(failures);
+            let wait = sh.policy.backoff(failures, retry_after, rng);
+            shortest = Some(shortest.map_or(wait, |s| s.min(wait)));
+            let not_before = now + wait;
+            // Only a wait the receiver did not ask for may be cut short when
+            // it works again.
+            let floor = if retry_after.is_none() && down(outcome) {
+                now
+            } else {
+                not_before
+            };
+            groups.push(Waiting {
+                items: Vec::new(),
+                not_before,
+                floor,
+            });
+        }
+        if let Some(g) = groups.last_mut() {
+            g.items.push(Raw {
+                pos: i.pos,
+                data: i.data,
+                attempts: i.attempts,
+                retries: i.retries,
+                failures,
+            });
+        }
+    }
+    log(shortest.unwrap_or_default(), n);
+    if down(outcome) {
+        if let Some(until) = groups.iter().map(|g| g.not_before).max() {
+            let _ = sh.back.send(Back::Down { until });
+        }
+    }
+    for g in groups {
+        let _ = sh.back.send(Back::Retry(g));
+    }
+}
+
+/// Whether an outcome says the receiver is down (no answer, 408, a 5xx)
+/// rather than pushing back (429) or judging events.
+fn down(outcome: &Outcome<'_>) -> bool {
+    match *outcome {
+        Outcome::Transport { .. } => true,
+        Outcome::Status { status, .. } => status == 408 || (500..600).contains(&status),
+        Outcome::Success { .. } => false,
+    }
+}
+
+/// What an answer tells the adaptive limit.
+fn signal(outcome: &Outcome<'_>, decision: &Decision, rtt: Duration) -> Signal {
+    match *outcome {
+        Outcome::Transport {
+            kind: TransportKind::Timeout,
+        } => Signal::Pushback,
+        Outcome::Transport { .. } => Signal::Other,
+        Outcome::Status {
+            status: 429 | 503, ..
+        } => Signal::Pushback,
+        Outcome::Status { .. } => Signal::Other,
+        Outcome::Success { .. } => {
+            let (items, busy) = match decision {
+                Decision::PerEvent { verdicts, .. } => (
+                    verdicts.len(),
+                    verdicts
+                        .iter()
+                        .filter(|v| {
+                            matches!(
+                                v,
+                                Verdict::Retry {
+                                    reason: "item_429",
+                                    ..
+                                }
+                            )
+                        })
+                        .count(),
+                ),
+                _ => (0, 0),
+            };
+            Signal::Answered { rtt, items, busy }
+        }
+    }
 }
 
 /// Sleeps for `d`; false if the sink stops first.

@@ -13,9 +13,11 @@ A network sink, piece by piece (one concept per file):
 
 | file | concept |
 |------|---------|
-| `runtime.rs` | the consumer, batching by events/bytes/time, `concurrency` tasks, the window, commits, the replay inbox |
+| `runtime.rs` | the consumer, batching by events/bytes/time, delivery tasks up to the limit, the window, commits, the replay inbox |
 | `watermark.rs` | the contiguous-completion watermark: the cursor moves only to the lowest unfinished event |
-| `deliver.rs` | one batch to its end: send, classify, resend only what needs it (same ids), split on 413, quarantine |
+| `deliver.rs` | one batch on its way: send, classify, hand back what needs resending (same ids), split on 413, quarantine |
+| `retry_queue.rs` | events waiting to be sent again (not-before times, drawn ahead of new reads), the probe and the backoff reset after an outage |
+| `limit.rs` | adaptive concurrency: additive increase, multiplicative decrease of the requests in flight on pushback and rising latency |
 | `retry.rs` | the retry policy: per-event verdicts for every outcome, backoff with full jitter, `Retry-After` |
 | `protocol.rs` | the seam each receiver API implements: build a request, read a 2xx body |
 | `otlp_http.rs`, `elasticsearch.rs`, `openobserve.rs` | the three receiver APIs |
@@ -36,12 +38,14 @@ pub mod elasticsearch;
 pub mod file;
 mod http;
 mod keys;
+mod limit;
 pub mod openobserve;
 pub mod options;
 pub mod otlp_http;
 mod protocol;
 pub mod quarantine;
 mod retry;
+mod retry_queue;
 mod runtime;
 pub mod template;
 mod watermark;

@@ -16,8 +16,12 @@ pub struct HttpSinkOptions {
     /// A request is sent at the latest this long after its first event was
     /// read.
     pub batch_timeout: Duration,
-    /// Requests in flight at once (at least 1).
+    /// Requests in flight at once (at least 1); with `adaptive_concurrency`,
+    /// the most.
     pub concurrency: usize,
+    /// Whether the requests in flight follow the receiver (additive
+    /// increase, multiplicative decrease between 1 and `concurrency`).
+    pub adaptive_concurrency: bool,
     /// Time allowed for one request, from connecting to the end of the
     /// answer.
     pub request_timeout: Duration,
@@ -104,6 +108,7 @@ impl HttpSinkOptions {
             batch_max_bytes: d::BATCH_MAX_BYTES as usize,
             batch_timeout: d::BATCH_TIMEOUT,
             concurrency: d::CONCURRENCY as usize,
+            adaptive_concurrency: true,
             request_timeout: d::REQUEST_TIMEOUT,
             max_attempts: d::MAX_ATTEMPTS as u32,
             backoff_initial: d::BACKOFF_INITIAL,

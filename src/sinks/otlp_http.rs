@@ -458,6 +458,7 @@ mod tests {
             env,
             attempts: 0,
             retries: 0,
+            failures: 0,
         }
     }
 

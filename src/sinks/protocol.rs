@@ -42,6 +42,8 @@ pub(crate) struct Item {
     pub attempts: u32,
     /// Answers that asked for a retry and count toward `max_attempts`.
     pub retries: u32,
+    /// Consecutive answers that asked for a retry: the backoff exponent.
+    pub failures: u32,
 }
 
 /// An HTTP request body ready to send (before compression).

@@ -15,17 +15,18 @@
 //! | 413 | split the request in two; a single event too large is rejected |
 //! | other 4xx | reject every event in the request |
 //! | 2xx, body accepts all | delivered |
-//! | 2xx, per-item answers | 2xx delivered, 409 duplicate, 408/429/5xx retry (counted), others rejected with the item's error |
+//! | 2xx, per-item answers | 2xx delivered, 409 duplicate, 429 retry (not counted: pushback), 408/5xx retry (counted), others rejected with the item's error |
 //! | 2xx, partial success without saying which | reject the whole request ("partially rejected: N of M; receiver did not say which") |
 //! | 2xx, unreadable body | retry (counted): a 200 is not a success until the body says so |
 //!
 //! A *counted* retry adds one to the event's tally; at `max_attempts` the
 //! event is rejected with "retries exhausted". Whole-request transient
-//! failures are never counted: the log's own bounds limit the backlog, and
-//! dropping data because a receiver was down is what holdfast exists to
-//! avoid.
+//! failures and per-item 429s are never counted: the log's own bounds limit
+//! the backlog, and dropping data because a receiver was down or busy is
+//! what holdfast exists to avoid.
 //!
-//! Waiting: exponential backoff with full jitter (a uniform draw between
+//! Waiting (the runtime's retry queue keeps the events meanwhile, see
+//! `retry_queue.rs`): exponential backoff with full jitter (a uniform draw between
 //! zero and `min(backoff_max, backoff_initial × 2^(n-1))` for the n-th
 //! consecutive failure), never less than a `Retry-After` the receiver sent
 //! (seconds or an HTTP date, capped at [`RETRY_AFTER_CAP`] or `backoff_max`,
@@ -252,12 +253,15 @@ impl Policy {
         match a.status {
             200..=299 => Verdict::Delivered,
             409 => Verdict::Duplicate,
-            408 | 429 | 500..=599 => self.counted(
-                if a.status == 429 {
-                    "item_429"
-                } else {
-                    "item_5xx"
-                },
+            // Pushback, not a judgement of the event (Elasticsearch's full
+            // write queue): retried without limit, like a whole-request 429.
+            // The adaptive limit and the backoff slow the sink down instead.
+            429 => Verdict::Retry {
+                reason: "item_429",
+                counted: false,
+            },
+            408 | 500..=599 => self.counted(
+                "item_5xx",
                 retries,
                 a.status,
                 a.error.as_deref().unwrap_or(""),
@@ -297,16 +301,20 @@ impl Policy {
         retry_after: Option<Duration>,
         rng: &mut impl Rng,
     ) -> Duration {
-        let shift = attempt.saturating_sub(1).min(30);
-        let ceiling = self
-            .backoff_initial
-            .saturating_mul(1u32 << shift)
-            .min(self.backoff_max);
-        let jittered = uniform(ceiling, rng);
+        let jittered = uniform(self.ceiling(attempt), rng);
         match retry_after {
             Some(ra) => jittered.max(ra.min(self.backoff_max.max(RETRY_AFTER_CAP))),
             None => jittered,
         }
+    }
+
+    /// The exponential ceiling of the `attempt`-th consecutive wait:
+    /// `min(backoff_max, backoff_initial × 2^(attempt-1))`.
+    pub fn ceiling(&self, attempt: u32) -> Duration {
+        let shift = attempt.saturating_sub(1).min(30);
+        self.backoff_initial
+            .saturating_mul(1u32 << shift)
+            .min(self.backoff_max)
     }
 
     /// The wait before resending a held request (credentials, endpoint):
@@ -446,14 +454,15 @@ mod tests {
             ItemAnswer::new(429, Some("busy")),
             ItemAnswer::new(400, Some("mapper_parsing_exception: bad")),
             ItemAnswer::new(503, Some("unavailable")),
-            ItemAnswer::new(429, Some("still busy")),
+            ItemAnswer::new(500, Some("still failing")),
+            ItemAnswer::new(429, Some("busy again")),
         ]);
         let v = verdicts(p.classify(
             &Outcome::Success {
                 status: 200,
                 body: &body,
             },
-            &[0, 0, 0, 0, 1, 2],
+            &[0, 0, 0, 0, 1, 2, 99],
         ));
         assert_eq!(v[0], Verdict::Delivered);
         assert_eq!(v[1], Verdict::Duplicate);
@@ -461,7 +470,7 @@ mod tests {
             v[2],
             Verdict::Retry {
                 reason: "item_429",
-                counted: true
+                counted: false
             }
         );
         assert!(
@@ -476,7 +485,15 @@ mod tests {
         );
         // The third counted retry of a max_attempts = 3 policy is the last.
         assert!(
-            matches!(&v[5], Verdict::Reject(r) if r.kind == "retries_exhausted" && r.reason == "retries exhausted" && r.error == "still busy")
+            matches!(&v[5], Verdict::Reject(r) if r.kind == "retries_exhausted" && r.reason == "retries exhausted" && r.error == "still failing")
+        );
+        // A per-item 429 is pushback: never exhausted, however many.
+        assert_eq!(
+            v[6],
+            Verdict::Retry {
+                reason: "item_429",
+                counted: false
+            }
         );
 
         // Answers that do not match the events sent prove nothing.

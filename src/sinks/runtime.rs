@@ -1,24 +1,30 @@
-//! The shared sink runtime: one log consumer, batches, `concurrency`
-//! delivery tasks, the watermark, commits, and the replay inbox.
+//! The shared sink runtime: one log consumer, batches, delivery tasks up to
+//! the adaptive concurrency limit, the retry queue, the watermark, commits,
+//! and the replay inbox.
 //!
 //! ```text
-//!  log ──read──▶ forming batch ──(full | batch_timeout)──▶ deliver task ×concurrency
-//!   ▲                 ▲                                         │ finished events
-//!   │            replay inbox                                   ▼
-//!   └──── commit(watermark) ◀──────────── Watermark ◀──────── done channel
+//!  log ──read──▶ forming batch ──(full | batch_timeout)──▶ deliver task ×limit
+//!   ▲              ▲      ▲                                  │    │ finished events
+//!   │     replay inbox   retry queue ◀──── events to retry ──┘    ▼
+//!   └──── commit(watermark) ◀──────────────── Watermark ◀──── done channel
 //! ```
 //!
-//! The loop owns the consumer, the forming batch and the watermark; the
-//! delivery tasks own their batches and report each event the moment it is
-//! finished. The cursor is committed to the watermark, the lowest event not
+//! The loop owns the consumer, the forming batch, the retry queue and the
+//! watermark; the delivery tasks own their batches while they are sent and
+//! report each event the moment it is finished, or hand it back to be sent
+//! again later ([`super::retry_queue`]): the batch former takes due retries
+//! ahead of new reads, so a request never sits in its slot through a
+//! backoff. The cursor is committed to the watermark, the lowest event not
 //! finished, so it never passes an event still in flight, waiting for a
 //! retry, or waiting for room in the quarantine (`DESIGN.md` promise 6).
 //!
-//! Bounds: at most `concurrency` batches in flight plus the one forming;
-//! and the *window* — events read but not yet committable — is at most
-//! [`window`] events: when one old event is stuck (retrying, held for
-//! credentials, or a full quarantine), later ones are still sent until the
-//! window is full, then reading pauses.
+//! Bounds: at most the current limit ([`super::limit`], at most
+//! `concurrency`) of batches in flight, plus a probe while everything backs
+//! off, plus the one forming; and the *window* — events read but not yet
+//! committable, retries waiting included — is at most [`window`] events: when
+//! one old event is stuck (retrying, held for credentials, or a full
+//! quarantine), later ones are still sent until the window is full, then
+//! reading pauses.
 //!
 //! Crash repeats: the loop commits after every finished batch, and the log
 //! writes each commit to its cursor file in the writer's next round (synced
@@ -44,14 +50,16 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
-use super::deliver::{deliver, retry_parked, Raw, Shared, SinkHandles, FULL_RETRY};
+use super::deliver::{deliver, retry_parked, Back, Raw, Shared, SinkHandles, FULL_RETRY};
 use super::http::Client;
+use super::limit::Limit;
 use super::options::HttpSinkOptions;
 use super::protocol::{Pos, Protocol};
 use super::quarantine::{self, Quarantine};
 use super::retry::Policy;
+use super::retry_queue::{Probe, RetryQueue};
 use super::watermark::Watermark;
 use crate::metrics::Metrics;
 use crate::seglog::{Log, LogError, StartAt};
@@ -97,6 +105,7 @@ pub(crate) async fn run<P: Protocol>(
         .consumer(&name, StartAt::Oldest)
         .with_context(|| format!("opening the log consumer for sink {name}"))?;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Vec<Pos>>();
+    let (back_tx, mut back_rx) = mpsc::unbounded_channel::<Back>();
     let handles = SinkHandles::new(&metrics, &name);
     handles.quarantine_bytes.set(quarantine.used_bytes() as i64);
     let shared = Arc::new(Shared {
@@ -112,6 +121,12 @@ pub(crate) async fn run<P: Protocol>(
         config_hash: opts.config_hash.clone(),
         metrics: metrics.clone(),
         done: done_tx,
+        back: back_tx,
+        limit: Limit::new(
+            opts.concurrency,
+            opts.adaptive_concurrency,
+            handles.concurrency_limit.clone(),
+        ),
         stop: stop.clone(),
         requests: AtomicUsize::new(0),
         parked: Default::default(),
@@ -127,11 +142,21 @@ pub(crate) async fn run<P: Protocol>(
         due: None,
     };
     let mut replays = Replays::default();
+    let mut retries = RetryQueue::default();
+    let mut probe = Probe::new(Instant::now());
+    // Set while the receiver is down (a request failed without an answer,
+    // or with 408/5xx, and none has delivered since): no batch goes before
+    // this, only a probe a second. It grows with the run of such failures
+    // like a backoff (by its ceiling: one wait for the whole sink, not one
+    // per batch), and ends at the first delivery. A time, not a state, so
+    // that it ends by itself even if no probe can be made.
+    let mut held: Option<Instant> = None;
+    let mut down_streak = 0u32;
     let mut lanes: JoinSet<()> = JoinSet::new();
     let mut next_scan = Instant::now();
     let mut next_park = Instant::now();
     info!(sink = %name, from = consumer.position(), concurrency = opts.concurrency,
-        "sink started");
+        adaptive = opts.adaptive_concurrency, "sink started");
 
     let result: anyhow::Result<()> = loop {
         // Replayed events go first: an operator asked for them.
@@ -140,6 +165,14 @@ pub(crate) async fn run<P: Protocol>(
                 break;
             };
             push(&mut forming, r, &opts);
+        }
+        // Then events due for another try, ahead of new reads.
+        let room = opts.batch_max_events.saturating_sub(forming.events.len());
+        if room > 0 && forming.bytes < opts.batch_max_bytes {
+            let bytes = opts.batch_max_bytes - forming.bytes;
+            for r in retries.take_ready(Instant::now(), room, bytes) {
+                push(&mut forming, r, &opts);
+            }
         }
         if tracker.position() > committed {
             committed = tracker.position();
@@ -150,7 +183,11 @@ pub(crate) async fn run<P: Protocol>(
         let full =
             forming.events.len() >= opts.batch_max_events || forming.bytes >= opts.batch_max_bytes;
         let due = forming.due.is_some_and(|d| d <= Instant::now());
-        if (full || due) && lanes.len() < opts.concurrency {
+        let limit = shared.limit.current();
+        if held.is_some_and(|h| h <= Instant::now()) {
+            held = None;
+        }
+        if (full || due) && lanes.len() < limit && held.is_none() {
             let batch = std::mem::replace(
                 &mut forming.events,
                 Vec::with_capacity(opts.batch_max_events),
@@ -158,6 +195,8 @@ pub(crate) async fn run<P: Protocol>(
             forming.bytes = 0;
             forming.due = None;
             lanes.spawn(deliver(shared.clone(), batch));
+            shared.limit.started(lanes.len());
+            probe.sent(Instant::now());
             continue;
         }
         let can_read = !full && tracker.span() < window;
@@ -166,7 +205,13 @@ pub(crate) async fn run<P: Protocol>(
             .saturating_sub(forming.events.len())
             .max(1);
         let room_bytes = opts.batch_max_bytes.saturating_sub(forming.bytes).max(1);
-        let timer = forming.due.filter(|_| lanes.len() < opts.concurrency);
+        let timer = forming
+            .due
+            .filter(|_| lanes.len() < limit)
+            .map(|d| held.map_or(d, |h| d.max(h)));
+        // A retry coming due is worth waking for only if it fits a batch.
+        let retry_at = retries.next_due().filter(|_| !full);
+        let probe_at = probe.due(lanes.len(), &retries, held);
         let scan_at = next_scan;
         let parked = shared.has_parked();
         if !parked {
@@ -177,6 +222,23 @@ pub(crate) async fn run<P: Protocol>(
             biased;
             _ = stop.cancelled() => break Ok(()),
             Some(done) = done_rx.recv() => finish(&mut tracker, &mut replays, &shared.quarantine, done),
+            Some(back) = back_rx.recv() => match back {
+                Back::Retry(w) => retries.push(w),
+                Back::Down { until } => {
+                    down_streak = down_streak.saturating_add(1);
+                    let until = until.max(Instant::now() + shared.policy.ceiling(down_streak));
+                    held = Some(held.map_or(until, |h| h.max(until)));
+                }
+                Back::Alive => {
+                    held = None;
+                    down_streak = 0;
+                    let released = retries.reset(Instant::now());
+                    if released > 0 {
+                        info!(sink = %name, events = released,
+                            "the receiver answers again: sending the events that waited for it now");
+                    }
+                }
+            },
             Some(joined) = lanes.join_next(), if !lanes.is_empty() => {
                 if let Err(e) = joined {
                     // A delivery task panicked: its events will never be
@@ -190,7 +252,7 @@ pub(crate) async fn run<P: Protocol>(
                     for e in events {
                         tracker.register(e.seq);
                         if wanted(&e.data, &opts.inputs) {
-                            push(&mut forming, Raw { pos: Pos::Log(e.seq), data: e.data, attempts: 0 }, &opts);
+                            push(&mut forming, Raw::new(Pos::Log(e.seq), e.data, 0), &opts);
                         } else {
                             tracker.complete(e.seq);
                             skipped.push(e.seq);
@@ -203,6 +265,28 @@ pub(crate) async fn run<P: Protocol>(
                 Err(e) => break Err(e.into()),
             },
             _ = tokio::time::sleep_until(timer.unwrap_or_else(Instant::now)), if timer.is_some() => {}
+            _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {}
+            _ = tokio::time::sleep_until(probe_at.unwrap_or_else(Instant::now)), if probe_at.is_some() => {
+                // Everything backs off and nothing is in flight: one event
+                // alone finds out whether the receiver is back.
+                let r = retries.take_probe().or_else(|| {
+                    // Held batches: the first event of the one forming.
+                    if held.is_none() || forming.events.is_empty() {
+                        return None;
+                    }
+                    let r = forming.events.remove(0);
+                    forming.bytes -= r.data.len();
+                    Some(r)
+                });
+                if let Some(r) = r {
+                    debug!(sink = %name, waiting = retries.len() + forming.events.len(),
+                        "probing the receiver with one event");
+                    lanes.spawn(deliver(shared.clone(), vec![r]));
+                }
+                // Even when there was nothing to probe with, not before
+                // another interval.
+                probe.sent(Instant::now());
+            }
             _ = tokio::time::sleep_until(park_at), if parked => {
                 retry_parked(&shared).await;
                 next_park = Instant::now() + FULL_RETRY.min(opts.backoff_max);
@@ -294,14 +378,14 @@ async fn load_replay(q: &Arc<Quarantine>, replays: &mut Replays, metrics: &Metri
     for r in records {
         match r {
             Ok(rec) => {
-                replays.queue.push_back(Raw {
-                    pos: Pos::Replay {
+                replays.queue.push_back(Raw::new(
+                    Pos::Replay {
                         file: id,
                         seq: rec.seq,
                     },
-                    data: Bytes::from(rec.event),
-                    attempts: rec.attempts,
-                });
+                    Bytes::from(rec.event),
+                    rec.attempts,
+                ));
                 n += 1;
             }
             Err(e) => {

@@ -122,6 +122,14 @@ pub struct State {
     /// request): its ids go to `explained`, and it is counted in `late`.
     pub late_after: Option<Duration>,
     pub late: u64,
+    /// Elasticsearch: accept at most this many documents a second and answer
+    /// per-item 429 above that, as a full write queue does.
+    pub rate: Option<RateLimit>,
+    /// Per-item 429s answered for the rate limit.
+    pub busy: u64,
+    /// While set, every request is answered this status (and stores
+    /// nothing): a receiver that is up but failing, like a 500 outage.
+    pub failing: Option<u16>,
 
     // ------------------------------------------------------------ epochs
     /// Set by the test: which run of the agent is sending now. Each
@@ -144,6 +152,41 @@ impl State {
             .entry(id.to_string())
             .or_default()
             .push(e);
+    }
+}
+
+/// A token bucket of documents: `per_second` refilled continuously, at most
+/// a tenth of a second's worth held (so a burst cannot hide the limit).
+#[derive(Debug, Clone)]
+pub struct RateLimit {
+    pub per_second: f64,
+    tokens: f64,
+    at: Option<std::time::Instant>,
+}
+
+impl RateLimit {
+    pub fn new(per_second: u64) -> RateLimit {
+        RateLimit {
+            per_second: per_second as f64,
+            tokens: per_second as f64 / 10.0,
+            at: None,
+        }
+    }
+
+    /// Whether one more document fits now.
+    fn take(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        let cap = self.per_second / 10.0;
+        if let Some(at) = self.at {
+            self.tokens = (self.tokens + (now - at).as_secs_f64() * self.per_second).min(cap);
+        }
+        self.at = Some(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
     }
 }
 
@@ -336,6 +379,10 @@ async fn handle(
             st.statuses.push(413);
             return Ok(error_answer(api, 413, None, &content_type));
         }
+        if let Some(status) = st.failing {
+            st.statuses.push(status);
+            return Ok(error_answer(api, status, None, &content_type));
+        }
         st.faults.pop_front()
     };
     if let Some(Fault::Status {
@@ -465,7 +512,14 @@ fn elasticsearch(st: &mut State, body: &[u8]) -> (u16, &'static str, Vec<u8>, Ve
             .item_status
             .get_mut(&id)
             .and_then(|q| q.pop_front())
-            .or_else(|| st.judge.as_ref().and_then(|j| (j.0)(&doc)));
+            .or_else(|| st.judge.as_ref().and_then(|j| (j.0)(&doc)))
+            .or_else(|| {
+                let over = st.rate.as_mut().is_some_and(|r| !r.take());
+                over.then_some(429)
+            });
+        if scripted == Some(429) && st.rate.is_some() {
+            st.busy += 1;
+        }
         let item = if st.reject.contains(&id) || scripted == Some(400) {
             json!({"_index": index, "_id": id, "status": 400, "error": {
                 "type": "mapper_parsing_exception",
