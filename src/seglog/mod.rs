@@ -108,6 +108,7 @@ directory as a power cut could leave it, checking that under
 
 mod consumer;
 mod cursor;
+mod cursor_store;
 mod error;
 pub mod format;
 pub mod hold;
@@ -115,6 +116,7 @@ mod io;
 mod janitor;
 mod options;
 mod recovery;
+mod retention;
 pub(crate) mod segment;
 mod state;
 mod stats;

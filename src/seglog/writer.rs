@@ -8,8 +8,8 @@
 //! disk. Under `always` the thread also waits briefly for the appenders it
 //! has just answered to come back before starting the next write (see
 //! [`Gather`]). The same thread rolls segments, deletes consumed ones, evicts by
-//! size and age, syncs on an interval and persists cursors, so no two pieces
-//! of code ever race on the files.
+//! size and age (`retention.rs`), syncs on an interval and persists cursors
+//! (`cursor_store.rs`), so no two pieces of code ever race on the files.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -24,13 +24,13 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use tracing::{error, warn};
 
-use super::cursor::{self, CursorMap};
+use super::cursor::CursorMap;
 use super::error::{LogError, Result};
 use super::format::{FrameHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 use super::janitor::Janitor;
-use super::options::{FsyncPolicy, WhenFull};
+use super::options::FsyncPolicy;
 use super::segment::{self, Segment};
-use super::state::{now_ms, LossReason, Shared};
+use super::state::{now_ms, Shared};
 use super::SeqRange;
 
 /// A group never grows beyond this many payload bytes, so one slow write
@@ -318,174 +318,6 @@ impl Writer {
         }
     }
 
-    /// Writes every cursor into a slot, syncing it when `sync`.
-    ///
-    /// The slot rule: an unsynced write never goes into the slot holding
-    /// the newest *synced* generation, only into the other one, and the
-    /// slots trade places only after a sync. A power cut can tear or undo
-    /// any unsynced write, but then the durable slot is still whole, so
-    /// recovery always finds the last synced cursors (or newer ones). Were
-    /// unsynced writes to alternate, one could land on the only durable
-    /// slot while the other was still unsynced, and a cut could tear both.
-    fn store_cursors(&mut self, sync: bool) -> Result<()> {
-        let current: CursorMap = {
-            let st = self.shared.lock();
-            st.consumers
-                .iter()
-                .map(|(n, c)| {
-                    let e = cursor::Entry {
-                        next: st.effective(c),
-                        lost: c.lost_all(),
-                        lost_through: c.lost_through,
-                        in_doubt: c.in_doubt,
-                        pending_in_doubt: c.pending_in_doubt(),
-                    };
-                    (n.clone(), e)
-                })
-                .collect()
-        };
-        if current == self.stored_cursors && self.cursor_generation > 0 {
-            if sync && self.cursors_unsynced {
-                return self.sync_cursor_slot();
-            }
-            return Ok(());
-        }
-        // Without a known durable slot (a sync at open failed), only a
-        // synced write is safe, as before this rule.
-        let syncs = self.shared.opts.fsync.syncs_directory();
-        let sync = sync || (syncs && self.durable_slot.is_none());
-        let slot = match self.durable_slot {
-            Some(d) => 1 - d,
-            None => ((self.cursor_generation + 1) % 2) as usize,
-        };
-        let generation = cursor::next_generation(self.cursor_generation, slot);
-        let created = !cursor::slot_paths(&self.shared.dir)[slot].exists();
-        cursor::store(
-            &self.shared.fs,
-            &self.shared.dir,
-            generation,
-            &current,
-            sync,
-        )?;
-        self.cursor_generation = generation;
-        self.stored_cursors = current;
-        if sync {
-            if self.slot_needs_dir_sync[slot] {
-                segment::sync_dir(&self.shared.fs, &self.shared.dir)?;
-                self.slot_needs_dir_sync[slot] = false;
-            }
-            self.durable_slot = syncs.then_some(slot);
-            self.cursors_unsynced = false;
-        } else {
-            self.cursors_unsynced = true;
-            self.slot_needs_dir_sync[slot] |= created;
-        }
-        Ok(())
-    }
-
-    /// Syncs the slot holding the newest, unsynced generation: it becomes
-    /// the durable slot.
-    fn sync_cursor_slot(&mut self) -> Result<()> {
-        let slot = (self.cursor_generation % 2) as usize;
-        let dir = &self.shared.dir;
-        let path = &cursor::slot_paths(dir)[slot];
-        let f = File::open(path).map_err(|e| LogError::io("opening cursor file", path, e))?;
-        self.shared
-            .fs
-            .sync_data(&f, path)
-            .map_err(|e| LogError::io("syncing cursor file", path, e))?;
-        if self.slot_needs_dir_sync[slot] {
-            segment::sync_dir(&self.shared.fs, dir)?;
-            self.slot_needs_dir_sync[slot] = false;
-        }
-        self.durable_slot = Some(slot);
-        self.cursors_unsynced = false;
-        Ok(())
-    }
-
-    /// Deletes sealed segments that every consumer has passed and no hold
-    /// keeps.
-    fn delete_consumed(&mut self) {
-        self.delete_passed(true);
-    }
-
-    /// Deletes sealed segments that every consumer has passed, keeping
-    /// those a hold points into when `honour_holds`.
-    fn delete_passed(&mut self, honour_holds: bool) {
-        loop {
-            let st = self.shared.lock();
-            let needed = if honour_holds {
-                st.min_needed()
-            } else {
-                st.min_committed()
-            };
-            let passed = st.segments.len() > 1 && needed.is_some_and(|m| m >= st.end_of(0));
-            drop(st);
-            if !passed {
-                return;
-            }
-            self.delete_front(None);
-        }
-    }
-
-    fn evict_by_age(&mut self, max_age: Duration) {
-        let cutoff = now_ms().saturating_sub(max_age.as_millis() as u64);
-        loop {
-            // Every event of a sealed segment was appended before the next
-            // segment was created, so the next one's creation time bounds
-            // the age of its newest event without reading it.
-            let expired = {
-                let st = self.shared.lock();
-                st.segments.len() > 1 && st.segments[1].created_ms < cutoff
-            };
-            if !expired {
-                return;
-            }
-            self.delete_front(Some(LossReason::Age));
-        }
-    }
-
-    /// Removes the oldest segment. With a reason, every event of it that a
-    /// consumer had not finished is accounted for (`ConsumerState::evict`):
-    /// counted lost now, or, if on the wire, when its answer comes. The
-    /// cursors, which carry those counts and the moved commit points, reach
-    /// disk before the file is deleted: a crash then either finds the file
-    /// still there and nothing counted, or the file gone and everything
-    /// counted, never counts twice and never forgets.
-    fn delete_front(&mut self, reason: Option<LossReason>) {
-        let seg = {
-            let mut st = self.shared.lock();
-            let end = st.end_of(0);
-            let Some(seg) = st.segments.pop_front() else {
-                return;
-            };
-            st.total_bytes -= seg.readable_len;
-            if let Some(reason) = reason {
-                st.counters.segments_evicted += 1;
-                for (name, c) in st.consumers.iter_mut() {
-                    let lost = c.evict(seg.base_seq, end, reason);
-                    if lost > 0 {
-                        warn!(consumer = %name, events = lost, reason = reason.as_str(),
-                            segment = %seg.path.display(), "evicted events this consumer had not finished");
-                    }
-                }
-            } else {
-                st.counters.segments_deleted += 1;
-            }
-            seg
-        };
-        if reason.is_some() {
-            if let Err(e) = self.store_cursors(self.shared.opts.fsync.syncs_directory()) {
-                // The space is needed all the same; a crash before the next
-                // successful store re-reads nothing (the file is gone) and
-                // restores the older counts.
-                warn!(error = %e, segment = %seg.path.display(),
-                    "could not persist the eviction counts before deleting the segment");
-            }
-        }
-        self.janitor.delete(seg.path);
-    }
-
     fn segment_room(&self) -> u64 {
         self.shared
             .opts
@@ -562,48 +394,6 @@ impl Writer {
             let group: Vec<AppendReq> = self.pending.drain(..n).collect();
             self.write_group(group);
         }
-    }
-
-    /// Ensures `needed` more bytes fit in `max_bytes`: deletes consumed
-    /// segments, then evicts under `drop_oldest`. False while blocked.
-    fn make_space(&mut self, needed: u64) -> bool {
-        let max = self.shared.opts.max_bytes;
-        let fits = |w: &Self| w.shared.lock().total_bytes + needed <= max;
-        if fits(self) {
-            return true;
-        }
-        self.delete_consumed();
-        if fits(self) {
-            return true;
-        }
-        // A hold never makes the log refuse an append: at `max_bytes` the
-        // segments every consumer has finished go even if held (a crash of
-        // the holding file source then appends their lines again), before
-        // anything unsent is evicted or an append waits.
-        let held = self.shared.lock().segments.len();
-        self.delete_passed(false);
-        if self.shared.lock().segments.len() < held {
-            warn!("the log is full: deleted finished segments that a file source's last checkpoint still points into (a crash before its next checkpoint appends their lines again)");
-        }
-        if fits(self) {
-            return true;
-        }
-        if self.shared.opts.when_full == WhenFull::DropOldest {
-            while !fits(self) && self.shared.lock().segments.len() > 1 {
-                self.delete_front(Some(LossReason::Size));
-            }
-            // The active segment alone always fits, since max_bytes is at
-            // least two segments.
-            return true;
-        }
-        if self.blocked_since.is_none() {
-            self.blocked_since = Some(Instant::now());
-            warn!(
-                max_bytes = max,
-                "the log is full; appends wait for consumers to catch up (when_full = \"block\")"
-            );
-        }
-        false
     }
 
     /// Under `block`, answers `Full` to appends whose wait has run out.
@@ -839,131 +629,5 @@ fn copy_error(e: &LogError) -> LogError {
             path: Default::default(),
             source: std::io::Error::other(other.to_string()),
         },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
-    use std::sync::Mutex;
-
-    use super::super::{Batch, IoHook, IoOp, Log, LogOptions, StartAt};
-    use super::*;
-
-    /// Per cursor slot: written since its last sync, and ever synced.
-    #[derive(Debug, Default)]
-    struct Slots {
-        dirty: [bool; 2],
-        synced: [bool; 2],
-        unsynced_writes: u64,
-        syncs: u64,
-        violations: Vec<String>,
-    }
-
-    #[derive(Debug, Default)]
-    struct Watch(Mutex<Slots>);
-
-    fn slot_of(p: &Path) -> Option<usize> {
-        match p.file_name()?.to_str()? {
-            "cursors.0" => Some(0),
-            "cursors.1" => Some(1),
-            _ => None,
-        }
-    }
-
-    impl IoHook for Watch {
-        fn before(&self, op: &IoOp<'_>) -> std::io::Result<()> {
-            let mut s = self.0.lock().unwrap();
-            if let IoOp::Write { path, .. } | IoOp::SetLen { path, .. } = *op {
-                if let Some(i) = slot_of(path) {
-                    // Once a slot was synced, one must stay synced and
-                    // untouched: a power cut may tear every dirty slot.
-                    let ever_synced = s.synced[0] || s.synced[1];
-                    if ever_synced && (!s.synced[1 - i] || s.dirty[1 - i]) {
-                        let msg = format!("write to slot {i} while {s:?}");
-                        s.violations.push(msg);
-                    }
-                    s.dirty[i] = true;
-                }
-            }
-            Ok(())
-        }
-
-        fn after(&self, op: &IoOp<'_>) {
-            let mut s = self.0.lock().unwrap();
-            if let IoOp::SyncData { path } = *op {
-                if let Some(i) = slot_of(path) {
-                    if !s.dirty[i] && s.synced[i] {
-                        return;
-                    }
-                    s.dirty[i] = false;
-                    s.synced[i] = true;
-                    s.syncs += 1;
-                }
-            }
-            if let IoOp::Write { path, .. } = *op {
-                if slot_of(path).is_some() {
-                    s.unsynced_writes += 1;
-                }
-            }
-        }
-    }
-
-    /// Commits write the cursor slot at once without a sync, never into
-    /// the slot holding the newest synced cursors; the interval syncs.
-    #[test]
-    fn unsynced_cursor_writes_never_touch_the_durable_slot() {
-        let dir = tempfile::tempdir().unwrap();
-        let watch = Arc::new(Watch::default());
-        let opts = LogOptions {
-            cursor_sync_interval: Duration::from_millis(30),
-            io_hook: Some(watch.clone()),
-            ..LogOptions::default()
-        };
-        let log = Log::open(dir.path(), opts).unwrap();
-        let mut c = log.consumer("sink", StartAt::Oldest).unwrap();
-        let until = Instant::now() + Duration::from_millis(300);
-        let mut last_written = 0;
-        while Instant::now() < until {
-            let mut b = Batch::new();
-            b.push(b"event");
-            log.append_blocking(b).unwrap();
-            let got = c.read(10, 1 << 20).unwrap();
-            if let Some(e) = got.last() {
-                c.commit(e.seq + 1).unwrap();
-                last_written = e.seq + 1;
-            }
-            // The cursor reaches the slot file without a sync or a close.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                let on_disk = cursor::load(dir.path()).unwrap().cursors["sink"].next;
-                if on_disk == last_written {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "cursor {on_disk} never reached {last_written}"
-                );
-                std::thread::yield_now();
-            }
-        }
-        drop(c);
-        log.close_blocking().unwrap();
-        let s = watch.0.lock().unwrap();
-        assert!(s.violations.is_empty(), "{:?}", s.violations);
-        assert!(s.unsynced_writes > 2 * s.syncs, "{s:?}");
-        assert!(s.syncs >= 3, "{s:?}");
-        assert!(
-            !s.dirty[0] && !s.dirty[1],
-            "close leaves a slot unsynced: {s:?}"
-        );
-    }
-
-    #[test]
-    fn generations_keep_their_slot_parity() {
-        assert_eq!(cursor::next_generation(0, 1), 1);
-        assert_eq!(cursor::next_generation(0, 0), 2);
-        assert_eq!(cursor::next_generation(5, 0), 6);
-        assert_eq!(cursor::next_generation(5, 1), 7);
     }
 }

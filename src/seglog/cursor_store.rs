@@ -1,0 +1,227 @@
+//! Storing the cursors from the writer thread: the slot rule that lets a
+//! commit reach the cursor file in the writer's next round without a sync
+//! (a kill -9 keeps it) while a power cut still finds the last synced
+//! cursors whole.
+
+use std::fs::File;
+
+use super::cursor::{self, CursorMap};
+use super::error::{LogError, Result};
+use super::segment;
+use super::writer::Writer;
+
+impl Writer {
+    /// Writes every cursor into a slot, syncing it when `sync`.
+    ///
+    /// The slot rule: an unsynced write never goes into the slot holding
+    /// the newest *synced* generation, only into the other one, and the
+    /// slots trade places only after a sync. A power cut can tear or undo
+    /// any unsynced write, but then the durable slot is still whole, so
+    /// recovery always finds the last synced cursors (or newer ones). Were
+    /// unsynced writes to alternate, one could land on the only durable
+    /// slot while the other was still unsynced, and a cut could tear both.
+    pub(super) fn store_cursors(&mut self, sync: bool) -> Result<()> {
+        let current: CursorMap = {
+            let st = self.shared.lock();
+            st.consumers
+                .iter()
+                .map(|(n, c)| {
+                    let e = cursor::Entry {
+                        next: st.effective(c),
+                        lost: c.lost_all(),
+                        lost_through: c.lost_through,
+                        in_doubt: c.in_doubt,
+                        pending_in_doubt: c.pending_in_doubt(),
+                    };
+                    (n.clone(), e)
+                })
+                .collect()
+        };
+        if current == self.stored_cursors && self.cursor_generation > 0 {
+            if sync && self.cursors_unsynced {
+                return self.sync_cursor_slot();
+            }
+            return Ok(());
+        }
+        // Without a known durable slot (a sync at open failed), only a
+        // synced write is safe, as before this rule.
+        let syncs = self.shared.opts.fsync.syncs_directory();
+        let sync = sync || (syncs && self.durable_slot.is_none());
+        let slot = match self.durable_slot {
+            Some(d) => 1 - d,
+            None => ((self.cursor_generation + 1) % 2) as usize,
+        };
+        let generation = cursor::next_generation(self.cursor_generation, slot);
+        let created = !cursor::slot_paths(&self.shared.dir)[slot].exists();
+        cursor::store(
+            &self.shared.fs,
+            &self.shared.dir,
+            generation,
+            &current,
+            sync,
+        )?;
+        self.cursor_generation = generation;
+        self.stored_cursors = current;
+        if sync {
+            if self.slot_needs_dir_sync[slot] {
+                segment::sync_dir(&self.shared.fs, &self.shared.dir)?;
+                self.slot_needs_dir_sync[slot] = false;
+            }
+            self.durable_slot = syncs.then_some(slot);
+            self.cursors_unsynced = false;
+        } else {
+            self.cursors_unsynced = true;
+            self.slot_needs_dir_sync[slot] |= created;
+        }
+        Ok(())
+    }
+
+    /// Syncs the slot holding the newest, unsynced generation: it becomes
+    /// the durable slot.
+    pub(super) fn sync_cursor_slot(&mut self) -> Result<()> {
+        let slot = (self.cursor_generation % 2) as usize;
+        let dir = &self.shared.dir;
+        let path = &cursor::slot_paths(dir)[slot];
+        let f = File::open(path).map_err(|e| LogError::io("opening cursor file", path, e))?;
+        self.shared
+            .fs
+            .sync_data(&f, path)
+            .map_err(|e| LogError::io("syncing cursor file", path, e))?;
+        if self.slot_needs_dir_sync[slot] {
+            segment::sync_dir(&self.shared.fs, dir)?;
+            self.slot_needs_dir_sync[slot] = false;
+        }
+        self.durable_slot = Some(slot);
+        self.cursors_unsynced = false;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Mutex;
+
+    use super::super::{Batch, IoHook, IoOp, Log, LogOptions, StartAt};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// Per cursor slot: written since its last sync, and ever synced.
+    #[derive(Debug, Default)]
+    struct Slots {
+        dirty: [bool; 2],
+        synced: [bool; 2],
+        unsynced_writes: u64,
+        syncs: u64,
+        violations: Vec<String>,
+    }
+
+    #[derive(Debug, Default)]
+    struct Watch(Mutex<Slots>);
+
+    fn slot_of(p: &Path) -> Option<usize> {
+        match p.file_name()?.to_str()? {
+            "cursors.0" => Some(0),
+            "cursors.1" => Some(1),
+            _ => None,
+        }
+    }
+
+    impl IoHook for Watch {
+        fn before(&self, op: &IoOp<'_>) -> std::io::Result<()> {
+            let mut s = self.0.lock().unwrap();
+            if let IoOp::Write { path, .. } | IoOp::SetLen { path, .. } = *op {
+                if let Some(i) = slot_of(path) {
+                    // Once a slot was synced, one must stay synced and
+                    // untouched: a power cut may tear every dirty slot.
+                    let ever_synced = s.synced[0] || s.synced[1];
+                    if ever_synced && (!s.synced[1 - i] || s.dirty[1 - i]) {
+                        let msg = format!("write to slot {i} while {s:?}");
+                        s.violations.push(msg);
+                    }
+                    s.dirty[i] = true;
+                }
+            }
+            Ok(())
+        }
+
+        fn after(&self, op: &IoOp<'_>) {
+            let mut s = self.0.lock().unwrap();
+            if let IoOp::SyncData { path } = *op {
+                if let Some(i) = slot_of(path) {
+                    if !s.dirty[i] && s.synced[i] {
+                        return;
+                    }
+                    s.dirty[i] = false;
+                    s.synced[i] = true;
+                    s.syncs += 1;
+                }
+            }
+            if let IoOp::Write { path, .. } = *op {
+                if slot_of(path).is_some() {
+                    s.unsynced_writes += 1;
+                }
+            }
+        }
+    }
+
+    /// Commits write the cursor slot at once without a sync, never into
+    /// the slot holding the newest synced cursors; the interval syncs.
+    #[test]
+    fn unsynced_cursor_writes_never_touch_the_durable_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let watch = Arc::new(Watch::default());
+        let opts = LogOptions {
+            cursor_sync_interval: Duration::from_millis(30),
+            io_hook: Some(watch.clone()),
+            ..LogOptions::default()
+        };
+        let log = Log::open(dir.path(), opts).unwrap();
+        let mut c = log.consumer("sink", StartAt::Oldest).unwrap();
+        let until = Instant::now() + Duration::from_millis(300);
+        let mut last_written = 0;
+        while Instant::now() < until {
+            let mut b = Batch::new();
+            b.push(b"event");
+            log.append_blocking(b).unwrap();
+            let got = c.read(10, 1 << 20).unwrap();
+            if let Some(e) = got.last() {
+                c.commit(e.seq + 1).unwrap();
+                last_written = e.seq + 1;
+            }
+            // The cursor reaches the slot file without a sync or a close.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                let on_disk = cursor::load(dir.path()).unwrap().cursors["sink"].next;
+                if on_disk == last_written {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "cursor {on_disk} never reached {last_written}"
+                );
+                std::thread::yield_now();
+            }
+        }
+        drop(c);
+        log.close_blocking().unwrap();
+        let s = watch.0.lock().unwrap();
+        assert!(s.violations.is_empty(), "{:?}", s.violations);
+        assert!(s.unsynced_writes > 2 * s.syncs, "{s:?}");
+        assert!(s.syncs >= 3, "{s:?}");
+        assert!(
+            !s.dirty[0] && !s.dirty[1],
+            "close leaves a slot unsynced: {s:?}"
+        );
+    }
+
+    #[test]
+    fn generations_keep_their_slot_parity() {
+        assert_eq!(cursor::next_generation(0, 1), 1);
+        assert_eq!(cursor::next_generation(0, 0), 2);
+        assert_eq!(cursor::next_generation(5, 0), 6);
+        assert_eq!(cursor::next_generation(5, 1), 7);
+    }
+}
