@@ -287,6 +287,12 @@ impl Harness {
         loop {
             self.check_cursor();
             if cond(self) {
+                // The cursor may have moved since the check above (`cond`
+                // often waits for exactly that): verify it now, while what
+                // the check relies on still holds. Checked later, after a
+                // replay has moved quarantined events to the inbox, a sound
+                // cursor would look wrong.
+                self.check_cursor();
                 return;
             }
             if let Some(t) = &self.task {
