@@ -2,6 +2,8 @@
 //! requests are sent and answered, until every event of its batch is
 //! finished (delivered, duplicate, or durably quarantined) or handed back
 //! to the runtime's retry queue, or until the sink stops.
+//! What it hands back after an answer is built in `requeue.rs`; rejected
+//! events go to the quarantine through `quarantining.rs`.
 //!
 //! It sends, lets the protocol read the answer and the [`Policy`] classify
 //! it per event, reports finished events to the runtime as soon as they are
@@ -34,7 +36,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use prometheus_client::metrics::counter::Counter;
@@ -46,12 +48,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 use super::http::{Answer, Client, MAX_RESPONSE_BYTES};
-use super::limit::{Limit, Signal};
-use super::options::QuarantineFull;
+use super::limit::Limit;
 use super::protocol::{BodyVerdict, Item, Pos, Protocol};
+use super::quarantine::Quarantine;
 pub(crate) use super::quarantine::FULL_RETRY;
-use super::quarantine::{self, Quarantine, Record, WriteError};
-use super::retry::{Decision, Outcome, Policy, Rejection, TransportKind, Verdict};
+use super::quarantining::{quarantine, quarantine_invalid, Parked};
+use super::requeue::{pushed_back, requeue, signal};
+use super::retry::{Decision, Outcome, Policy, Verdict};
 use super::retry_queue::Waiting;
 use crate::event::Envelope;
 use crate::metrics::{Metrics, SinkLabels, SinkReasonLabels, SinkStatusLabels};
@@ -137,7 +140,7 @@ pub(crate) struct SinkHandles {
     latency: Histogram,
     pub concurrency_limit: Gauge,
     pub quarantine_bytes: Gauge,
-    quarantine_full: Gauge,
+    pub(super) quarantine_full: Gauge,
 }
 
 impl SinkHandles {
@@ -178,7 +181,7 @@ impl SinkHandles {
 }
 
 impl<P: Protocol> Shared<P> {
-    fn finished(&self, done: Vec<Pos>) {
+    pub(super) fn finished(&self, done: Vec<Pos>) {
         if !done.is_empty() {
             self.ledger
                 .release(&log_seqs(done.iter()), LogOutcome::Finished);
@@ -218,7 +221,7 @@ impl<P: Protocol> Shared<P> {
         let _ = self.done.send(gone);
     }
 
-    fn count(&self, which: Which, reason: &str, n: u64) {
+    pub(super) fn count(&self, which: Which, reason: &str, n: u64) {
         let s = &self.metrics.sinks;
         let family = match which {
             Which::Retries => &s.retries,
@@ -241,7 +244,7 @@ impl<P: Protocol> Shared<P> {
 }
 
 #[derive(Clone, Copy)]
-enum Which {
+pub(super) enum Which {
     Retries,
     Rejected,
     Quarantined,
@@ -490,7 +493,7 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
 }
 
 /// The log sequence numbers among `pos` (replayed events have none).
-fn log_seqs<'a>(pos: impl Iterator<Item = &'a Pos>) -> Vec<u64> {
+pub(super) fn log_seqs<'a>(pos: impl Iterator<Item = &'a Pos>) -> Vec<u64> {
     pos.filter_map(|p| match p {
         Pos::Log(s) => Some(*s),
         Pos::Replay { .. } => None,
@@ -498,365 +501,10 @@ fn log_seqs<'a>(pos: impl Iterator<Item = &'a Pos>) -> Vec<u64> {
     .collect()
 }
 
-/// Hands back events a receiver refused with a per-item 429. Their wait
-/// does not grow with their failures: a resent event rejoins a later request
-/// in place of a new one, so resending it soon adds no request — the
-/// adaptive limit, not the backoff, sets the pace under pushback — while a
-/// growing wait would leave the unlucky few of a steady share of 429s
-/// holding the watermark (and so the window) for seconds. They wait about a
-/// round trip: a uniform draw up to the mean the limit measures, at most
-/// `backoff_initial`. Their backoff exponent is kept for other
-/// failures.
-fn pushed_back<P: Protocol>(sh: &Shared<P>, busy: Vec<Item>, rng: &mut rand::rngs::SmallRng) {
-    use rand::Rng;
-    let pace = sh.limit.round_trip().min(sh.policy.backoff_initial);
-    let nanos = pace.as_nanos().min(u64::MAX as u128) as u64;
-    let wait = Duration::from_nanos(rng.random_range(0..=nanos));
-    let not_before = tokio::time::Instant::now() + wait;
-    let items = busy
-        .into_iter()
-        .map(|i| Raw {
-            pos: i.pos,
-            data: i.data,
-            attempts: i.attempts,
-            retries: i.retries,
-            failures: i.failures,
-        })
-        .collect();
-    let _ = sh.back.send(Back::Retry(Waiting {
-        items,
-        not_before,
-        floor: not_before,
-    }));
-}
-
-/// Hands events to retry back to the runtime. Each waits by its own
-/// backoff: events that failed once wait as after one failure even when
-/// they travelled with events that failed five times (lumping them would
-/// push everyone's wait up to the unluckiest's). `log` is called once,
-/// with the shortest wait and the number of events.
-fn requeue<P: Protocol>(
-    sh: &Shared<P>,
-    mut again: Vec<Item>,
-    outcome: &Outcome<'_>,
-    retry_after: Option<Duration>,
-    rng: &mut rand::rngs::SmallRng,
-    log: impl FnOnce(Duration, usize),
-) {
-    let now = tokio::time::Instant::now();
-    let n = again.len();
-    // Stable: request order within each group.
-    again.sort_by_key(|i| i.failures);
-    let mut groups: Vec<Waiting> = Vec::new();
-    let mut shortest: Option<Duration> = None;
-    let mut last_failures = None;
-    for i in again {
-        let failures = i.failures + 1;
-        if last_failures != Some(failures) {
-            last_failures = Some(failures);
-            let wait = sh.policy.backoff(failures, retry_after, rng);
-            shortest = Some(shortest.map_or(wait, |s| s.min(wait)));
-            let not_before = now + wait;
-            // Only a wait the receiver did not ask for may be cut short when
-            // it works again.
-            let floor = if retry_after.is_none() && down(outcome) {
-                now
-            } else {
-                not_before
-            };
-            groups.push(Waiting {
-                items: Vec::new(),
-                not_before,
-                floor,
-            });
-        }
-        if let Some(g) = groups.last_mut() {
-            g.items.push(Raw {
-                pos: i.pos,
-                data: i.data,
-                attempts: i.attempts,
-                retries: i.retries,
-                failures,
-            });
-        }
-    }
-    log(shortest.unwrap_or_default(), n);
-    if down(outcome) {
-        if let Some(until) = groups.iter().map(|g| g.not_before).max() {
-            let _ = sh.back.send(Back::Down { until });
-        }
-    }
-    for g in groups {
-        let _ = sh.back.send(Back::Retry(g));
-    }
-}
-
-/// Whether an outcome says the receiver is down (no answer, 408, a 5xx)
-/// rather than pushing back (429) or judging events.
-fn down(outcome: &Outcome<'_>) -> bool {
-    match *outcome {
-        Outcome::Transport { .. } => true,
-        Outcome::Status { status, .. } => status == 408 || (500..600).contains(&status),
-        Outcome::Success { .. } => false,
-    }
-}
-
-/// What an answer tells the adaptive limit.
-fn signal(outcome: &Outcome<'_>, decision: &Decision, rtt: Duration) -> Signal {
-    match *outcome {
-        Outcome::Transport {
-            kind: TransportKind::Timeout,
-        } => Signal::Pushback,
-        Outcome::Transport { .. } => Signal::Other,
-        Outcome::Status {
-            status: 429 | 503, ..
-        } => Signal::Pushback,
-        Outcome::Status { .. } => Signal::Other,
-        Outcome::Success { .. } => {
-            let (items, busy) = match decision {
-                Decision::PerEvent { verdicts, .. } => (
-                    verdicts.len(),
-                    verdicts
-                        .iter()
-                        .filter(|v| {
-                            matches!(
-                                v,
-                                Verdict::Retry {
-                                    reason: "item_429",
-                                    ..
-                                }
-                            )
-                        })
-                        .count(),
-                ),
-                _ => (0, 0),
-            };
-            Signal::Answered { rtt, items, busy }
-        }
-    }
-}
-
 /// Sleeps for `d`; false if the sink stops first.
-async fn pause(stop: &CancellationToken, d: std::time::Duration) -> bool {
+pub(super) async fn pause(stop: &CancellationToken, d: std::time::Duration) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(d) => true,
         _ = stop.cancelled() => false,
-    }
-}
-
-fn record<P>(
-    sh: &Shared<P>,
-    env: Option<&Envelope>,
-    id: String,
-    pos: Pos,
-    data: &Bytes,
-    attempts: u32,
-    r: &Rejection,
-) -> Record {
-    let (time_ms, time) = quarantine::now();
-    let mut rec = Record {
-        v: quarantine::FORMAT_VERSION,
-        sink: sh.name.clone(),
-        id,
-        seq: pos.seq(),
-        source: String::new(),
-        signal: "unknown".into(),
-        file: None,
-        kind: r.kind.to_string(),
-        reason: r.reason.clone(),
-        status: r.status,
-        error: r.error.clone(),
-        attempts,
-        holdfast_version: env!("CARGO_PKG_VERSION").to_string(),
-        config_hash: sh.config_hash.clone(),
-        time,
-        time_ms,
-        event: data.to_vec(),
-    };
-    if let Some(env) = env {
-        rec.describe_event(env);
-    }
-    rec
-}
-
-async fn quarantine_invalid<P: Protocol>(
-    sh: &Arc<Shared<P>>,
-    mut invalid: Vec<(Raw, String)>,
-) -> bool {
-    // Claimed like a send, so that an event evicted meanwhile is not both
-    // counted lost and quarantined.
-    let ok = sh
-        .ledger
-        .claim(&log_seqs(invalid.iter().map(|(r, _)| &r.pos)));
-    if ok.iter().any(|&k| !k) {
-        let mut ok = ok.into_iter();
-        let mut gone = Vec::new();
-        invalid.retain(|(r, _)| {
-            if !matches!(r.pos, Pos::Log(_)) || ok.next().unwrap_or(true) {
-                return true;
-            }
-            gone.push(r.pos);
-            false
-        });
-        let _ = sh.done.send(gone);
-        if invalid.is_empty() {
-            return true;
-        }
-    }
-    let mut records = Vec::new();
-    let mut positions = Vec::new();
-    for (raw, why) in invalid {
-        let r = Rejection {
-            kind: "invalid_event",
-            reason: format!("not a valid event: {why}"),
-            status: None,
-            error: String::new(),
-        };
-        sh.count(Which::Rejected, r.kind, 1);
-        error!(sink = %sh.name, seq = ?raw.pos.seq(), error = %why, "an event in the log is not a valid envelope; quarantining it");
-        records.push(record(
-            sh,
-            None,
-            String::new(),
-            raw.pos,
-            &raw.data,
-            raw.attempts,
-            &r,
-        ));
-        positions.push(raw.pos);
-    }
-    store(sh, records, positions).await
-}
-
-async fn quarantine<P: Protocol>(sh: &Arc<Shared<P>>, rejected: Vec<(Item, Rejection)>) -> bool {
-    let mut records = Vec::with_capacity(rejected.len());
-    let mut positions = Vec::with_capacity(rejected.len());
-    for (it, r) in &rejected {
-        records.push(record(
-            sh,
-            Some(&it.env),
-            it.id.to_hex(),
-            it.pos,
-            &it.data,
-            it.attempts,
-            r,
-        ));
-        positions.push(it.pos);
-    }
-    let first = &rejected[0].1;
-    warn!(sink = %sh.name, events = rejected.len(), kind = first.kind, reason = %first.reason,
-        status = ?first.status, error = %first.error, "quarantining events the receiver rejected for good");
-    store(sh, records, positions).await
-}
-
-/// Rejected events waiting for room in a full quarantine (`when_full =
-/// "block"`). They are not finished, so the cursor stays below them; the
-/// runtime tries again every [`FULL_RETRY`] (or `backoff_max`, if shorter)
-/// while the delivery tasks go on with later events, up to the window.
-#[derive(Debug)]
-pub(crate) struct Parked {
-    records: Vec<Record>,
-    positions: Vec<Pos>,
-}
-
-/// What became of one attempt to write to the quarantine.
-enum Stored {
-    Written,
-    Dropped,
-    Full(String),
-    Failed(String),
-}
-
-async fn write<P: Protocol>(sh: &Arc<Shared<P>>, records: &[Record], positions: &[Pos]) -> Stored {
-    let n = records.len() as u64;
-    let q = sh.quarantine.clone();
-    let batch = records.to_vec();
-    match tokio::task::spawn_blocking(move || q.write(&batch)).await {
-        Ok(Ok(_)) => {
-            let mut by_kind: Vec<(&str, u64)> = Vec::new();
-            for r in records {
-                match by_kind.iter_mut().find(|(k, _)| *k == r.kind) {
-                    Some(e) => e.1 += 1,
-                    None => by_kind.push((&r.kind, 1)),
-                }
-            }
-            for (k, c) in by_kind {
-                sh.count(Which::Quarantined, k, c);
-            }
-            sh.m.quarantine_bytes.set(sh.quarantine.used_bytes() as i64);
-            sh.finished(positions.to_vec());
-            Stored::Written
-        }
-        Ok(Err(WriteError::Full { .. })) if sh.quarantine.when_full == QuarantineFull::Drop => {
-            sh.metrics
-                .drop_events(&format!("sink:{}", sh.name), "quarantine_full", n);
-            warn!(sink = %sh.name, events = n, dir = %sh.quarantine.dir().display(),
-                "the quarantine is full: dropping rejected events (when_full = \"drop\")");
-            sh.finished(positions.to_vec());
-            Stored::Dropped
-        }
-        Ok(Err(e @ WriteError::Full { .. })) => Stored::Full(e.to_string()),
-        Ok(Err(e)) => Stored::Failed(e.to_string()),
-        Err(e) => Stored::Failed(format!("the quarantine writer failed: {e}")),
-    }
-}
-
-/// Writes the records durably, then reports their events finished. When the
-/// quarantine is full: drops them (counted) under `when_full = "drop"`, or
-/// parks them unfinished for the runtime to retry. When writing fails
-/// (I/O), keeps trying. False if the sink stopped meanwhile.
-async fn store<P: Protocol>(
-    sh: &Arc<Shared<P>>,
-    records: Vec<Record>,
-    positions: Vec<Pos>,
-) -> bool {
-    loop {
-        match write(sh, &records, &positions).await {
-            Stored::Written | Stored::Dropped => return true,
-            Stored::Full(error) => {
-                sh.m.quarantine_full.set(1);
-                error!(sink = %sh.name, events = records.len(), %error,
-                    "cannot quarantine rejected events: the sink's cursor stops at them until there is room (holdfast quarantine purge, or raise quarantine.max_bytes)");
-                sh.parked
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(Parked { records, positions });
-                return true;
-            }
-            Stored::Failed(error) => {
-                error!(sink = %sh.name, events = records.len(), %error,
-                    "cannot write to the quarantine; trying again (the events stay unfinished)");
-                if !pause(&sh.stop, FULL_RETRY.min(sh.policy.backoff_max)).await {
-                    return false;
-                }
-            }
-        }
-    }
-}
-
-/// Tries the parked events again (the runtime calls this periodically).
-pub(crate) async fn retry_parked<P: Protocol>(sh: &Arc<Shared<P>>) {
-    let parked = std::mem::take(&mut *sh.parked.lock().unwrap_or_else(|p| p.into_inner()));
-    let mut left = Vec::new();
-    for p in parked {
-        match write(sh, &p.records, &p.positions).await {
-            Stored::Written | Stored::Dropped => {}
-            Stored::Full(_) | Stored::Failed(_) => left.push(p),
-        }
-    }
-    let mut parked = sh.parked.lock().unwrap_or_else(|p| p.into_inner());
-    parked.extend(left);
-    if parked.is_empty() {
-        sh.m.quarantine_full.set(0);
-    }
-}
-
-impl<P> Shared<P> {
-    pub fn has_parked(&self) -> bool {
-        !self
-            .parked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
     }
 }

@@ -44,6 +44,8 @@ pub mod options;
 pub mod otlp_http;
 mod protocol;
 pub mod quarantine;
+mod quarantining;
+mod requeue;
 mod retry;
 mod retry_queue;
 mod runtime;

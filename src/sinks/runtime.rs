@@ -52,12 +52,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::deliver::{deliver, retry_parked, Back, Raw, Shared, SinkHandles, FULL_RETRY};
+use super::deliver::{deliver, Back, Raw, Shared, SinkHandles, FULL_RETRY};
 use super::http::Client;
 use super::limit::Limit;
 use super::options::HttpSinkOptions;
 use super::protocol::{Pos, Protocol};
 use super::quarantine::{self, Quarantine};
+use super::quarantining::retry_parked;
 use super::retry::Policy;
 use super::retry_queue::{Probe, RetryQueue};
 use super::watermark::Watermark;

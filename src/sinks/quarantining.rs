@@ -1,0 +1,236 @@
+//! The delivery tasks' way into the quarantine: a rejected event becomes a
+//! record (with its source, position, reason and the receiver's answer),
+//! is written durably before it counts as finished, and waits parked while
+//! a full quarantine says `block`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tracing::{error, warn};
+
+use super::deliver::{log_seqs, pause, Raw, Shared, Which, FULL_RETRY};
+use super::options::QuarantineFull;
+use super::protocol::{Item, Pos, Protocol};
+use super::quarantine::{self, Record, WriteError};
+use super::retry::Rejection;
+use crate::event::Envelope;
+
+fn record<P>(
+    sh: &Shared<P>,
+    env: Option<&Envelope>,
+    id: String,
+    pos: Pos,
+    data: &Bytes,
+    attempts: u32,
+    r: &Rejection,
+) -> Record {
+    let (time_ms, time) = quarantine::now();
+    let mut rec = Record {
+        v: quarantine::FORMAT_VERSION,
+        sink: sh.name.clone(),
+        id,
+        seq: pos.seq(),
+        source: String::new(),
+        signal: "unknown".into(),
+        file: None,
+        kind: r.kind.to_string(),
+        reason: r.reason.clone(),
+        status: r.status,
+        error: r.error.clone(),
+        attempts,
+        holdfast_version: env!("CARGO_PKG_VERSION").to_string(),
+        config_hash: sh.config_hash.clone(),
+        time,
+        time_ms,
+        event: data.to_vec(),
+    };
+    if let Some(env) = env {
+        rec.describe_event(env);
+    }
+    rec
+}
+
+pub(super) async fn quarantine_invalid<P: Protocol>(
+    sh: &Arc<Shared<P>>,
+    mut invalid: Vec<(Raw, String)>,
+) -> bool {
+    // Claimed like a send, so that an event evicted meanwhile is not both
+    // counted lost and quarantined.
+    let ok = sh
+        .ledger
+        .claim(&log_seqs(invalid.iter().map(|(r, _)| &r.pos)));
+    if ok.iter().any(|&k| !k) {
+        let mut ok = ok.into_iter();
+        let mut gone = Vec::new();
+        invalid.retain(|(r, _)| {
+            if !matches!(r.pos, Pos::Log(_)) || ok.next().unwrap_or(true) {
+                return true;
+            }
+            gone.push(r.pos);
+            false
+        });
+        let _ = sh.done.send(gone);
+        if invalid.is_empty() {
+            return true;
+        }
+    }
+    let mut records = Vec::new();
+    let mut positions = Vec::new();
+    for (raw, why) in invalid {
+        let r = Rejection {
+            kind: "invalid_event",
+            reason: format!("not a valid event: {why}"),
+            status: None,
+            error: String::new(),
+        };
+        sh.count(Which::Rejected, r.kind, 1);
+        error!(sink = %sh.name, seq = ?raw.pos.seq(), error = %why, "an event in the log is not a valid envelope; quarantining it");
+        records.push(record(
+            sh,
+            None,
+            String::new(),
+            raw.pos,
+            &raw.data,
+            raw.attempts,
+            &r,
+        ));
+        positions.push(raw.pos);
+    }
+    store(sh, records, positions).await
+}
+
+pub(super) async fn quarantine<P: Protocol>(
+    sh: &Arc<Shared<P>>,
+    rejected: Vec<(Item, Rejection)>,
+) -> bool {
+    let mut records = Vec::with_capacity(rejected.len());
+    let mut positions = Vec::with_capacity(rejected.len());
+    for (it, r) in &rejected {
+        records.push(record(
+            sh,
+            Some(&it.env),
+            it.id.to_hex(),
+            it.pos,
+            &it.data,
+            it.attempts,
+            r,
+        ));
+        positions.push(it.pos);
+    }
+    let first = &rejected[0].1;
+    warn!(sink = %sh.name, events = rejected.len(), kind = first.kind, reason = %first.reason,
+        status = ?first.status, error = %first.error, "quarantining events the receiver rejected for good");
+    store(sh, records, positions).await
+}
+
+/// Rejected events waiting for room in a full quarantine (`when_full =
+/// "block"`). They are not finished, so the cursor stays below them; the
+/// runtime tries again every [`FULL_RETRY`] (or `backoff_max`, if shorter)
+/// while the delivery tasks go on with later events, up to the window.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    records: Vec<Record>,
+    positions: Vec<Pos>,
+}
+
+/// What became of one attempt to write to the quarantine.
+enum Stored {
+    Written,
+    Dropped,
+    Full(String),
+    Failed(String),
+}
+
+async fn write<P: Protocol>(sh: &Arc<Shared<P>>, records: &[Record], positions: &[Pos]) -> Stored {
+    let n = records.len() as u64;
+    let q = sh.quarantine.clone();
+    let batch = records.to_vec();
+    match tokio::task::spawn_blocking(move || q.write(&batch)).await {
+        Ok(Ok(_)) => {
+            let mut by_kind: Vec<(&str, u64)> = Vec::new();
+            for r in records {
+                match by_kind.iter_mut().find(|(k, _)| *k == r.kind) {
+                    Some(e) => e.1 += 1,
+                    None => by_kind.push((&r.kind, 1)),
+                }
+            }
+            for (k, c) in by_kind {
+                sh.count(Which::Quarantined, k, c);
+            }
+            sh.m.quarantine_bytes.set(sh.quarantine.used_bytes() as i64);
+            sh.finished(positions.to_vec());
+            Stored::Written
+        }
+        Ok(Err(WriteError::Full { .. })) if sh.quarantine.when_full == QuarantineFull::Drop => {
+            sh.metrics
+                .drop_events(&format!("sink:{}", sh.name), "quarantine_full", n);
+            warn!(sink = %sh.name, events = n, dir = %sh.quarantine.dir().display(),
+                "the quarantine is full: dropping rejected events (when_full = \"drop\")");
+            sh.finished(positions.to_vec());
+            Stored::Dropped
+        }
+        Ok(Err(e @ WriteError::Full { .. })) => Stored::Full(e.to_string()),
+        Ok(Err(e)) => Stored::Failed(e.to_string()),
+        Err(e) => Stored::Failed(format!("the quarantine writer failed: {e}")),
+    }
+}
+
+/// Writes the records durably, then reports their events finished. When the
+/// quarantine is full: drops them (counted) under `when_full = "drop"`, or
+/// parks them unfinished for the runtime to retry. When writing fails
+/// (I/O), keeps trying. False if the sink stopped meanwhile.
+async fn store<P: Protocol>(
+    sh: &Arc<Shared<P>>,
+    records: Vec<Record>,
+    positions: Vec<Pos>,
+) -> bool {
+    loop {
+        match write(sh, &records, &positions).await {
+            Stored::Written | Stored::Dropped => return true,
+            Stored::Full(error) => {
+                sh.m.quarantine_full.set(1);
+                error!(sink = %sh.name, events = records.len(), %error,
+                    "cannot quarantine rejected events: the sink's cursor stops at them until there is room (holdfast quarantine purge, or raise quarantine.max_bytes)");
+                sh.parked
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(Parked { records, positions });
+                return true;
+            }
+            Stored::Failed(error) => {
+                error!(sink = %sh.name, events = records.len(), %error,
+                    "cannot write to the quarantine; trying again (the events stay unfinished)");
+                if !pause(&sh.stop, FULL_RETRY.min(sh.policy.backoff_max)).await {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// Tries the parked events again (the runtime calls this periodically).
+pub(crate) async fn retry_parked<P: Protocol>(sh: &Arc<Shared<P>>) {
+    let parked = std::mem::take(&mut *sh.parked.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut left = Vec::new();
+    for p in parked {
+        match write(sh, &p.records, &p.positions).await {
+            Stored::Written | Stored::Dropped => {}
+            Stored::Full(_) | Stored::Failed(_) => left.push(p),
+        }
+    }
+    let mut parked = sh.parked.lock().unwrap_or_else(|p| p.into_inner());
+    parked.extend(left);
+    if parked.is_empty() {
+        sh.m.quarantine_full.set(0);
+    }
+}
+
+impl<P> Shared<P> {
+    pub fn has_parked(&self) -> bool {
+        !self
+            .parked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+}
