@@ -16,8 +16,10 @@ lines, and appends every line to the log once.
   wake-ups (notify); polling alone also works.
 * `identity.rs` — which file is which: device + inode + birth time + a hash
   of the first `fingerprint_bytes`; the key each line's id derives from.
-* `tailer.rs` — the thread that follows files through rename, copytruncate,
-  deletion and restarts, and keeps descriptors and memory bounded.
+* `tailer/` — the thread that follows files through rename, copytruncate,
+  deletion and restarts, and keeps descriptors and memory bounded: `mod.rs`
+  (streams, the loop), `scan.rs` (finding and identifying files, rotation,
+  copies), `read.rs` (reading), `timers.rs` (timeouts, idle files).
 * `lines.rs`, `multiline.rs` — `\n` / `\r\n` lines, `max_line_bytes`,
   unfinished last lines, multiline events.
 * `encode.rs` — a line as an [`Envelope`](crate::event::Envelope) holding an

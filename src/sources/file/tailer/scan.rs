@@ -1,0 +1,603 @@
+//! Finding and identifying files: scans, rotation, copies and new generations.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime};
+
+use tracing::{debug, info};
+
+use super::super::discovery::FoundFile;
+use super::super::identity::{self, judge, FileMeta, Prefix, Verdict};
+use super::super::lines::Splitter;
+use super::super::StartAt;
+use super::{unix_ms, Copy, Stream, StreamId, Tailer, TAIL_BYTES};
+
+impl Tailer {
+    pub(super) fn scan(&mut self, now: Instant) {
+        self.last_scan = Some(now);
+        self.rescan = false;
+        let found = self.patterns.scan();
+        self.watch.ensure(&self.patterns.watch_dirs());
+        let mut seen: HashSet<StreamId> = HashSet::with_capacity(found.len());
+        let mut unknown = Vec::new();
+        for f in found {
+            match self.by_inode.get(&f.meta.inode()).copied() {
+                Some(id) => {
+                    if seen.insert(id) {
+                        self.seen_known(id, f);
+                    }
+                }
+                None => unknown.push(f),
+            }
+        }
+        let missing: Vec<StreamId> = self
+            .streams
+            .iter()
+            .filter(|(id, s)| s.attached && !seen.contains(id))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in missing {
+            self.unseen(id, now);
+        }
+        let unknown_inodes: HashSet<(u64, u64)> = unknown.iter().map(|f| f.meta.inode()).collect();
+        for f in unknown {
+            self.discover(f, now);
+        }
+        self.deferred.retain(|k, _| unknown_inodes.contains(k));
+        // Listings serve this scan only: none is held between scans, and a
+        // file renamed after this one is looked for again at the next.
+        self.listings.clear();
+        self.first_start = false;
+        // Never needed again once every file has been seen once.
+        self.found = None;
+        self.out.c.files_watched.set(self.by_inode.len() as i64);
+    }
+
+    fn seen_known(&mut self, id: StreamId, f: FoundFile) {
+        let s = self.streams.get_mut(&id).unwrap();
+        s.unseen_since = None;
+        if s.unseen_unix_ms.take().is_some() {
+            // Back in the globs: the checkpoint no longer says it left them.
+            self.out.upserts.push((id, s.record()));
+        }
+        let mut want = false;
+        if s.path != f.path {
+            // Renamed to another matching name (app.log → app.log.1), or
+            // found again after a restart under its rotated name.
+            info!(source = %self.s.name, from = %s.path.display(), to = %f.path.display(), "followed file renamed");
+            if self.by_path.get(&s.path) == Some(&id) {
+                self.by_path.remove(&s.path);
+            }
+            s.path = f.path.clone();
+            s.template = self.out.enc.template(&s.path);
+            self.by_path.insert(f.path, id);
+            self.out.upserts.push((id, s.record()));
+            self.out.c.rotations.inc();
+            want = s.file.is_none();
+        }
+        if s.file.is_none()
+            && (f.meta.len != s.read_pos
+                || f.meta.btime != s.meta.btime
+                || (s.prefix.len as u64) < f.meta.len.min(self.s.opts.fingerprint_bytes as u64))
+        {
+            want = true;
+        }
+        if s.file.is_some() && f.meta.len != s.read_pos {
+            s.dirty = true;
+        }
+        s.meta.len = f.meta.len;
+        if want {
+            self.want(id);
+        }
+    }
+
+    /// A followed file is no longer found at any path the globs match: it is
+    /// drained (read on every pass, through its descriptor) until it has been
+    /// idle for `rotate_wait`. A stream without an open descriptor (closed as
+    /// idle or for the descriptor cap, or restored from the checkpoint after
+    /// a restart) first looks for its file in the directory it was last seen
+    /// in (`app.log.1` when only `app.log` is included); only if it is not
+    /// there is the stream detached, its tail unread.
+    fn unseen(&mut self, id: StreamId, now: Instant) {
+        let s = self.streams.get_mut(&id).unwrap();
+        if s.unseen_since.is_none() {
+            s.unseen_since = Some(now);
+            s.unseen_unix_ms = s.unseen_unix_ms.or(Some(unix_ms(SystemTime::now())));
+            self.out.c.rotations.inc();
+            info!(source = %self.s.name, path = %s.path.display(),
+                "followed file was deleted or rotated out of the include patterns; reading what is left of it");
+            let rec = s.record();
+            self.out.upserts.push((id, rec));
+        }
+        if self.streams[&id].file.is_none() && !self.find_moved(id, now) {
+            // Nothing left to read it by.
+            self.detach(id, now);
+        }
+    }
+
+    /// Opens the file of a stream that left the globs and has no descriptor,
+    /// found again by identity in its last directory, and positions it where
+    /// reading stopped. True if found.
+    fn find_moved(&mut self, id: StreamId, now: Instant) -> bool {
+        let s = &self.streams[&id];
+        let Some(dir) = s.path.parent().map(|d| d.to_path_buf()) else {
+            return false;
+        };
+        let known = identity::Known {
+            dev: s.meta.dev,
+            ino: s.meta.ino,
+            btime: s.meta.btime,
+            prefix: s.prefix,
+            read_pos: s.read_pos,
+        };
+        if !self.listings.contains_key(&dir) {
+            match identity::list_inodes(&dir) {
+                Ok(l) => self.listings.insert(dir.clone(), l),
+                Err(e) => {
+                    self.read_error("cannot look for a rotated file in its directory", &dir, &e);
+                    return false;
+                }
+            };
+        }
+        let found = match identity::open_moved(&self.listings[&dir], &known, &mut self.pbuf) {
+            Ok(Some(m)) => m,
+            Ok(None) => return false,
+            Err(e) => {
+                self.read_error("cannot look for a rotated file in its directory", &dir, &e);
+                return false;
+            }
+        };
+        let mut file = found.file;
+        let s = self.streams.get_mut(&id).unwrap();
+        if let Err(e) = file.seek(SeekFrom::Start(s.read_pos)) {
+            self.read_error("cannot seek in a rotated file", &found.path, &e);
+            return false;
+        }
+        info!(source = %self.s.name, path = %s.path.display(), now_at = %found.path.display(),
+            offset = s.read_pos, len = found.meta.len,
+            "found a followed file, not read to its end, under a name outside the include patterns; reading it until it is idle for rotate_wait");
+        s.meta.len = found.meta.len;
+        s.file = Some(file);
+        s.at_eof = false;
+        s.last_data = now;
+        self.open += 1;
+        self.make_room(id);
+        true
+    }
+
+    /// Identifies a file no stream is attached to: the copy of a detached
+    /// stream, a possible copy of a live one (set aside for a while), or a
+    /// new stream.
+    fn discover(&mut self, f: FoundFile, now: Instant) {
+        let file = match File::open(&f.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(e) => return self.read_error("cannot open a matched file", &f.path, &e),
+        };
+        let meta = match file.metadata() {
+            Ok(m) => FileMeta::of(&m),
+            Err(e) => return self.read_error("cannot stat a matched file", &f.path, &e),
+        };
+        if meta.inode() != f.meta.inode() || self.by_inode.contains_key(&meta.inode()) {
+            self.rescan = true;
+            return;
+        }
+        self.identify(f.path, file, meta, now);
+    }
+
+    /// Decides what an open file no stream is attached to is (see
+    /// [`Tailer::discover`]) and follows it accordingly.
+    fn identify(&mut self, path: PathBuf, file: File, meta: FileMeta, now: Instant) {
+        let fp = self.fp();
+        if let Err(e) = identity::read_prefix(&file, fp, &mut self.pbuf) {
+            return self.read_error("cannot read a matched file", &path, &e);
+        }
+        let prefix = Prefix::of(&self.pbuf);
+        let mut already_read = false;
+        if prefix.is_full(fp) {
+            if self.full_prefixes.contains_key(&prefix.hash) && self.settle_truncations(prefix, now)
+            {
+                // Settling read other first bytes into the buffer.
+                if let Err(e) = identity::read_prefix(&file, fp, &mut self.pbuf) {
+                    return self.read_error("cannot read a matched file", &path, &e);
+                }
+            }
+            match self.find_copy_of(prefix, &file, meta.len) {
+                Some(Copy::Continues(oid)) => return self.adopt(oid, path, meta, file, now),
+                Some(Copy::AlreadyRead(oid)) => {
+                    info!(source = %self.s.name, path = %path.display(), was = %self.streams[&oid].path.display(),
+                        len = meta.len, emitted = self.streams[&oid].emitted, read_pos = self.streams[&oid].read_pos,
+                        "a copy of lines already read; following it from its end");
+                    already_read = true;
+                }
+                None => {}
+            }
+            if !already_read
+                && self.full_prefixes.contains_key(&prefix.hash)
+                && self.may_be_copy_of_live(prefix, &file, meta.len)
+            {
+                let since = *self.deferred.entry(meta.inode()).or_insert(now);
+                if now.duration_since(since) < self.s.opts.rotate_wait {
+                    debug!(source = %self.s.name, path = %path.display(),
+                        "new file starts like a followed one: waiting to see whether it is a copy");
+                    return;
+                }
+            }
+        }
+        let mut key = identity::derive_key(&meta, &self.pbuf);
+        while key == 0 || self.keys.contains_key(&key) {
+            key = xxhash_rust::xxh3::xxh3_64(&key.to_le_bytes());
+        }
+        let mut start = 0;
+        let mut ahead = Vec::new();
+        if already_read || (self.first_start && self.s.opts.start_at == StartAt::End) {
+            start = meta.len;
+        } else if let Some(found) = &mut self.found {
+            if let Some((p, rest)) = found.resume_unknown(key, 0).filter(|r| r.0 <= meta.len) {
+                info!(source = %self.s.name, path = %path.display(), offset = p,
+                    "resuming a file after the lines of it found in the log");
+                start = p;
+                ahead = rest;
+            }
+        }
+        let id = self.new_id();
+        let mut file = file;
+        if start > 0 {
+            if let Err(e) = file.seek(SeekFrom::Start(start)) {
+                return self.read_error("cannot seek in a matched file", &path, &e);
+            }
+        }
+        let st = Stream {
+            key,
+            generation: 0,
+            template: self.out.enc.template(&path),
+            path: path.clone(),
+            meta,
+            prefix,
+            read_pos: start,
+            emitted: start,
+            file: Some(file),
+            split: Splitter::default(),
+            group: None,
+            last_data: now,
+            at_eof: false,
+            attached: false,
+            unseen_since: None,
+            unseen_unix_ms: None,
+            detached_at: None,
+            tail: Vec::new(),
+            tail_end: 0,
+            wanted: false,
+            dirty: false,
+            truncated_away: false,
+            ahead,
+        };
+        self.out.upserts.push((id, st.record()));
+        self.out.barrier = true;
+        self.insert(id, st);
+        self.open += 1;
+        debug!(source = %self.s.name, path = %path.display(), ino = meta.ino, len = meta.len, prefix_len = prefix.len, offset = start, "following a new file");
+        self.make_room(id);
+    }
+
+    /// Checks the followed files whose first bytes are `prefix` for a
+    /// truncation not yet seen, and starts their next generation if so.
+    /// A file that may be a copy is judged against these streams:
+    /// copytruncate copies, truncates, and the application writes on, all
+    /// perhaps before the truncated file is read again; judged against what
+    /// was read before the truncation, the copy would look like a new file
+    /// and be read again from its start. True if a stream was truncated.
+    fn settle_truncations(&mut self, prefix: Prefix, now: Instant) -> bool {
+        let ids: Vec<StreamId> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.attached && s.file.is_some() && s.prefix == prefix)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut any = false;
+        for id in ids {
+            let s = &self.streams[&id];
+            let Some(file) = s.file.as_ref() else {
+                continue;
+            };
+            let (Ok(m), Ok(same)) = (
+                file.metadata(),
+                identity::prefix_matches(file, s.prefix, &mut self.pbuf),
+            ) else {
+                // Reading it says what is wrong.
+                continue;
+            };
+            if !same || m.len() < s.read_pos {
+                self.truncated(id, now);
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// A file found empty has its first bytes, and nothing of it was
+    /// emitted yet: it is identified again, as if found only now. It may be
+    /// copytruncate's copy, found between its creation and the first write
+    /// of its contents; followed as the new file it seemed to be, every line
+    /// of it would be read a second time.
+    pub(super) fn reidentify(&mut self, id: StreamId, now: Instant) {
+        let Some(mut s) = self.remove(id) else {
+            return;
+        };
+        let Some(mut file) = s.file.take() else {
+            return;
+        };
+        let meta = match file.metadata() {
+            Ok(m) => FileMeta::of(&m),
+            Err(e) => return self.read_error("cannot stat a matched file", &s.path, &e),
+        };
+        if let Err(e) = file.seek(SeekFrom::Start(0)) {
+            return self.read_error("cannot seek in a matched file", &s.path, &e);
+        }
+        debug!(source = %self.s.name, path = %s.path.display(), ino = meta.ino,
+            "a file found empty starts like a followed one: identifying it again");
+        self.identify(s.path, file, meta, now);
+    }
+
+    /// Forgets a stream at once (its record goes from the checkpoint too).
+    pub(super) fn remove(&mut self, id: StreamId) -> Option<Stream> {
+        let s = self.streams.remove(&id)?;
+        self.detached.remove(&id);
+        if self.by_inode.get(&s.meta.inode()) == Some(&id) {
+            self.by_inode.remove(&s.meta.inode());
+        }
+        if self.by_path.get(&s.path) == Some(&id) {
+            self.by_path.remove(&s.path);
+        }
+        if s.attached && s.prefix.is_full(self.fp()) {
+            self.unindex_prefix(s.prefix.hash);
+        }
+        if let Some(k) = self.keys.get_mut(&s.key) {
+            k.0 -= 1;
+            if k.0 == 0 {
+                self.keys.remove(&s.key);
+            }
+        }
+        if s.file.is_some() {
+            self.open -= 1;
+        }
+        self.out.forget.push(id);
+        Some(s)
+    }
+
+    /// Whether `file` (first bytes `prefix`, `len` long) is a copy of a
+    /// detached stream's file: copytruncate's `app.log.1`, or a file moved
+    /// across file systems. It must start with the stream's full prefix.
+    /// If it is longer than what was read of the stream, the bytes just
+    /// before the stream's position must match the last bytes read (or, for
+    /// a stream restored from a checkpoint without them, be a line end); if
+    /// it is shorter, the copy was taken before the stream was read to its
+    /// end (the lines of copytruncate's window were read from the original)
+    /// and holds nothing new.
+    fn find_copy_of(&mut self, prefix: Prefix, file: &File, len: u64) -> Option<Copy> {
+        let fp = self.fp();
+        let mut buf = [0u8; TAIL_BYTES];
+        for &id in &self.detached {
+            let s = &self.streams[&id];
+            if s.prefix != prefix || !s.prefix.is_full(fp) {
+                continue;
+            }
+            if len < s.emitted {
+                return Some(Copy::AlreadyRead(id));
+            }
+            let ok = if s.tail.is_empty() || len < s.tail_end || s.tail_end < s.tail.len() as u64 {
+                let b = &mut buf[..1];
+                s.emitted == 0 || (file.read_exact_at(b, s.emitted - 1).is_ok() && b[0] == b'\n')
+            } else {
+                let b = &mut buf[..s.tail.len()];
+                file.read_exact_at(b, s.tail_end - s.tail.len() as u64)
+                    .is_ok()
+                    && *b == s.tail[..]
+            };
+            if ok {
+                return Some(Copy::Continues(id));
+            }
+        }
+        None
+    }
+
+    /// Whether `file` could be a copy, still being made or not yet followed
+    /// by the truncation, of a followed file with the same first bytes:
+    /// its last bytes equal that file's bytes at the same offset. A file
+    /// that merely starts the same (a common header) is not held back.
+    fn may_be_copy_of_live(&self, prefix: Prefix, file: &File, len: u64) -> bool {
+        let n = (TAIL_BYTES as u64).min(len) as usize;
+        let mut ours = [0u8; TAIL_BYTES];
+        if file.read_exact_at(&mut ours[..n], len - n as u64).is_err() {
+            return true;
+        }
+        let mut theirs = [0u8; TAIL_BYTES];
+        self.streams.values().any(|s| {
+            s.attached
+                && s.prefix == prefix
+                && match &s.file {
+                    Some(f) => {
+                        f.read_exact_at(&mut theirs[..n], len - n as u64).is_ok()
+                            && ours[..n] == theirs[..n]
+                    }
+                    None => true,
+                }
+        })
+    }
+
+    fn adopt(&mut self, id: StreamId, path: PathBuf, meta: FileMeta, mut file: File, now: Instant) {
+        let s = self.streams.get_mut(&id).unwrap();
+        if let Err(e) = file.seek(SeekFrom::Start(s.emitted)) {
+            let p = s.path.clone();
+            return self.read_error("cannot seek in a matched file", &p, &e);
+        }
+        info!(source = %self.s.name, path = %path.display(), was = %s.path.display(), offset = s.emitted,
+            "continuing a rotated-away file from its copy");
+        s.path = path;
+        s.template = self.out.enc.template(&s.path);
+        s.meta = meta;
+        s.read_pos = s.emitted;
+        s.file = Some(file);
+        s.split.reset();
+        s.group = None;
+        s.at_eof = false;
+        s.last_data = now;
+        self.open += 1;
+        self.attach(id);
+        let rec = self.streams[&id].record();
+        self.out.upserts.push((id, rec));
+        self.out.barrier = true;
+        self.make_room(id);
+    }
+
+    /// Closes the idlest open files while more than `max_open` are open
+    /// (down to three quarters, so this runs once per many opens). Files
+    /// read to their end go first; a file closed with data left is queued to
+    /// be opened again. Rotated files being drained are never closed.
+    fn make_room(&mut self, keep: StreamId) {
+        if self.open <= self.s.max_open {
+            return;
+        }
+        let target = self.s.max_open * 3 / 4;
+        let mut idle: Vec<(bool, Instant, StreamId)> = self
+            .streams
+            .iter()
+            .filter(|(id, s)| **id != keep && s.file.is_some() && s.unseen_since.is_none())
+            .map(|(id, s)| (!s.at_eof, s.last_data, *id))
+            .collect();
+        idle.sort_unstable();
+        for (_, _, id) in idle {
+            if self.open <= target {
+                break;
+            }
+            let s = self.streams.get_mut(&id).unwrap();
+            let pending = !s.at_eof;
+            s.file = None;
+            self.open -= 1;
+            if pending {
+                self.want(id);
+            }
+        }
+    }
+
+    /// Opens a closed, attached stream again, checking that its path still
+    /// leads to its file and that the file is still what was read.
+    pub(super) fn reopen(&mut self, id: StreamId, now: Instant) {
+        let Some(s) = self.streams.get(&id) else {
+            return;
+        };
+        if s.file.is_some() || !s.attached {
+            return;
+        }
+        let path = s.path.clone();
+        let mut file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.rescan = true;
+                return;
+            }
+            Err(e) => return self.read_error("cannot open a followed file", &path, &e),
+        };
+        let meta = match file.metadata() {
+            Ok(m) => FileMeta::of(&m),
+            Err(e) => return self.read_error("cannot stat a followed file", &path, &e),
+        };
+        let s = &self.streams[&id];
+        if meta.inode() != s.meta.inode() {
+            // The path leads to another file now: a scan sorts it out.
+            self.rescan = true;
+            return;
+        }
+        let ok = match identity::prefix_matches(&file, s.prefix, &mut self.pbuf) {
+            Ok(ok) => ok,
+            Err(e) => return self.read_error("cannot read a followed file", &path, &e),
+        };
+        match judge(s.meta.btime, s.read_pos, &meta, ok) {
+            Verdict::Same => {
+                let pos = s.read_pos;
+                if let Err(e) = file.seek(SeekFrom::Start(pos)) {
+                    return self.read_error("cannot seek in a followed file", &path, &e);
+                }
+                let s = self.streams.get_mut(&id).unwrap();
+                s.file = Some(file);
+                s.at_eof = false;
+                self.open += 1;
+                self.make_room(id);
+            }
+            Verdict::Truncated => self.new_generation(id, file, meta, now),
+            Verdict::Replaced => {
+                info!(source = %self.s.name, path = %path.display(), "inode reused by a new file");
+                self.detach(id, now);
+                self.discover(FoundFile { path, meta }, now);
+            }
+        }
+    }
+
+    /// The stream's file was truncated in place: what was read stays with
+    /// the old generation (detached, so a copy of it can continue it), and
+    /// the file is read from its start as the next generation.
+    pub(super) fn new_generation(
+        &mut self,
+        id: StreamId,
+        mut file: File,
+        meta: FileMeta,
+        now: Instant,
+    ) {
+        self.out.c.truncations.inc();
+        let had_file = self.streams[&id].file.is_some();
+        self.detach_keeping(id, now);
+        self.streams.get_mut(&id).unwrap().truncated_away = true;
+        let s = &self.streams[&id];
+        let (key, path) = (s.key, s.path.clone());
+        let generation = self.keys.get(&key).map_or(0, |k| k.1) + 1;
+        info!(source = %self.s.name, path = %path.display(), read = s.read_pos, now = meta.len, generation,
+            "file truncated in place; reading it from the start as a new generation");
+        let fp = self.fp();
+        if let Err(e) = identity::read_prefix(&file, fp, &mut self.pbuf) {
+            return self.read_error("cannot read a followed file", &path, &e);
+        }
+        if let Err(e) = file.seek(SeekFrom::Start(0)) {
+            return self.read_error("cannot seek in a followed file", &path, &e);
+        }
+        let nid = self.new_id();
+        let st = Stream {
+            key,
+            generation,
+            template: self.out.enc.template(&path),
+            path,
+            meta,
+            prefix: Prefix::of(&self.pbuf),
+            read_pos: 0,
+            emitted: 0,
+            file: Some(file),
+            split: Splitter::default(),
+            group: None,
+            last_data: now,
+            at_eof: false,
+            attached: false,
+            unseen_since: None,
+            unseen_unix_ms: None,
+            detached_at: None,
+            tail: Vec::new(),
+            tail_end: 0,
+            wanted: false,
+            dirty: false,
+            truncated_away: false,
+            ahead: Vec::new(),
+        };
+        self.out.upserts.push((nid, st.record()));
+        self.out.barrier = true;
+        self.insert(nid, st);
+        self.open += 1;
+        if !had_file {
+            self.make_room(nid);
+        }
+        if !self.deferred.is_empty() {
+            // A file set aside as a possible copy of this one is one now.
+            self.rescan = true;
+        }
+    }
+}
