@@ -177,9 +177,7 @@ impl Consumer {
         // Wakes the writer to write the cursor (and free a segment this
         // commit passed); see `Writer::maintain`.
         shared.cursors_moved.store(true, Ordering::Release);
-        if !shared.maintain_queued.swap(true, Ordering::AcqRel) {
-            self.log.send(Msg::Maintain);
-        }
+        self.log.wake_writer();
         Ok(())
     }
 

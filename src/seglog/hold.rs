@@ -20,10 +20,7 @@
 //! checkpoint's `log_seq` once it has read it, and forward after every
 //! durable checkpoint.
 
-use std::sync::atomic::Ordering;
-
 use super::error::Result;
-use super::writer::Msg;
 use super::{Log, LogError};
 
 /// A named hold on the log; see the module docs. Cheap to create again by
@@ -73,8 +70,8 @@ impl Hold {
             _ => false,
         };
         drop(st);
-        if frees && !shared.maintain_queued.swap(true, Ordering::AcqRel) {
-            self.log.send(Msg::Maintain);
+        if frees {
+            self.log.wake_writer();
         }
     }
 
@@ -82,8 +79,8 @@ impl Hold {
     pub fn remove(self) {
         let shared = self.log.shared();
         let removed = shared.lock().holds.remove(&self.name).is_some();
-        if removed && !shared.maintain_queued.swap(true, Ordering::AcqRel) {
-            self.log.send(Msg::Maintain);
+        if removed {
+            self.log.wake_writer();
         }
     }
 }

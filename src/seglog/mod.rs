@@ -600,4 +600,17 @@ impl Log {
     pub(crate) fn send(&self, msg: Msg) {
         let _ = self.inner.tx.send(msg);
     }
+
+    /// Asks the writer for a maintenance round (store cursors, delete what
+    /// is no longer needed); however many ask before it runs, one message.
+    pub(crate) fn wake_writer(&self) {
+        if !self
+            .inner
+            .shared
+            .maintain_queued
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            self.send(Msg::Maintain);
+        }
+    }
 }
