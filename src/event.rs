@@ -27,6 +27,10 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 
+mod stored;
+
+pub use stored::{Context, Decoder, Group, Origin, Stored};
+
 /// A record's stable identity: 16 bytes, shown as 32 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EventId(pub [u8; 16]);
@@ -96,6 +100,13 @@ pub struct Envelope {
     /// Where in a file the record came from (file sources only).
     #[prost(message, optional, tag = "11")]
     pub origin: Option<FileOrigin>,
+    /// Format 2 only: the event's group in its batch's [`Context`].
+    #[prost(uint32, tag = "12")]
+    pub group: u32,
+    /// Format 2 only: observed time minus its group's, when not stored
+    /// whole in field 3.
+    #[prost(uint64, tag = "13")]
+    pub observed_delta: u64,
 }
 
 /// The record itself, one of the three OpenTelemetry signals.
@@ -156,6 +167,8 @@ pub enum EnvelopeError {
     NoRecord,
     #[error("envelope id is {0} bytes, expected 16")]
     BadId(usize),
+    #[error("event names group {0} but its batch's context has {1}")]
+    NoGroup(u32, usize),
 }
 
 impl Envelope {

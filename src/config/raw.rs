@@ -16,7 +16,7 @@ use toml::Spanned;
 use super::error::suggestion_suffix;
 
 use super::settings::LogFormat;
-use super::units::{Dur, Size};
+use super::units::{Count, Dur, Size};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -77,6 +77,33 @@ pub(crate) struct RawLog {
     /// How often sinks' cursors are written to disk. Default `"1s"`. Never
     /// zero.
     pub cursor_sync_interval: Option<Spanned<Dur>>,
+    /// `"zstd"`, `"lz4"` or `"none"`: how each batch is compressed on
+    /// disk. Default `"zstd"`.
+    pub compression: Option<Spanned<RawCompression>>,
+    /// zstd level, 1 (fastest) to 19. Default 1; only with `"zstd"`.
+    pub compression_level: Option<Spanned<Count>>,
+}
+
+/// The spelling of [`Compression`](crate::seglog::Compression) without its
+/// level (which is a separate key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RawCompression {
+    Zstd,
+    Lz4,
+    None,
+}
+
+impl<'de> Deserialize<'de> for RawCompression {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        one_of(
+            d,
+            &[
+                ("zstd", RawCompression::Zstd),
+                ("lz4", RawCompression::Lz4),
+                ("none", RawCompression::None),
+            ],
+        )
+    }
 }
 
 /// The spelling of [`FsyncPolicy`](crate::seglog::FsyncPolicy) without its

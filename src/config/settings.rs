@@ -14,11 +14,13 @@ use toml::Spanned;
 
 use super::check::Checker;
 use super::error::{suggestion_suffix, Diagnostic, Position};
-use super::raw::{one_of, RawApi, RawConfig, RawDaemon, RawFsync, RawLog, RawLogging, RawWhenFull};
+use super::raw::{
+    one_of, RawApi, RawCompression, RawConfig, RawDaemon, RawFsync, RawLog, RawLogging, RawWhenFull,
+};
 use super::sinks::{self, SinkSettings};
 use super::sources::{self, SourceKind, SourceSettings};
 use super::units::{format_duration, format_size};
-use crate::seglog::{FsyncPolicy, LogOptions, WhenFull};
+use crate::seglog::{Compression, FsyncPolicy, LogOptions, WhenFull};
 
 /// Where holdfast keeps its state unless `data_dir` says otherwise.
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/holdfast";
@@ -331,11 +333,40 @@ fn check_log(cx: &mut Checker<'_>, raw: &RawLog) -> LogOptions {
         Some("cursors would be written continuously; a crash replays at most one interval of progress, so \"1s\" is plenty"),
     );
 
+    let compression = match raw.compression.as_ref().map(|v| {
+        cx.note("log.compression", v);
+        *v.get_ref()
+    }) {
+        None | Some(RawCompression::Zstd) => Compression::Zstd {
+            level: cx.count(
+                "log.compression_level",
+                raw.compression_level.as_ref(),
+                1,
+                1,
+                19,
+            ) as i32,
+        },
+        Some(other) => {
+            if let Some(v) = &raw.compression_level {
+                cx.warn(
+                    Some(v.span()),
+                    "log.compression_level",
+                    "has no effect unless compression = \"zstd\"; remove it",
+                );
+            }
+            match other {
+                RawCompression::Lz4 => Compression::Lz4,
+                _ => Compression::None,
+            }
+        }
+    };
+
     let options = LogOptions {
         segment_bytes,
         max_bytes,
         max_age,
         fsync,
+        compression,
         when_full,
         append_timeout,
         cursor_sync_interval,

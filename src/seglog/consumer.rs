@@ -36,6 +36,18 @@ pub struct Event {
     pub append_ms: u64,
     /// The bytes given to [`Batch::push`](super::Batch::push).
     pub data: Bytes,
+    /// The context of the batch it was appended with
+    /// ([`Batch::set_context`](super::Batch::set_context)), shared by every
+    /// event of that batch and stored once; empty if the batch had none and
+    /// for events of a format-1 segment.
+    pub context: Bytes,
+    /// The sequence number of the first event of that batch (of its frame,
+    /// in a format-1 segment): `seq - batch_start` is the event's index in
+    /// the batch, which an embedder may use to derive per-event values from
+    /// the context.
+    pub batch_start: u64,
+    /// The format version of the segment it was read from (1 or 2).
+    pub format: u16,
 }
 
 /// Where a consumer will start the first time it is created.
@@ -75,6 +87,7 @@ struct FrameCursor {
     payload: Range<usize>,
     at: usize,
     seq: u64,
+    first_seq: u64,
     append_ms: u64,
     /// The first sequence number of the next segment (or the log's end):
     /// events at or past it are not this segment's to hand out.
@@ -98,6 +111,9 @@ impl FrameCursor {
             seq: self.seq,
             append_ms: self.append_ms,
             data: self.map.slice(r),
+            context: Bytes::new(),
+            batch_start: self.first_seq,
+            format: 1,
         };
         self.seq += 1;
         e
@@ -342,6 +358,7 @@ impl Consumer {
                         payload: start..start + payload.len(),
                         at: start,
                         seq: header.first_seq,
+                        first_seq: header.first_seq,
                         append_ms: header.append_ms,
                         end,
                     };

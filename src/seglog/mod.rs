@@ -138,7 +138,7 @@ pub use error::{LogError, Result};
 pub use hold::Hold;
 #[doc(hidden)]
 pub use io::{IoHook, IoOp};
-pub use options::{FsyncPolicy, LogOptions, WhenFull};
+pub use options::{Compression, FsyncPolicy, LogOptions, WhenFull};
 pub use state::{Counters, LossReason, Outcome, FSYNC_BUCKETS_SECONDS};
 pub use stats::{ConsumerStats, LogStats};
 
@@ -173,6 +173,8 @@ pub struct Batch {
     /// set, `buf` is empty.
     framed: Option<Bytes>,
     count: u32,
+    /// What every event of the batch shares, stored once with them.
+    context: Bytes,
 }
 
 impl Batch {
@@ -186,6 +188,7 @@ impl Batch {
             buf: BytesMut::with_capacity(bytes),
             framed: None,
             count: 0,
+            context: Bytes::new(),
         }
     }
 
@@ -205,7 +208,22 @@ impl Batch {
             buf: BytesMut::new(),
             framed: Some(framed),
             count,
+            context: Bytes::new(),
         })
+    }
+
+    /// Bytes every event of this batch shares (what they have in common,
+    /// encoded however the embedder likes): written once per batch and
+    /// handed back with each of its events as [`Event::context`]. At most
+    /// 16 MiB.
+    pub fn set_context(&mut self, context: Bytes) {
+        self.context = context;
+    }
+
+    /// [`set_context`](Self::set_context), builder style.
+    pub fn with_context(mut self, context: Bytes) -> Batch {
+        self.context = context;
+        self
     }
 
     pub fn push(&mut self, event: &[u8]) {

@@ -66,6 +66,25 @@ pub enum WhenFull {
     DropOldest,
 }
 
+/// How each appended batch is compressed on disk (format 2). The batch is
+/// compressed in the appending task, before it joins a group commit, so
+/// compression never holds other appenders up behind the writer thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Stored as given.
+    None,
+    /// zstd at this level (1 = fastest; negative levels are faster still).
+    Zstd { level: i32 },
+    /// LZ4 block format: less CPU than zstd, larger on disk.
+    Lz4,
+}
+
+impl Default for Compression {
+    fn default() -> Self {
+        Compression::Zstd { level: 1 }
+    }
+}
+
 /// Options for [`Log::open`](super::Log::open).
 #[derive(Debug, Clone)]
 pub struct LogOptions {
@@ -79,6 +98,8 @@ pub struct LogOptions {
     pub max_age: Option<Duration>,
     /// Durability of an acknowledged append.
     pub fsync: FsyncPolicy,
+    /// How batches are compressed on disk.
+    pub compression: Compression,
     /// Behaviour at `max_bytes`.
     pub when_full: WhenFull,
     /// How long [`Log::append`](super::Log::append) waits for space under
@@ -101,6 +122,7 @@ impl Default for LogOptions {
             max_bytes: 1 << 30,
             max_age: None,
             fsync: FsyncPolicy::Always,
+            compression: Compression::default(),
             when_full: WhenFull::Block,
             append_timeout: Duration::from_secs(5),
             cursor_sync_interval: Duration::from_secs(1),
