@@ -48,9 +48,10 @@ fn locate(st: &mut State, seq: u64) -> Option<(usize, u64, u64)> {
     }
     let i = st.index_containing(seq);
     let map = st.segments[i].map().ok()?;
+    let version = st.segments[i].format;
     let mut at = SEGMENT_HEADER_LEN;
     // `get`: a damaged sealed segment may be shorter than its header.
-    while let Some((h, len)) = map.get(at..).and_then(format::peek_frame) {
+    while let Some((h, len)) = map.get(at..).and_then(|b| format::peek_frame(b, version)) {
         if h.end_seq() > seq {
             return Some((i, at as u64, h.append_ms));
         }
