@@ -357,6 +357,7 @@ async fn write_v1_fixture() {
     assert_eq!(v["next_seq"], total, "{v}");
     assert!(v["segments"].as_u64().unwrap() >= 3, "{v}");
     assert_eq!(committed(&v, SEARCH), phase1, "{v}");
+    assert_eq!(committed(&v, BACKUP), 0, "{v}");
     assert!(
         !data
             .join("checkpoints/app")
@@ -379,6 +380,9 @@ async fn write_v1_fixture() {
         "",
     );
     std::fs::write(out.join("holdfast.toml"), generic).unwrap();
+    assert_segments_are_v1(&out.join("data"));
+    let facts = serde_json::to_string_pretty(&inspect_facts(&out.join("data"))).unwrap() + "\n";
+    std::fs::write(out.join("expected-inspect.json"), facts).unwrap();
     std::fs::write(
         out.join("expected-dump.jsonl"),
         dump(&out.join("data"), &[]),
@@ -448,12 +452,73 @@ fn upgraded_agent(search: &Receiver, backup: &Receiver, sink_extra: &str) -> (Ag
 
 // ------------------------------------------------------------- the upgrade
 
-/// The fixture as `write_v1_fixture` left it (its README says the same).
-const FIXTURE_SEGMENTS: u64 = 3;
-const FIXTURE_NEXT_SEQ: u64 = 346;
-/// `search` had delivered and committed everything below this; `backup`
-/// nothing.
-const FIXTURE_SEARCH_COMMITTED: u64 = 244;
+/// `inspect --json` without what changes by itself (ages, the path).
+fn inspect_facts(data_dir: &Path) -> serde_json::Value {
+    let mut v = inspect_json(data_dir);
+    let o = v.as_object_mut().unwrap();
+    o.remove("log_dir");
+    o.remove("oldest_event_age_seconds");
+    for c in v["consumers"].as_array_mut().unwrap() {
+        c.as_object_mut()
+            .unwrap()
+            .remove("oldest_unread_age_seconds");
+    }
+    v
+}
+
+/// What `inspect --json` said of the fixture when it was written.
+fn fixture_inspect() -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(fixture_dir().join("expected-inspect.json")).unwrap())
+        .unwrap()
+}
+
+fn fixture_next_seq() -> u64 {
+    fixture_inspect()["next_seq"].as_u64().unwrap()
+}
+
+/// Every value of `want` is in `got` (which may have more: a later
+/// version's `inspect` adds to what v1 showed, it does not change it).
+fn assert_json_within(want: &serde_json::Value, got: &serde_json::Value, at: &str) {
+    use serde_json::Value;
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => {
+            for (k, wv) in w {
+                let gv = g
+                    .get(k)
+                    .unwrap_or_else(|| panic!("{at}.{k} is missing: {got}"));
+                assert_json_within(wv, gv, &format!("{at}.{k}"));
+            }
+        }
+        (Value::Array(w), Value::Array(g)) => {
+            assert_eq!(w.len(), g.len(), "{at}: {got}");
+            for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
+                assert_json_within(wv, gv, &format!("{at}[{i}]"));
+            }
+        }
+        _ => assert_eq!(want, got, "{at}"),
+    }
+}
+
+/// The segment files' headers say format version 1 (magic `HFSG`, then the
+/// version as a little-endian u16).
+fn assert_segments_are_v1(data_dir: &Path) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(data_dir.join("log")).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "seg") {
+            let bytes = std::fs::read(&path).unwrap();
+            assert_eq!(&bytes[..4], b"HFSG", "{}", path.display());
+            assert_eq!(
+                u16::from_le_bytes([bytes[4], bytes[5]]),
+                1,
+                "{}: not a version 1 segment",
+                path.display()
+            );
+            n += 1;
+        }
+    }
+    n
+}
 
 /// What today's code sent for the fixture's backlog: per sink, each event's
 /// `_id` and its action and document lines, in log order.
@@ -575,22 +640,26 @@ fn otlp_logs(tag: &str, n: usize) -> (Vec<u8>, Vec<String>) {
 
 /// What `inspect` and `dump` show of the fixture before anything runs.
 fn assert_opens_as_written(data_dir: &Path) {
-    let v = inspect_json(data_dir);
-    assert_eq!(v["segments"], FIXTURE_SEGMENTS, "{v}");
-    assert_eq!(v["first_seq"], 0, "{v}");
-    assert_eq!(v["next_seq"], FIXTURE_NEXT_SEQ, "{v}");
-    assert_eq!(committed(&v, SEARCH), FIXTURE_SEARCH_COMMITTED, "{v}");
+    let segments = assert_segments_are_v1(data_dir);
+    let want = fixture_inspect();
+    let v = inspect_facts(data_dir);
+    assert_json_within(&want, &v, "inspect");
+    // What the fixture is for: sealed segments and an active one, a sink
+    // half way through the backlog and one that finished nothing.
+    assert!(segments >= 3, "{v}");
+    assert_eq!(v["segments"], segments, "{v}");
+    let next = v["next_seq"].as_u64().unwrap();
+    assert!((1..next).contains(&committed(&v, SEARCH)), "{v}");
     assert_eq!(committed(&v, BACKUP), 0, "{v}");
-    assert_eq!(v["corruption"]["corrupt_frames"], 0, "{v}");
     let out = holdfast(&["inspect", "--data-dir", data_dir.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains(&format!("segments       {FIXTURE_SEGMENTS} (")),
+        text.contains(&format!("segments       {segments} (")),
         "{text}"
     );
     // TODO(v2): `inspect` lists each segment with its format version; all
-    // FIXTURE_SEGMENTS of the fixture must show version 1 (and segments
-    // written after the upgrade version 2).
+    // segments of the fixture must show version 1 (and, in the upgrade
+    // tests, those written after the upgrade version 2).
 
     let want = std::fs::read_to_string(fixture_dir().join("expected-dump.jsonl")).unwrap();
     let got = String::from_utf8(dump(data_dir, &[])).unwrap();
@@ -717,7 +786,7 @@ fn keep_posting(
 /// The events after the fixture's end now in the log (v2 later): id and
 /// the line body or the OTLP record's `test.id`.
 fn new_events_in_log(data_dir: &Path) -> Vec<(String, String)> {
-    let from = FIXTURE_NEXT_SEQ.to_string();
+    let from = fixture_next_seq().to_string();
     String::from_utf8(dump(data_dir, &["--from", &from]))
         .unwrap()
         .lines()
