@@ -770,7 +770,12 @@ fn keep_posting(
             let (body, ids) = otlp_logs(&format!("{tag}{k:04}"), 5);
             k += 1;
             match post(otlp, "/v1/logs", "application/x-protobuf", &body) {
-                Some(200) => acked.extend(ids),
+                Some(200) => {
+                    acked.extend(ids);
+                    // Pacing, not synchronisation: a steady trickle of
+                    // appends that the kill interrupts, not a flood.
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 Some(s) => panic!("a request answered {s}"),
                 None => {
                     unanswered.extend(ids);
@@ -793,14 +798,12 @@ fn new_events_in_log(data_dir: &Path) -> Vec<(String, String)> {
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             let r = &v["record"];
-            let what = r["attributes"]
+            let test_id = r["attributes"]
                 .as_array()
-                .unwrap()
-                .iter()
-                .find(|kv| kv["key"] == "test.id")
-                .map_or(&r["body"], |kv| &kv["value"])["stringValue"]
+                .and_then(|a| a.iter().find(|kv| kv["key"] == "test.id"));
+            let what = test_id.map_or(&r["body"], |kv| &kv["value"])["stringValue"]
                 .as_str()
-                .unwrap()
+                .unwrap_or_default()
                 .to_string();
             (v["id"].as_str().unwrap().to_string(), what)
         })
@@ -815,11 +818,12 @@ async fn a_kill_9_during_the_first_new_appends_loses_nothing() {
 
     let search = Receiver::start(Api::Elasticsearch).await;
     let backup = Receiver::start(Api::Elasticsearch).await;
-    // Slow answers to small requests: the backlog takes seconds to deliver,
-    // and the kill comes while it is still being delivered.
+    // Slow answers to small requests: the backlog takes at least 10 s to
+    // deliver (4 events per 400 ms), so the kill, once the first new events
+    // are in the log, comes while it is still being delivered.
     for r in [&search, &backup] {
         r.script(std::iter::repeat_n(
-            Fault::Slow(Duration::from_millis(150)),
+            Fault::Slow(Duration::from_millis(400)),
             1000,
         ));
     }
@@ -838,14 +842,19 @@ async fn a_kill_9_during_the_first_new_appends_loses_nothing() {
     let poster = keep_posting(ends.otlp, "k", stop.clone());
     append(&ends.app_log, &lines[..100]);
     let data = a.data_dir();
+    let v1_committed = committed(&fixture_inspect(), SEARCH);
+    // The kill comes once new lines and records are in the log and the
+    // search sink's cursor has moved into the backlog (on disk), so the
+    // restart resumes in the middle of a v1 segment.
     wait_for(
-        "new lines and records in the log",
+        "new events in the log and the backlog part delivered",
         Duration::from_secs(20),
         || {
             let new = new_events_in_log(&data);
             (new.iter().any(|(_, w)| w.starts_with("upgrade line"))
-                && new.iter().any(|(_, w)| w.starts_with('k')))
-            .then_some(())
+                && new.iter().any(|(_, w)| w.starts_with('k'))
+                && committed(&inspect_json(&data), SEARCH) > v1_committed)
+                .then_some(())
         },
     );
     a.kill9();
