@@ -32,6 +32,8 @@ use receivers::{Api, Receiver};
 const SEARCH: &str = "search";
 /// The sink whose receiver was down all along: nothing of it is finished.
 const BACKUP: &str = "backup";
+/// The `otlp_http` sink, which had delivered more than `search`.
+const COLLECTOR: &str = "collector";
 
 fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/log-v1")
@@ -48,11 +50,12 @@ struct Ends {
     otlp: SocketAddr,
     search: SocketAddr,
     backup: SocketAddr,
+    collector: SocketAddr,
 }
 
 /// The config after `data_dir`, `[api]` and `[daemon]` (which the harness
 /// writes): the one the fixture was written with, `sink_extra` added to
-/// both sinks. Small segments, so a few hundred events span several; the
+/// every sink. Small segments, so a few hundred events span several; the
 /// `backup` sink reads only the OTLP source, so its cursor also passes
 /// events it does not send.
 fn config(e: &Ends, sink_extra: &str) -> String {
@@ -65,11 +68,14 @@ fn config(e: &Ends, sink_extra: &str) -> String {
          endpoint = \"http://{search}\"\nbatch_timeout = \"50ms\"\nbackoff_max = \"1s\"\n{sink_extra}\n\n\
          [sinks.{BACKUP}]\ntype = \"elasticsearch\"\ninputs = [\"otlp\"]\n\
          endpoint = \"http://{backup}\"\nindex = \"backup-{{source}}-{{signal}}\"\n\
-         batch_timeout = \"50ms\"\nbackoff_max = \"1s\"\n{sink_extra}\n",
+         batch_timeout = \"50ms\"\nbackoff_max = \"1s\"\n{sink_extra}\n\n\
+         [sinks.{COLLECTOR}]\ntype = \"otlp_http\"\ninputs = [\"app\", \"otlp\"]\n\
+         endpoint = \"http://{collector}\"\nbatch_timeout = \"50ms\"\nbackoff_max = \"1s\"\n{sink_extra}\n",
         app = e.app_log.display(),
         otlp = e.otlp,
         search = e.search,
         backup = e.backup,
+        collector = e.collector,
     )
 }
 
@@ -219,8 +225,10 @@ const LOGHUB: [&str; 16] = [
     "Zookeeper",
 ];
 /// Lines of the tailed file before the `search` sink's receiver goes down,
-/// and in all (events: one each, but the empty line).
+/// before the `collector`'s does, and in all (events: one each, but the
+/// empty line).
 const PHASE1_LINES: usize = 240;
+const PHASE2_LINES: usize = 300;
 const ALL_LINES: usize = 330;
 /// Special lines, by their number.
 const LONG_LINE: usize = 57;
@@ -295,6 +303,7 @@ async fn write_v1_fixture() {
     let lines = fixture_lines();
     let search = Receiver::start(Api::Elasticsearch).await;
     let backup = Receiver::start(Api::Elasticsearch).await;
+    let collector = Collector::start().await;
     // The backup sink's receiver is down from the start.
     backup.refuse();
     let mut a = Agent::new("");
@@ -304,12 +313,16 @@ async fn write_v1_fixture() {
         otlp: free_addr(),
         search: search.addr,
         backup: backup.addr,
+        collector: collector.addr,
     };
     let text = std::fs::read_to_string(&a.config).unwrap() + &config(&ends, "");
     std::fs::write(&a.config, text).unwrap();
     let file_events = |n: usize| lines[..n].iter().filter(|l| l.trim_ascii() != b"").count() as u64;
+    let data = a.data_dir();
+    let appended = |a: &Agent| source_events(a, "app") + source_events(a, "otlp");
+    let committed_at = |sink: &str, n: u64| committed(&inspect_json(&data), sink) == n;
 
-    // Phase 1: the search sink delivers all of it.
+    // Phase 1: search and collector deliver all of it.
     a.start();
     a.wait_ready();
     post_capture(ends.otlp, "logs.pb");
@@ -320,22 +333,39 @@ async fn write_v1_fixture() {
     wait_for("phase 1 lines appended", Duration::from_secs(30), || {
         (source_events(&a, "app") == file_events(PHASE1_LINES)).then_some(())
     });
-    let phase1 = source_events(&a, "app") + source_events(&a, "otlp");
-    let data = a.data_dir();
+    let phase1 = appended(&a);
     wait_for(
         "phase 1 delivered and committed",
         Duration::from_secs(30),
         || {
             (search.state().stored.len() as u64 == phase1
-                && committed(&inspect_json(&data), SEARCH) == phase1)
-                .then_some(())
+                && collector.records().len() as u64 == phase1
+                && committed_at(SEARCH, phase1)
+                && committed_at(COLLECTOR, phase1))
+            .then_some(())
         },
     );
     search.refuse();
 
-    // Phase 2: nobody delivers.
+    // Phase 2: the collector delivers.
     post_capture(ends.otlp, "traces.pb");
-    append(&ends.app_log, &lines[PHASE1_LINES..]);
+    append(&ends.app_log, &lines[PHASE1_LINES..PHASE2_LINES]);
+    wait_for("phase 2 lines appended", Duration::from_secs(30), || {
+        (source_events(&a, "app") == file_events(PHASE2_LINES)).then_some(())
+    });
+    let phase2 = appended(&a);
+    wait_for(
+        "phase 2 delivered and committed",
+        Duration::from_secs(30),
+        || {
+            (collector.records().len() as u64 == phase2 && committed_at(COLLECTOR, phase2))
+                .then_some(())
+        },
+    );
+    collector.refuse();
+
+    // Phase 3: nobody delivers.
+    append(&ends.app_log, &lines[PHASE2_LINES..]);
     for name in [
         "logs.json",
         "metrics.json",
@@ -349,7 +379,7 @@ async fn write_v1_fixture() {
     wait_for("all lines appended", Duration::from_secs(30), || {
         (source_events(&a, "app") == file_events(ALL_LINES)).then_some(())
     });
-    let total = source_events(&a, "app") + source_events(&a, "otlp");
+    let total = appended(&a);
     assert!(a.stop().success(), "{}", a.stderr());
 
     let v = inspect_json(&data);
@@ -357,6 +387,7 @@ async fn write_v1_fixture() {
     assert_eq!(v["next_seq"], total, "{v}");
     assert!(v["segments"].as_u64().unwrap() >= 3, "{v}");
     assert_eq!(committed(&v, SEARCH), phase1, "{v}");
+    assert_eq!(committed(&v, COLLECTOR), phase2, "{v}");
     assert_eq!(committed(&v, BACKUP), 0, "{v}");
     assert!(
         !data
@@ -379,6 +410,7 @@ async fn write_v1_fixture() {
             otlp: "127.0.0.1:4318".parse().unwrap(),
             search: "127.0.0.1:9200".parse().unwrap(),
             backup: "127.0.0.1:9201".parse().unwrap(),
+            collector: "127.0.0.1:4319".parse().unwrap(),
         },
         "",
     );
@@ -393,17 +425,20 @@ async fn write_v1_fixture() {
     .unwrap();
 
     // What this code sends for the backlog: a copy delivered to receivers
-    // that are up, one request at a time, so documents arrive in log order.
+    // that are up, one request at a time, so it arrives in log order.
     let search = Receiver::start(Api::Elasticsearch).await;
     let backup = Receiver::start(Api::Elasticsearch).await;
-    let (mut b, _) = upgraded_agent(&search, &backup, "concurrency = 1\n");
+    let collector = Collector::start().await;
+    let (mut b, _) = upgraded_agent(&search, &backup, &collector, "concurrency = 1\n");
     b.start();
     b.wait_ready();
     let expected_search = total - phase1;
+    let expected_collector = total - phase2;
     let expected_backup = source_events_in_dump(&out.join("expected-dump.jsonl"), "otlp");
     wait_for("the backlog delivered", Duration::from_secs(30), || {
         (search.state().stored.len() as u64 == expected_search
-            && backup.state().stored.len() as u64 == expected_backup)
+            && backup.state().stored.len() as u64 == expected_backup
+            && collector.records().len() as u64 == expected_collector)
             .then_some(())
     });
     assert!(b.stop().success(), "{}", b.stderr());
@@ -447,6 +482,9 @@ async fn write_v1_fixture() {
         }
         std::fs::write(out.join(format!("expected-{name}.ndjson")), text).unwrap();
     }
+    let mut text = collector.records().join("\n");
+    text.push('\n');
+    std::fs::write(out.join(format!("expected-{COLLECTOR}.ndjson")), text).unwrap();
 }
 
 /// Events of `source` in a dump.
@@ -460,15 +498,22 @@ fn source_events_in_dump(path: &Path, source: &str) -> u64 {
         .count() as u64
 }
 
-/// An agent on a copy of the fixture, its sinks sending to `search` and
-/// `backup`, its file source continuing in a copy of the tailed file.
-fn upgraded_agent(search: &Receiver, backup: &Receiver, sink_extra: &str) -> (Agent, Ends) {
+/// An agent on a copy of the fixture, its sinks sending to `search`,
+/// `backup` and `collector`, its file source continuing in a copy of the
+/// tailed file.
+fn upgraded_agent(
+    search: &Receiver,
+    backup: &Receiver,
+    collector: &Collector,
+    sink_extra: &str,
+) -> (Agent, Ends) {
     let a = Agent::new("");
     let ends = Ends {
         app_log: a.path("input/app.log"),
         otlp: free_addr(),
         search: search.addr,
         backup: backup.addr,
+        collector: collector.addr,
     };
     let text = std::fs::read_to_string(&a.config).unwrap() + &config(&ends, sink_extra);
     std::fs::write(&a.config, text).unwrap();
@@ -666,6 +711,82 @@ fn otlp_logs(tag: &str, n: usize) -> (Vec<u8>, Vec<String>) {
     (body, ids)
 }
 
+/// What today's code sent the `collector` sink for the backlog: each
+/// record as [`otlp_records`] writes it, in the order received.
+fn expected_records() -> Vec<String> {
+    std::fs::read_to_string(fixture_dir().join(format!("expected-{COLLECTOR}.ndjson")))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A record of an event appended after the upgrade: its line, or its
+/// `test.id`.
+fn new_record_label(record: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(record).unwrap();
+    let r = &v["record"];
+    if let Some(id) = r["attributes"].as_array().and_then(|a| {
+        a.iter()
+            .find(|kv| kv["key"] == "test.id")
+            .and_then(|kv| kv["value"]["stringValue"].as_str())
+    }) {
+        return Some(id.to_string());
+    }
+    r["body"]["stringValue"]
+        .as_str()
+        .filter(|b| b.starts_with("upgrade line"))
+        .map(str::to_string)
+}
+
+/// The collector's records: those of the fixture's events, sorted, and the
+/// labels of the new ones.
+fn collector_split(c: &Collector) -> (Vec<String>, Vec<String>) {
+    let (mut old, mut new) = (Vec::new(), Vec::new());
+    for r in c.records() {
+        match new_record_label(&r) {
+            Some(l) => new.push(l),
+            None => old.push(r),
+        }
+    }
+    old.sort();
+    new.sort();
+    (old, new)
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// `got` and `want` hold the same records, as many times each; else the
+/// panic names those missing and those too many.
+fn assert_same_records(got: &[String], want: &[String], what: &str) {
+    let mut count: HashMap<&String, i64> = HashMap::new();
+    for r in want {
+        *count.entry(r).or_default() += 1;
+    }
+    for r in got {
+        *count.entry(r).or_default() -= 1;
+    }
+    let missing: Vec<_> = count
+        .iter()
+        .filter(|(_, &n)| n > 0)
+        .map(|(r, _)| r)
+        .collect();
+    let extra: Vec<_> = count
+        .iter()
+        .filter(|(_, &n)| n < 0)
+        .map(|(r, _)| r)
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{what}: {} records missing or changed:\n{missing:#?}\n{} records extra or changed:\n{extra:#?}",
+        missing.len(),
+        extra.len()
+    );
+}
+
 /// What `inspect` and `dump` show of the fixture before anything runs.
 fn assert_opens_as_written(data_dir: &Path) {
     let segments = assert_segments_are_v1(data_dir);
@@ -702,10 +823,12 @@ fn assert_opens_as_written(data_dir: &Path) {
 async fn a_v1_backlog_is_delivered_exactly_then_new_events_follow() {
     let search = Receiver::start(Api::Elasticsearch).await;
     let backup = Receiver::start(Api::Elasticsearch).await;
-    let (mut a, ends) = upgraded_agent(&search, &backup, "");
+    let collector = Collector::start().await;
+    let (mut a, ends) = upgraded_agent(&search, &backup, &collector, "");
     assert_opens_as_written(&a.data_dir());
     let v1_search = expected_docs(SEARCH);
     let v1_backup = expected_docs(BACKUP);
+    let v1_records = sorted(expected_records());
 
     a.start();
     a.wait_ready();
@@ -716,12 +839,18 @@ async fn a_v1_backlog_is_delivered_exactly_then_new_events_follow() {
         ) && all_stored(
             &backup,
             &v1_backup.iter().map(|(id, _)| id).collect::<Vec<_>>(),
-        ))
+        ) && collector.records().len() >= v1_records.len())
         .then_some(())
     });
-    // The search sink had finished the first part: it gets only the rest.
+    // The search and collector sinks had finished a first part: they get
+    // only the rest.
     assert_eq!(assert_v1_exact(SEARCH, &search, &v1_search), HashSet::new());
     assert_eq!(assert_v1_exact(BACKUP, &backup, &v1_backup), HashSet::new());
+    assert_same_records(
+        &collector.records(),
+        &v1_records,
+        "collector: the backlog as v1 sent it",
+    );
 
     // New events continue after the backlog: lines appended to the same
     // file, and an OTLP request.
@@ -748,10 +877,24 @@ async fn a_v1_backlog_is_delivered_exactly_then_new_events_follow() {
     };
     wait_for("the new events delivered", Duration::from_secs(30), || {
         (new_docs(&search).len() == lines.len() + otlp_ids.len()
-            && new_docs(&backup).len() == otlp_ids.len())
+            && new_docs(&backup).len() == otlp_ids.len()
+            && collector_split(&collector).1.len() == lines.len() + otlp_ids.len())
         .then_some(())
     });
     assert!(a.stop().success(), "{}", a.stderr());
+    let (old, new) = collector_split(&collector);
+    assert_same_records(
+        &old,
+        &v1_records,
+        "collector: the backlog once, as v1 sent it",
+    );
+    let mut want: Vec<String> = lines
+        .iter()
+        .map(|l| String::from_utf8_lossy(l).trim_end().to_string())
+        .chain(otlp_ids.iter().cloned())
+        .collect();
+    want.sort();
+    assert_eq!(new, want, "{COLLECTOR}: the new events once each");
 
     let docs = new_docs(&search);
     let mut offsets: Vec<u64> = docs
@@ -846,6 +989,7 @@ async fn a_kill_9_during_the_first_new_appends_loses_nothing() {
 
     let search = Receiver::start(Api::Elasticsearch).await;
     let backup = Receiver::start(Api::Elasticsearch).await;
+    let collector = Collector::start().await;
     // Slow answers to small requests: the backlog takes at least 10 s to
     // deliver (4 events per 400 ms), so the kill, once the first new events
     // are in the log, comes while it is still being delivered.
@@ -858,6 +1002,7 @@ async fn a_kill_9_during_the_first_new_appends_loses_nothing() {
     let (mut a, ends) = upgraded_agent(
         &search,
         &backup,
+        &collector,
         "concurrency = 1\nbatch_max_events = 4\nbackoff_initial = \"50ms\"\n",
     );
     let v1_search = expected_docs(SEARCH);
@@ -911,6 +1056,7 @@ async fn a_kill_9_during_the_first_new_appends_loses_nothing() {
         r.state().faults.clear();
         r.refuse();
     }
+    collector.refuse();
 
     append(&ends.app_log, &lines[100..]);
     a.start();
@@ -955,6 +1101,11 @@ async fn a_kill_9_during_the_first_new_appends_loses_nothing() {
     for r in [&search, &backup] {
         r.accept().await;
     }
+    collector.accept().await;
+    let v1_records = expected_records();
+    let mut new_labels: Vec<String> = new.iter().map(|(_, w)| w.clone()).collect();
+    new_labels.sort();
+    new_labels.dedup();
     let new_ids: Vec<&String> = new.iter().map(|(id, _)| id).collect();
     let new_otlp: Vec<&String> = new
         .iter()
@@ -967,11 +1118,24 @@ async fn a_kill_9_during_the_first_new_appends_loses_nothing() {
         (all_stored(&search, &v1_search_ids)
             && all_stored(&search, &new_ids)
             && all_stored(&backup, &v1_backup_ids)
-            && all_stored(&backup, &new_otlp))
+            && all_stored(&backup, &new_otlp)
+            && {
+                let (old, mut new) = collector_split(&collector);
+                new.dedup();
+                v1_records.iter().all(|r| old.binary_search(r).is_ok()) && new == new_labels
+            })
         .then_some(())
     });
     assert!(a.stop().success(), "{}", a.stderr());
 
+    let (old, _) = collector_split(&collector);
+    let known: HashSet<&String> = v1_records.iter().collect();
+    for r in &old {
+        assert!(
+            known.contains(r),
+            "{COLLECTOR}: neither a backlog record v1 sent it nor a new one: {r}"
+        );
+    }
     for (name, r, v1, new) in [
         (SEARCH, &search, &v1_search, &new_ids),
         (BACKUP, &backup, &v1_backup, &new_otlp),
@@ -996,4 +1160,206 @@ async fn a_kill_9_during_the_first_new_appends_loses_nothing() {
             }
         }
     }
+}
+
+// ------------------------------------------------- the OTLP sink's requests
+
+/// A request's path and its body, decompressed.
+type Body = (String, Vec<u8>);
+
+/// An OTLP/HTTP receiver that keeps every request body (decompressed) and
+/// answers 200 with an empty `Export*ServiceResponse` (nothing rejected).
+/// The shared test receiver identifies records by a `test.id` that the
+/// fixture's captured spans and metrics do not carry; this one only keeps
+/// the bytes.
+struct Collector {
+    addr: SocketAddr,
+    bodies: std::sync::Arc<std::sync::Mutex<Vec<Body>>>,
+    /// While set, requests (also on connections already open) are dropped
+    /// unanswered and nothing is kept.
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.lock().unwrap().take() {
+            t.abort();
+        }
+    }
+}
+
+impl Collector {
+    async fn start() -> Collector {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let c = Collector {
+            addr: listener.local_addr().unwrap(),
+            bodies: Default::default(),
+            down: Default::default(),
+            task: Default::default(),
+        };
+        c.serve(listener);
+        c
+    }
+
+    fn serve(&self, listener: tokio::net::TcpListener) {
+        use http_body_util::BodyExt;
+        let bodies = self.bodies.clone();
+        let down = self.down.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let bodies = bodies.clone();
+                let down = down.clone();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            let bodies = bodies.clone();
+                            let down = down.clone();
+                            async move {
+                                if down.load(std::sync::atomic::Ordering::SeqCst) {
+                                    return Err(std::io::Error::other("the receiver is down"));
+                                }
+                                let path = req.uri().path().to_string();
+                                let gzip = req
+                                    .headers()
+                                    .get("content-encoding")
+                                    .is_some_and(|v| v == "gzip");
+                                let raw = req
+                                    .into_body()
+                                    .collect()
+                                    .await
+                                    .map_err(std::io::Error::other)?
+                                    .to_bytes();
+                                let mut body = Vec::new();
+                                if gzip {
+                                    flate2::read::GzDecoder::new(&raw[..])
+                                        .read_to_end(&mut body)
+                                        .unwrap();
+                                } else {
+                                    body = raw.to_vec();
+                                }
+                                bodies.lock().unwrap().push((path, body));
+                                Ok::<_, std::io::Error>(
+                                    hyper::Response::builder()
+                                        .status(200)
+                                        .header("content-type", "application/x-protobuf")
+                                        .body(http_body_util::Full::new(bytes::Bytes::new()))
+                                        .unwrap(),
+                                )
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        *self.task.lock().unwrap() = Some(task);
+    }
+
+    /// Down: new connections refused, requests on open ones dropped.
+    fn refuse(&self) {
+        self.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.task.lock().unwrap().take() {
+            t.abort();
+        }
+    }
+
+    /// Up again on the same address.
+    async fn accept(&self) {
+        let listener = loop {
+            // The aborted accept loop releases the socket when its task is
+            // dropped, a moment after `abort`.
+            match tokio::net::TcpListener::bind(self.addr).await {
+                Ok(l) => break l,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                    tokio::task::yield_now().await
+                }
+                Err(e) => panic!("rebinding {}: {e}", self.addr),
+            }
+        };
+        self.serve(listener);
+        self.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Every record received, one JSON line each (see [`otlp_records`]).
+    fn records(&self) -> Vec<String> {
+        self.bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|(path, body)| otlp_records(path, body))
+            .collect()
+    }
+}
+
+/// The records of an OTLP request, each as one line of JSON holding its
+/// signal, its resource and scope (with their schema URLs) and the record:
+/// what the request says of each record, whatever the grouping (which
+/// follows the batches, and they vary run to run).
+fn otlp_records(path: &str, body: &[u8]) -> Vec<String> {
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use prost::Message;
+    use serde_json::json;
+    let mut out = Vec::new();
+    let mut push = |signal: &str, r: serde_json::Value| {
+        let mut r = r;
+        r["signal"] = json!(signal);
+        out.push(serde_json::to_string(&r).unwrap());
+    };
+    match path {
+        "/v1/logs" => {
+            for rl in ExportLogsServiceRequest::decode(body)
+                .unwrap()
+                .resource_logs
+            {
+                for sl in &rl.scope_logs {
+                    for r in &sl.log_records {
+                        push(
+                            "logs",
+                            json!({"resource": rl.resource, "resource_schema_url": rl.schema_url,
+                            "scope": sl.scope, "scope_schema_url": sl.schema_url, "record": r}),
+                        );
+                    }
+                }
+            }
+        }
+        "/v1/traces" => {
+            for rs in ExportTraceServiceRequest::decode(body)
+                .unwrap()
+                .resource_spans
+            {
+                for ss in &rs.scope_spans {
+                    for r in &ss.spans {
+                        push(
+                            "traces",
+                            json!({"resource": rs.resource, "resource_schema_url": rs.schema_url,
+                            "scope": ss.scope, "scope_schema_url": ss.schema_url, "record": r}),
+                        );
+                    }
+                }
+            }
+        }
+        "/v1/metrics" => {
+            for rm in ExportMetricsServiceRequest::decode(body)
+                .unwrap()
+                .resource_metrics
+            {
+                for sm in &rm.scope_metrics {
+                    for r in &sm.metrics {
+                        push(
+                            "metrics",
+                            json!({"resource": rm.resource, "resource_schema_url": rm.schema_url,
+                            "scope": sm.scope, "scope_schema_url": sm.schema_url, "record": r}),
+                        );
+                    }
+                }
+            }
+        }
+        other => panic!("unexpected OTLP path {other}"),
+    }
+    out
 }
