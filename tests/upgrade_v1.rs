@@ -8,9 +8,21 @@
 //! binary of the last version-1 code with [`write_v1_fixture`] (ignored; run
 //! it with `HOLDFAST_WRITE_V1_FIXTURE=1 cargo test --test upgrade_v1 --
 //! --ignored`), together with what that code printed and sent for it:
-//! `expected-dump.jsonl` (`holdfast dump`) and `expected-<sink>.ndjson` (each
-//! `_bulk` action and document, as sent). Its `README.md` says how it was
-//! made. The tests copy it and never write into it.
+//! `expected-dump.jsonl` (`holdfast dump`), `expected-inspect.json` and
+//! `expected-<sink>.ndjson` (for the `elasticsearch` sinks each `_bulk`
+//! action and document as sent; for the `otlp_http` sink each record with
+//! its resource and scope). Its `README.md` says how it was made. The tests
+//! copy it and never write into it.
+//!
+//! * `a_v1_backlog_is_delivered_exactly_then_new_events_follow`: `inspect`
+//!   and `dump` show the directory as v1 did; each sink sends the events
+//!   past its own cursor, once and exactly as v1 sent them; then new lines
+//!   of the same file (the checkpoint's position) and an OTLP request.
+//! * `a_kill_9_during_the_first_new_appends_loses_nothing`: kill -9 while
+//!   the backlog is still being delivered and new lines and requests are
+//!   appended; after the restart every new line is in the log once, every
+//!   acknowledged record is there, and everything in the log arrives, the
+//!   v1 events still exact (repeats only of what was in flight at the kill).
 
 #[path = "common/daemon.rs"]
 mod daemon;
