@@ -1087,6 +1087,11 @@ async fn a_kill_9_during_the_first_new_appends_loses_nothing() {
             .count();
         (n >= lines.len()).then_some(new)
     });
+    // TODO(v2): the events after the fixture's end are in version 2
+    // segments and the fixture's own still in version 1 ones: `inspect`
+    // shows the mix, and `dump` prints both kinds (checked here on the new
+    // events, and on the old ones by `assert_opens_as_written`).
+
     // A line appended durably is not appended again; an acknowledged
     // record is there (a request is appended whole or not at all).
     let mut times: HashMap<&str, usize> = HashMap::new();
