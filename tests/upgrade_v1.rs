@@ -799,6 +799,27 @@ fn assert_same_records(got: &[String], want: &[String], what: &str) {
     );
 }
 
+/// After the upgrade: version-1 segments (those of the backlog not yet
+/// deleted), then version-2 ones, never the other way round.
+fn assert_mixed_formats(data_dir: &Path) {
+    let v = inspect_json(data_dir);
+    let formats: Vec<u64> = v["segment_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["format"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        formats.last(),
+        Some(&2),
+        "new appends go to a version-2 segment: {v}"
+    );
+    assert!(
+        formats.windows(2).all(|w| w[0] <= w[1]) && formats.iter().all(|&f| f == 1 || f == 2),
+        "version-1 segments, then version-2 ones: {formats:?}"
+    );
+}
+
 /// What `inspect` and `dump` show of the fixture before anything runs.
 fn assert_opens_as_written(data_dir: &Path) {
     let segments = assert_segments_are_v1(data_dir);
@@ -818,9 +839,19 @@ fn assert_opens_as_written(data_dir: &Path) {
         text.contains(&format!("segments       {segments} (")),
         "{text}"
     );
-    // TODO(v2): `inspect` lists each segment with its format version; all
-    // segments of the fixture must show version 1 (and, in the upgrade
-    // tests, those written after the upgrade version 2).
+    let listed = inspect_json(data_dir);
+    let formats: Vec<u64> = listed["segment_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["format"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        formats,
+        vec![1; segments],
+        "every fixture segment is format 1: {listed}"
+    );
+    assert!(text.contains("   v1   "), "{text}");
 
     let want = std::fs::read_to_string(fixture_dir().join("expected-dump.jsonl")).unwrap();
     let got = String::from_utf8(dump(data_dir, &[])).unwrap();
@@ -1087,10 +1118,10 @@ async fn a_kill_9_during_the_first_new_appends_loses_nothing() {
             .count();
         (n >= lines.len()).then_some(new)
     });
-    // TODO(v2): the events after the fixture's end are in version 2
-    // segments and the fixture's own still in version 1 ones: `inspect`
-    // shows the mix, and `dump` prints both kinds (checked here on the new
-    // events, and on the old ones by `assert_opens_as_written`).
+    // The events after the fixture's end are in version-2 segments, the
+    // fixture's own still in version-1 ones; `dump` printed both kinds
+    // (the new ones just above, the old ones in `assert_opens_as_written`).
+    assert_mixed_formats(&data);
 
     // A line appended durably is not appended again; an acknowledged
     // record is there (a request is appended whole or not at all).

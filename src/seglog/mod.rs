@@ -141,7 +141,7 @@ pub use hold::Hold;
 pub use io::{IoHook, IoOp};
 pub use options::{Compression, FsyncPolicy, LogOptions, WhenFull};
 pub use state::{Counters, LossReason, Outcome, FSYNC_BUCKETS_SECONDS};
-pub use stats::{ConsumerStats, LogStats};
+pub use stats::{ConsumerStats, LogStats, SegmentStats};
 
 use format::{EVENT_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use state::Shared;
