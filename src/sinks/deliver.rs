@@ -24,8 +24,8 @@
 //! wire is not counted if the answer delivers or quarantines it, and is
 //! counted and dropped if the answer asks for a retry. Either way the
 //! dropped event is reported finished, so the watermark passes it. What is
-//! sent is a slice of a memory map of the segment, valid even after the
-//! file is unlinked.
+//! sent is a slice of a memory map of the segment (or of its decompressed
+//! block), valid even after the file is unlinked.
 //!
 //! Stopping: no request is started and no backoff waited for after the
 //! sink's stop token fires; a request already sent is allowed to finish (its
