@@ -10,5 +10,14 @@ append is durable.
   only once a request's records are durable.
 */
 
+/// Whether sources append format-2 events: each event only its own fields,
+/// what a batch's events share once in the batch's context
+/// ([`Batch::set_context`](crate::seglog::Batch::set_context), see
+/// `event/stored.rs`). Format-2 events are meaningless without their
+/// context, so this may be on only where the log's writer stores contexts;
+/// until it does, sources append whole format-1 envelopes. Readers (the
+/// file source's recovery, sinks, `dump`) read both either way.
+pub const WRITE_FORMAT_2: bool = false;
+
 pub mod file;
 pub mod otlp_http;
