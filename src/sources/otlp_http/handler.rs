@@ -384,11 +384,12 @@ fn prepare(
     let decoded: Decoded = decode::decode(signal, encoding, &data)?;
     let expected = decoded.record_count();
     let mut batch = Batch::with_capacity(data.len() + expected as usize * 64);
-    let split = split::split(
+    let split = split::split_as(
         decoded,
         &src.name,
         now_unix_nanos(),
         src.max_append_bytes,
+        crate::sources::WRITE_FORMAT_2,
         |e| batch.push(e),
     )
     .map_err(|e| match e {
@@ -404,10 +405,12 @@ fn prepare(
             split.events
         )));
     }
+    let event_bytes = split.bytes + split.context.len() as u64;
+    batch.set_context(split.context);
     Ok(Prepared {
         batch,
         events: split.events,
-        event_bytes: split.bytes,
+        event_bytes,
         body_bytes: data.len() as u64,
     })
 }
