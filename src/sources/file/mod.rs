@@ -23,7 +23,9 @@ lines, and appends every line to the log once.
 * `lines.rs`, `multiline.rs` — `\n` / `\r\n` lines, `max_line_bytes`,
   unfinished last lines, multiline events.
 * `encode.rs` — a line as an [`Envelope`](crate::event::Envelope) holding an
-  OTLP `LogRecord`, written without per-line allocation.
+  OTLP `LogRecord`, written without per-line allocation; in format 2 only
+  the line's own fields, what a file's lines share once per chunk in its
+  [`Context`](crate::event::Context) (a group per file and generation).
 * `appender.rs` — appends in order with several in flight, pauses when the
   log is full, checkpoints what is acknowledged.
 * `checkpoint.rs`, `recovery.rs` — crash-safe checkpoints, and the log scan
