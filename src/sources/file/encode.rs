@@ -643,7 +643,7 @@ mod tests {
     #[test]
     fn a_line_costs_few_bytes_beyond_its_text() {
         let enc = Encoder::new("app", "box1");
-        let t = enc.template(Path::new("/var/log/app/current.log"));
+        let t = enc.template(Path::new("/tmp/holdfast-e2e.Xq3b9Z/input/app-00.log"));
         let body = "y".repeat(150);
         let m = LineMeta {
             key: 0x1234_5678_9abc_def0,
@@ -666,6 +666,14 @@ mod tests {
         );
         let mut whole = Vec::new();
         enc.encode(&t, &body, &m, &mut whole);
+        eprintln!(
+            "a 150-byte line, framing included: format 1 {} bytes, format 2 {} bytes (and its share of the chunk's context, {} bytes per file)",
+            whole.len(),
+            own.len(),
+            prost::Message::encoded_len(&crate::event::Context {
+                groups: vec![enc.group(&t, m.key, m.generation, m.observed_ns)]
+            })
+        );
         assert_eq!(own.len() - body.len(), 4 + 21);
         assert!(whole.len() - body.len() > 200, "{}", whole.len());
     }

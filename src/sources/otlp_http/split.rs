@@ -827,6 +827,73 @@ mod tests {
         assert!(matches!(e, SplitError::TooLarge { .. }));
     }
 
+    /// A request like the e2e benchmark's (a resource of six attributes, a
+    /// scope, 100 records with a 150-byte body, two attributes, times,
+    /// severity, trace context): what a record costs in each format.
+    #[test]
+    fn a_record_costs_its_own_bytes_and_a_share_of_one_context() {
+        let rec = |n: usize| LogRecord {
+            time_unix_nano: 1_700_000_000_000_000_000 + n as u64,
+            observed_time_unix_nano: 1_700_000_000_000_000_007 + n as u64,
+            severity_number: 9,
+            severity_text: "INFO".into(),
+            body: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(format!("{n:0150}"))),
+            }),
+            attributes: vec![kv("log.iostream", "stdout"), kv("thread.id", "7")],
+            flags: 1,
+            trace_id: vec![n as u8; 16],
+            span_id: vec![n as u8; 8],
+            ..Default::default()
+        };
+        let req = ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                resource: Some(Resource {
+                    attributes: [
+                        ("service.name", "checkout"),
+                        ("service.version", "1.4.2"),
+                        (
+                            "service.instance.id",
+                            "7233be56-33bb-4d09-8d46-649d95da0b2b",
+                        ),
+                        ("host.name", "gateway-017"),
+                        ("telemetry.sdk.name", "opentelemetry"),
+                        ("telemetry.sdk.language", "python"),
+                    ]
+                    .iter()
+                    .map(|(k, v)| kv(k, v))
+                    .collect(),
+                    ..Default::default()
+                }),
+                scope_logs: vec![ScopeLogs {
+                    scope: Some(InstrumentationScope {
+                        name: "checkout.http".into(),
+                        version: "1.4.2".into(),
+                        ..Default::default()
+                    }),
+                    log_records: (0..100).map(rec).collect(),
+                    schema_url: String::new(),
+                }],
+                schema_url: "https://opentelemetry.io/schemas/1.21.0".into(),
+            }],
+        };
+        let record = rec(0).encoded_len();
+        let one = split(Decoded::Logs(req.clone()), "otlp", 42, usize::MAX, |_| {}).unwrap();
+        let two = split_as(Decoded::Logs(req), "otlp", 42, usize::MAX, true, |_| {}).unwrap();
+        let per = |s: &Split| (s.bytes as f64 + s.context.len() as f64) / s.events as f64;
+        eprintln!(
+            "record {record} bytes; format 1: {:.1} bytes per record; format 2: {:.1} own + {:.1} of the context ({} bytes)",
+            per(&one),
+            two.bytes as f64 / 100.0,
+            two.context.len() as f64 / 100.0,
+            two.context.len()
+        );
+        // Own: the record's key and length, nothing else.
+        assert_eq!(two.bytes as usize, 100 * (record + 3));
+        assert!(per(&one) > (record + 250) as f64);
+        assert!(per(&two) < (record + 7) as f64);
+    }
+
     /// Spans and their resources, and how few bytes a record's own event
     /// takes beyond the record.
     #[test]
