@@ -383,7 +383,15 @@ fn prepare(
     let data = decode::decompress(raw, compression, src.opts.max_body_bytes, res)?;
     let decoded: Decoded = decode::decode(signal, encoding, &data)?;
     let expected = decoded.record_count();
-    let mut batch = Batch::with_capacity(data.len() + expected as usize * 64);
+    // A record's event is about the record's bytes in the body plus its
+    // framing (format 2), or plus a copy of its resource and scope (format
+    // 1: a guess; the batch grows if it is short).
+    let per_event = if crate::sources::WRITE_FORMAT_2 {
+        8
+    } else {
+        64
+    };
+    let mut batch = Batch::with_capacity(data.len() + expected as usize * per_event);
     let split = split::split_as(
         decoded,
         &src.name,

@@ -107,6 +107,14 @@ const READ_BUDGET: usize = 4 << 20;
 /// Room reserved in a new chunk beyond `chunk_bytes`, for the event that
 /// crosses it (longer events make the chunk grow).
 const CHUNK_SLACK: usize = 16 << 10;
+/// Groups a file may have in one chunk's context (format 2). Each read
+/// takes the time it was read as its lines' observed time; a group per
+/// read stores it once, where a line of a later read in the file's one
+/// group would store its distance from the group's, 4 bytes or so. A group
+/// costs about 220 bytes, a read of a busy file (up to [`READ_BUF`]) holds
+/// hundreds of lines; the cap keeps a chunk of many small reads from
+/// spending more on groups than the deltas would.
+const GROUPS_PER_FILE: usize = 4;
 /// The shared read buffer.
 const READ_BUF: usize = 256 << 10;
 /// Bytes of the last data read kept per stream to recognise copies.
@@ -163,18 +171,26 @@ impl Chunk {
         (self.data.len() - 4 * self.events as usize + self.context.len()) as u64
     }
 
-    /// The group of a line of `ids` observed at `observed_ns`, added (its
-    /// observed base that time) if this chunk has none for its file yet.
+    /// The group of a line of `ids` observed at `observed_ns`: the
+    /// chunk's group of its file and read (same observed time), or a new
+    /// one, or past [`GROUPS_PER_FILE`] the file's first with a delta.
     fn group_of(&mut self, enc: &Encoder, ids: &Ids<'_>, observed_ns: u64) -> InGroup {
         let path = ids.template.path();
-        let is = |g: &ChunkGroup| {
+        let same_file = |g: &ChunkGroup| {
             g.key == ids.key
                 && g.generation == ids.generation
                 && (Arc::ptr_eq(&g.path, path) || g.path == *path)
         };
+        let exact = |g: &ChunkGroup| g.group.observed_time_unix_nano == observed_ns && same_file(g);
         let found = match self.groups.get(self.last_group) {
-            Some(g) if is(g) => Some(self.last_group),
-            _ => self.groups.iter().position(is),
+            Some(g) if exact(g) => Some(self.last_group),
+            _ => self.groups.iter().position(exact).or_else(|| {
+                let mut of_file = self.groups.iter().enumerate().filter(|(_, g)| same_file(g));
+                let first = of_file.next().map(|(i, _)| i);
+                (of_file.count() + 1 >= GROUPS_PER_FILE)
+                    .then_some(first)
+                    .flatten()
+            }),
         };
         let i = found.unwrap_or_else(|| {
             let group = enc.group(ids.template, ids.key, ids.generation, observed_ns);
@@ -1018,7 +1034,7 @@ mod tests {
         let tailer = std::thread::spawn(move || {
             for i in 0..200u64 {
                 let f = (i % 7 % 3) as usize;
-                out.observed_ns = 1_000_000 + i / 5 * 1000;
+                out.observed_ns = 1_000_000 + i / 2 * 1000;
                 let text = format!(
                     "line {i} of {} {}",
                     files[f].0,
@@ -1065,6 +1081,12 @@ mod tests {
         }
         let want = tailer.join().unwrap();
         assert!(chunks.len() > 3, "cut by size: {}", chunks.len());
+        // A group per file and read, up to the cap; then deltas.
+        let most = chunks
+            .iter()
+            .map(|c| Context::decode(c.context.as_ref()).unwrap().groups.len())
+            .max();
+        assert!(most > Some(files.len()), "{most:?}");
         let mut dec = Decoder::new();
         let mut got = Vec::new();
         for c in &chunks {
