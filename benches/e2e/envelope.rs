@@ -131,7 +131,7 @@ pub(crate) fn envelope_breakdown(table: &mut Table, log_dir: &Path, input: Optio
                 // and the line's length.
                 let own_origin = env.origin.as_ref().map_or(0, |o| {
                     let n = varint_field(4, o.offset % (256 << 10))
-                        + varint_field(5, o.end_offset - o.offset);
+                        + varint_field(5, o.end_offset.saturating_sub(o.offset));
                     1 + prost::encoding::encoded_len_varint(n as u64) + n
                 });
                 s.projected_own += ld(8, own_rec) + own_origin;
