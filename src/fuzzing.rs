@@ -15,9 +15,13 @@ pub use crate::seglog::format::Damage;
 pub use crate::seglog::segment::Scan;
 
 /// The recovery scan of one segment image, as `Log::open` runs it on the
-/// active segment.
+/// active segment (its format taken from its header, or from its frames
+/// when the header is damaged).
 pub fn scan_segment(buf: &[u8], base_seq: u64) -> Scan {
-    crate::seglog::segment::scan(buf, base_seq)
+    let version = crate::seglog::format::SegmentHeader::decode(buf)
+        .map(|h| h.version)
+        .unwrap_or_else(|_| crate::seglog::format::detect_version(buf));
+    crate::seglog::segment::scan(buf, base_seq, version)
 }
 
 /// A request body's `Content-Encoding`.

@@ -45,6 +45,12 @@ pub fn stats_json(dir: &Path, s: &LogStats) -> serde_json::Value {
             "in_doubt": cs.in_doubt,
         })).collect::<Vec<_>>(),
         "holds": s.holds.iter().map(|(n, seq)| json!({ "name": n, "seq": seq })).collect::<Vec<_>>(),
+        "segment_list": s.segment_list.iter().map(|g| json!({
+            "base_seq": g.base_seq,
+            "bytes": g.bytes,
+            "format": g.format,
+            "sealed": g.sealed,
+        })).collect::<Vec<_>>(),
         "corruption": {
             "corrupt_frames": c.corrupt_frames,
             "corrupt_bytes": c.corrupt_bytes,
@@ -85,8 +91,21 @@ pub fn stats_text(dir: &Path, s: &LogStats) -> String {
             "hold           {name} at {seq}: consumed segments from there on are kept for its crash recovery\n"
         );
     }
+    out += "\nsegment (first seq)      bytes   format   state\n";
+    for g in &s.segment_list {
+        out += &format!(
+            "{:>19} {:>10}   {:>6}   {}\n",
+            g.base_seq,
+            human_bytes(g.bytes),
+            match g.format {
+                0 => "?".to_string(),
+                v => format!("v{v}"),
+            },
+            if g.sealed { "sealed" } else { "active" }
+        );
+    }
     if s.consumers.is_empty() {
-        out += "consumers      none\n";
+        out += "\nconsumers      none\n";
     } else {
         out += "\nconsumer             committed    lag events    lag bytes   oldest unread   lost size/age/corrupt   in doubt\n";
         for cs in &s.consumers {

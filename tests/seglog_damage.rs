@@ -394,6 +394,7 @@ fn header(base_seq: u64) -> [u8; 32] {
     holdfast::seglog::format::SegmentHeader {
         base_seq,
         created_ms: 1_700_000_000_000,
+        version: holdfast::seglog::format::FORMAT_VERSION,
     }
     .encode()
 }

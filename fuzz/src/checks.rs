@@ -70,7 +70,7 @@ pub mod seglog_scan {
             .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()));
 
         for at in 0..data.len() {
-            let d = format::decode_frame(&data[at..]);
+            let d = format::decode_frame(&data[at..], format::FORMAT_V1);
             let o = oracle_frame(&data[at..]);
             match (&d, &o) {
                 (
@@ -90,7 +90,7 @@ pub mod seglog_scan {
                     assert_eq!(len, olen, "at {at}");
                     let got: Vec<&[u8]> = EventIter::new(payload).map(|r| &payload[r]).collect();
                     assert_eq!(&got, events, "at {at}");
-                    let peeked = format::peek_frame(&data[at..]);
+                    let peeked = format::peek_frame(&data[at..], format::FORMAT_V1);
                     assert_eq!(peeked, Some((*header, *len)), "at {at}");
                 }
                 (Decoded::Frame { .. }, None) => {

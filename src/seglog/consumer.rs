@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use tracing::warn;
 
+use super::block;
 use super::error::{LogError, Result};
 use super::format::{self, Decoded, EventIter, SEGMENT_HEADER_LEN};
 use super::options::WhenFull;
@@ -85,35 +86,143 @@ const RELEASE_LAG: usize = 2 << 20;
 struct FrameCursor {
     map: Bytes,
     payload: Range<usize>,
+    /// Format 1: where the next event's length is in `map`; format 2: where
+    /// the next unopened block starts in `map`.
     at: usize,
+    /// The next sequence number this cursor hands out.
     seq: u64,
-    first_seq: u64,
+    /// Events below this are passed over, not handed out (a reader that
+    /// starts inside a frame).
+    skip_to: u64,
+    frame_first: u64,
     append_ms: u64,
     /// The first sequence number of the next segment (or the log's end):
     /// events at or past it are not this segment's to hand out.
     end: u64,
+    format: u16,
+    /// Format 2: the block being handed out, decompressed once.
+    block: Option<OpenBlock>,
+}
+
+struct OpenBlock {
+    body: block::Body,
+    /// Where the next event's length is in `body.bytes`.
+    at: usize,
+    first_seq: u64,
+    end_seq: u64,
+}
+
+/// What a frame cursor has next.
+enum Peek {
+    /// An event's bytes: in the map (format 1) or the open block's body.
+    Event(Range<usize>),
+    /// A block whose body is damaged: its events, up to `to`, cannot be read.
+    Damaged {
+        to: u64,
+        offset: usize,
+        bytes: usize,
+        reason: String,
+    },
+    End,
 }
 
 impl FrameCursor {
-    fn peek(&self) -> Option<Range<usize>> {
-        if self.seq >= self.end {
-            return None;
+    fn peek(&mut self) -> Peek {
+        loop {
+            if self.seq >= self.end {
+                return Peek::End;
+            }
+            if self.format == format::FORMAT_V1 {
+                let p = &self.map[self.at..self.payload.end];
+                let Some(r) = EventIter::new(p).next() else {
+                    return Peek::End;
+                };
+                let r = r.start + self.at..r.end + self.at;
+                if self.seq < self.skip_to {
+                    self.at = r.end;
+                    self.seq += 1;
+                    continue;
+                }
+                return Peek::Event(r);
+            }
+            if let Some(b) = &mut self.block {
+                if self.seq < b.end_seq {
+                    let p = &b.body.bytes[b.at..];
+                    let Some(r) = EventIter::new(p).next() else {
+                        // `block::open` checked the count; cannot happen.
+                        self.seq = b.end_seq;
+                        continue;
+                    };
+                    let r = r.start + b.at..r.end + b.at;
+                    if self.seq < self.skip_to {
+                        b.at = r.end;
+                        self.seq += 1;
+                        continue;
+                    }
+                    return Peek::Event(r);
+                }
+                self.block = None;
+            }
+            let offset = self.at;
+            let Some((h, stored)) = block::Blocks::new(&self.map[offset..self.payload.end]).next()
+            else {
+                return Peek::End;
+            };
+            let stored = stored.start + offset..stored.end + offset;
+            self.at = stored.end;
+            let first_seq = self.seq;
+            let end_seq = first_seq + h.count as u64;
+            if end_seq <= self.skip_to {
+                // Passed over without decompressing it.
+                self.seq = end_seq;
+                continue;
+            }
+            match block::open(&h, self.map.slice(stored)) {
+                Ok(body) => {
+                    self.block = Some(OpenBlock {
+                        at: body.events_at,
+                        body,
+                        first_seq,
+                        end_seq,
+                    })
+                }
+                Err(e) => {
+                    self.seq = end_seq;
+                    return Peek::Damaged {
+                        to: end_seq,
+                        offset,
+                        bytes: self.at - offset,
+                        reason: e.to_string(),
+                    };
+                }
+            }
         }
-        let p = &self.map[self.payload.clone()];
-        EventIter::new(&p[self.at - self.payload.start..])
-            .next()
-            .map(|r| r.start + self.at..r.end + self.at)
     }
 
     fn take(&mut self, r: Range<usize>) -> Event {
-        self.at = r.end;
-        let e = Event {
-            seq: self.seq,
-            append_ms: self.append_ms,
-            data: self.map.slice(r),
-            context: Bytes::new(),
-            batch_start: self.first_seq,
-            format: 1,
+        let e = match &mut self.block {
+            Some(b) if self.format != format::FORMAT_V1 => {
+                b.at = r.end;
+                Event {
+                    seq: self.seq,
+                    append_ms: self.append_ms,
+                    data: b.body.bytes.slice(r),
+                    context: b.body.context.clone(),
+                    batch_start: b.first_seq,
+                    format: self.format,
+                }
+            }
+            _ => {
+                self.at = r.end;
+                Event {
+                    seq: self.seq,
+                    append_ms: self.append_ms,
+                    data: self.map.slice(r),
+                    context: Bytes::new(),
+                    batch_start: self.frame_first,
+                    format: format::FORMAT_V1,
+                }
+            }
         };
         self.seq += 1;
         e
@@ -229,15 +338,27 @@ impl Consumer {
         }
         while out.len() < max_events {
             if let Some(f) = &mut self.frame {
-                if let Some(r) = f.peek() {
-                    if !out.is_empty() && bytes + r.len() > max_bytes {
-                        break;
+                match f.peek() {
+                    Peek::Event(r) => {
+                        if !out.is_empty() && bytes + r.len() > max_bytes {
+                            break;
+                        }
+                        bytes += r.len();
+                        let e = f.take(r);
+                        self.next_seq = e.seq + 1;
+                        out.push(e);
+                        continue;
                     }
-                    bytes += r.len();
-                    let e = f.take(r);
-                    self.next_seq = e.seq + 1;
-                    out.push(e);
-                    continue;
+                    Peek::Damaged {
+                        to,
+                        offset,
+                        bytes,
+                        reason,
+                    } => {
+                        self.damaged_block(to, offset, bytes, &reason);
+                        continue;
+                    }
+                    Peek::End => {}
                 }
                 self.frame = None;
             }
@@ -272,7 +393,7 @@ impl Consumer {
     fn next_frame(&mut self) -> Result<bool> {
         loop {
             let shared = self.log.shared().clone();
-            let (map, sealed, end) = {
+            let (map, sealed, end, version) = {
                 let mut st = shared.lock();
                 self.reposition(&mut st);
                 let Some(i) = st.index_of(self.seg_base) else {
@@ -303,11 +424,12 @@ impl Consumer {
                 }
                 let sealed = seg.sealed;
                 let end = st.end_of(i);
-                (st.segments[i].map()?, sealed, end)
+                let map = st.segments[i].map()?;
+                (map, sealed, end, st.segments[i].format)
             };
             let at = self.offset as usize;
             self.release_behind(&map, at);
-            match format::decode_frame(&map[at..]) {
+            match format::decode_frame(&map[at..], version) {
                 Decoded::Frame {
                     header,
                     payload,
@@ -353,23 +475,18 @@ impl Consumer {
                         );
                     }
                     let start = at + format::FRAME_HEADER_LEN;
-                    let mut f = FrameCursor {
+                    self.frame = Some(FrameCursor {
                         map: map.clone(),
                         payload: start..start + payload.len(),
                         at: start,
                         seq: header.first_seq,
-                        first_seq: header.first_seq,
+                        skip_to: self.next_seq,
+                        frame_first: header.first_seq,
                         append_ms: header.append_ms,
                         end,
-                    };
-                    while f.seq < self.next_seq {
-                        match f.peek() {
-                            Some(r) => f.at = r.end,
-                            None => break,
-                        }
-                        f.seq += 1;
-                    }
-                    self.frame = Some(f);
+                        format: version,
+                        block: None,
+                    });
                     return Ok(true);
                 }
                 Decoded::End => return Ok(false),
@@ -385,7 +502,8 @@ impl Consumer {
                     // not the next one starting at or after `next_seq`: the
                     // reader may stand inside a later intact frame (after a
                     // restart or a rewind), which must not be skipped.
-                    let resume = format::resync(&map, at + 1, self.seg_base).unwrap_or(map.len());
+                    let resume =
+                        format::resync(&map, at + 1, self.seg_base, version).unwrap_or(map.len());
                     let mut st = shared.lock();
                     let key = (self.seg_base, at as u64);
                     if st.damage_seen.insert(key) {
@@ -456,6 +574,27 @@ impl Consumer {
             let i = st.index_containing(self.next_seq);
             self.seg_base = st.segments[i].base_seq;
             self.offset = SEGMENT_HEADER_LEN as u64;
+        }
+    }
+
+    /// A block of the current frame whose body cannot be read (its CRC held,
+    /// so the bytes were written this way): counted like a damaged frame,
+    /// its events lost, the reader goes on with the next block.
+    fn damaged_block(&mut self, to: u64, offset: usize, bytes: usize, reason: &str) {
+        let shared = self.log.shared().clone();
+        let mut st = shared.lock();
+        let path = st
+            .index_of(self.seg_base)
+            .map(|i| st.segments[i].path.display().to_string())
+            .unwrap_or_default();
+        if st.damage_seen.insert((self.seg_base, offset as u64)) {
+            st.counters.corrupt_frames += 1;
+            st.counters.corrupt_bytes += bytes as u64;
+            warn!(segment = %path, offset, %reason, skipped_bytes = bytes,
+                "skipping a block of the log that cannot be read");
+        }
+        if to > self.next_seq {
+            self.lose(&mut st, to, &path, "events in a damaged block");
         }
     }
 

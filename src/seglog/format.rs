@@ -7,7 +7,7 @@
 //! ```text
 //! segment header (32 bytes)
 //!   0  4  magic            "HFSG"
-//!   4  2  format version   1
+//!   4  2  format version   2 (1: segments written before blocks, still read)
 //!   6  1  checksum         1 = CRC-32 (IEEE, as computed by crc32fast)
 //!   7  1  reserved         0
 //!   8  8  base sequence    sequence number of the first event in the segment
@@ -21,13 +21,19 @@
 //!   8  8  first sequence   sequence number of the frame's first event
 //!  16  4  event count      >= 1
 //!  20  8  append time      unix time in milliseconds when the frame was written
-//!  28  …  payload          `count` times: u32 event length, event bytes
+//!  28  …  payload          format 2: blocks (see `block.rs`), their counts summing
+//!                           to `count`; format 1: `count` times u32 event length,
+//!                           event bytes
 //! ```
 
 use std::io::IoSlice;
 
 pub const SEGMENT_MAGIC: [u8; 4] = *b"HFSG";
-pub const FORMAT_VERSION: u16 = 1;
+/// The format new segments are written in.
+pub const FORMAT_VERSION: u16 = 2;
+/// The format of segments written before batches became compressed blocks
+/// with a shared context; read, never written.
+pub const FORMAT_V1: u16 = 1;
 pub const CHECKSUM_CRC32: u8 = 1;
 pub const SEGMENT_HEADER_LEN: usize = 32;
 pub const FRAME_HEADER_LEN: usize = 28;
@@ -44,13 +50,15 @@ pub const MAX_FRAME_PAYLOAD: usize = 64 << 20;
 pub struct SegmentHeader {
     pub base_seq: u64,
     pub created_ms: u64,
+    /// [`FORMAT_VERSION`] or [`FORMAT_V1`].
+    pub version: u16,
 }
 
 impl SegmentHeader {
     pub fn encode(&self) -> [u8; SEGMENT_HEADER_LEN] {
         let mut b = [0u8; SEGMENT_HEADER_LEN];
         b[0..4].copy_from_slice(&SEGMENT_MAGIC);
-        b[4..6].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[4..6].copy_from_slice(&self.version.to_le_bytes());
         b[6] = CHECKSUM_CRC32;
         b[8..16].copy_from_slice(&self.base_seq.to_le_bytes());
         b[16..24].copy_from_slice(&self.created_ms.to_le_bytes());
@@ -75,9 +83,9 @@ impl SegmentHeader {
             return Err("segment header checksum mismatch".into());
         }
         let version = u16::from_le_bytes([b[4], b[5]]);
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != FORMAT_V1 {
             return Err(format!(
-                "segment format version {version} is not supported (this build reads version {FORMAT_VERSION})"
+                "segment format version {version} is not supported (this build reads versions {FORMAT_V1} and {FORMAT_VERSION})"
             ));
         }
         if b[6] != CHECKSUM_CRC32 {
@@ -86,6 +94,7 @@ impl SegmentHeader {
         Ok(SegmentHeader {
             base_seq: u64_at(b, 8),
             created_ms: u64_at(b, 16),
+            version,
         })
     }
 }
@@ -133,7 +142,8 @@ pub enum Damage {
     BadLength(u32),
     /// The checksum does not match the bytes.
     BadChecksum,
-    /// The checksum matches but the events do not fill the payload exactly.
+    /// The checksum matches but the events (format 1) or blocks (format 2)
+    /// do not fill the payload exactly.
     BadPayload,
     /// The checksum matches but the sequence numbers run past 2^64.
     BadSequence,
@@ -167,9 +177,10 @@ pub enum Decoded<'a> {
     Damaged(Damage),
 }
 
-/// Decodes the frame starting at `buf[0]`, checking length, CRC and that the
-/// events fill the payload exactly.
-pub fn decode_frame(buf: &[u8]) -> Decoded<'_> {
+/// Decodes the frame of a segment in format `version` starting at `buf[0]`,
+/// checking length, CRC and that the events (format 1) or the blocks'
+/// headers (format 2) fill the payload exactly.
+pub fn decode_frame(buf: &[u8], version: u16) -> Decoded<'_> {
     if buf.is_empty() {
         return Decoded::End;
     }
@@ -177,7 +188,7 @@ pub fn decode_frame(buf: &[u8]) -> Decoded<'_> {
         return Decoded::Truncated;
     }
     let len = u32_at(buf, 0);
-    if (len as usize) < FRAME_FIXED_BODY + EVENT_HEADER_LEN
+    if (len as usize) < FRAME_FIXED_BODY + min_payload(version)
         || len as usize > FRAME_FIXED_BODY + MAX_FRAME_PAYLOAD
     {
         return Decoded::Damaged(Damage::BadLength(len));
@@ -196,7 +207,12 @@ pub fn decode_frame(buf: &[u8]) -> Decoded<'_> {
         append_ms: u64_at(buf, 20),
     };
     let payload = &buf[FRAME_HEADER_LEN..total];
-    if header.count == 0 || !payload_is_consistent(payload, header.count) {
+    let consistent = if version == FORMAT_V1 {
+        payload_is_consistent(payload, header.count)
+    } else {
+        super::block::blocks_are_consistent(payload, header.count)
+    };
+    if header.count == 0 || !consistent {
         return Decoded::Damaged(Damage::BadPayload);
     }
     if header.first_seq.checked_add(header.count as u64).is_none() {
@@ -209,14 +225,25 @@ pub fn decode_frame(buf: &[u8]) -> Decoded<'_> {
     }
 }
 
+/// The smallest payload a frame can have: one empty event (format 1) or one
+/// block header (format 2).
+fn min_payload(version: u16) -> usize {
+    if version == FORMAT_V1 {
+        EVENT_HEADER_LEN
+    } else {
+        super::block::BLOCK_HEADER_LEN
+    }
+}
+
 /// Reads only the fixed header fields and the total length, without checking
 /// the CRC: for cheap hops over frames already known to be good.
-pub fn peek_frame(buf: &[u8]) -> Option<(FrameHeader, usize)> {
+pub fn peek_frame(buf: &[u8], version: u16) -> Option<(FrameHeader, usize)> {
     if buf.len() < FRAME_HEADER_LEN {
         return None;
     }
     let len = u32_at(buf, 0) as usize;
-    if !(FRAME_FIXED_BODY + EVENT_HEADER_LEN..=FRAME_FIXED_BODY + MAX_FRAME_PAYLOAD).contains(&len)
+    if !(FRAME_FIXED_BODY + min_payload(version)..=FRAME_FIXED_BODY + MAX_FRAME_PAYLOAD)
+        .contains(&len)
         || buf.len() < 8 + len
     {
         return None;
@@ -251,12 +278,12 @@ fn payload_is_consistent(payload: &[u8], count: u32) -> bool {
 /// `first_seq >= min_seq` starts. Candidates are filtered on their length and
 /// sequence fields before the CRC is computed, so a scan over a damaged region
 /// costs little more than reading it.
-pub fn resync(buf: &[u8], from: usize, min_seq: u64) -> Option<usize> {
+pub fn resync(buf: &[u8], from: usize, min_seq: u64, version: u16) -> Option<usize> {
     let mut at = from;
     while at + FRAME_HEADER_LEN <= buf.len() {
-        if let Some((h, _)) = peek_frame(&buf[at..]) {
+        if let Some((h, _)) = peek_frame(&buf[at..], version) {
             if h.first_seq >= min_seq && h.count > 0 {
-                if let Decoded::Frame { .. } = decode_frame(&buf[at..]) {
+                if let Decoded::Frame { .. } = decode_frame(&buf[at..], version) {
                     return Some(at);
                 }
             }
@@ -294,7 +321,30 @@ impl<'a> Iterator for EventIter<'a> {
     }
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
+/// The format of a segment whose header is damaged, from its first frame
+/// whose CRC holds: the version whose payload rule it satisfies (format 2
+/// when nothing tells, as the writer would continue in it).
+pub fn detect_version(buf: &[u8]) -> u16 {
+    let mut at = SEGMENT_HEADER_LEN.min(buf.len());
+    while at + FRAME_HEADER_LEN <= buf.len() {
+        let len = u32_at(buf, at) as usize;
+        if (FRAME_FIXED_BODY + EVENT_HEADER_LEN..=FRAME_FIXED_BODY + MAX_FRAME_PAYLOAD)
+            .contains(&len)
+            && at + 8 + len <= buf.len()
+            && crc32fast::hash(&buf[at + 8..at + 8 + len]) == u32_at(buf, at + 4)
+        {
+            for v in [FORMAT_VERSION, FORMAT_V1] {
+                if let Decoded::Frame { .. } = decode_frame(&buf[at..], v) {
+                    return v;
+                }
+            }
+        }
+        at += 1;
+    }
+    FORMAT_VERSION
+}
+
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
@@ -329,6 +379,7 @@ mod tests {
         let h = SegmentHeader {
             base_seq: 7,
             created_ms: 99,
+            version: FORMAT_VERSION,
         };
         let mut b = h.encode();
         assert_eq!(SegmentHeader::decode(&b), Ok(h));
@@ -339,7 +390,7 @@ mod tests {
     #[test]
     fn frame_round_trips() {
         let f = frame(10, &[b"a", b"", b"hello"]);
-        match decode_frame(&f) {
+        match decode_frame(&f, FORMAT_V1) {
             Decoded::Frame {
                 header,
                 payload,
@@ -358,9 +409,9 @@ mod tests {
     #[test]
     fn every_prefix_is_truncated_and_every_bit_flip_is_caught() {
         let f = frame(1, &[b"abc", b"defgh"]);
-        assert_eq!(decode_frame(&[]), Decoded::End);
+        assert_eq!(decode_frame(&[], FORMAT_V1), Decoded::End);
         for cut in 1..f.len() {
-            let d = decode_frame(&f[..cut]);
+            let d = decode_frame(&f[..cut], FORMAT_V1);
             assert!(
                 matches!(d, Decoded::Truncated | Decoded::Damaged(_)),
                 "cut {cut}: {d:?}"
@@ -369,7 +420,7 @@ mod tests {
         for bit in 0..f.len() * 8 {
             let mut g = f.clone();
             g[bit / 8] ^= 1 << (bit % 8);
-            let d = decode_frame(&g);
+            let d = decode_frame(&g, FORMAT_V1);
             assert!(!matches!(d, Decoded::Frame { .. }), "bit {bit} undetected");
         }
     }
@@ -380,8 +431,8 @@ mod tests {
         let second = buf.len();
         buf.extend(frame(2, &[b"two"]));
         buf[5] ^= 0xff; // damage the first frame's CRC
-        assert!(matches!(decode_frame(&buf), Decoded::Damaged(_)));
-        assert_eq!(resync(&buf, 1, 1), Some(second));
-        assert_eq!(resync(&buf, second + 1, 1), None);
+        assert!(matches!(decode_frame(&buf, FORMAT_V1), Decoded::Damaged(_)));
+        assert_eq!(resync(&buf, 1, 1, FORMAT_V1), Some(second));
+        assert_eq!(resync(&buf, second + 1, 1, FORMAT_V1), None);
     }
 }

@@ -106,6 +106,7 @@ directory as a power cut could leave it, checking that under
   (at-least-once delivery either way).
 */
 
+pub mod block;
 mod consumer;
 mod cursor;
 mod cursor_store;
@@ -140,7 +141,7 @@ pub use hold::Hold;
 pub use io::{IoHook, IoOp};
 pub use options::{Compression, FsyncPolicy, LogOptions, WhenFull};
 pub use state::{Counters, LossReason, Outcome, FSYNC_BUCKETS_SECONDS};
-pub use stats::{ConsumerStats, LogStats};
+pub use stats::{ConsumerStats, LogStats, SegmentStats};
 
 use format::{EVENT_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use state::Shared;
@@ -250,11 +251,13 @@ impl Batch {
         self.framed.as_ref().map_or(self.buf.len(), |f| f.len())
     }
 
-    fn into_payload(self) -> Bytes {
-        match self.framed {
+    /// The batch as a format-2 block, compressed.
+    fn into_block(self, compression: Compression) -> block::Encoded {
+        let framed = match self.framed {
             Some(f) => f,
             None => self.buf.freeze(),
-        }
+        };
+        block::encode(&self.context, framed, self.count, compression)
     }
 }
 
@@ -312,6 +315,12 @@ impl Log {
         };
         let next_seq = rec.state.next_seq;
         let active_len = rec.state.segments.back().map_or(0, |s| s.readable_len);
+        // A log written by an older version goes on in a new segment.
+        let active_is_old = rec
+            .state
+            .segments
+            .back()
+            .is_some_and(|s| s.format != format::FORMAT_VERSION);
         let active_path = rec
             .state
             .segments
@@ -382,7 +391,7 @@ impl Log {
             cursors_unsynced: false,
             slot_needs_dir_sync: [false; 2],
             blocked_since: None,
-            must_roll: false,
+            must_roll: active_is_old,
             gather: Default::default(),
             ending: Default::default(),
         };
@@ -478,19 +487,29 @@ impl Log {
         if batch.is_empty() {
             return Err(LogError::Empty);
         }
-        let max =
-            (self.inner.shared.opts.segment_bytes as usize - SEGMENT_HEADER_LEN - FRAME_HEADER_LEN)
-                .min(MAX_FRAME_PAYLOAD);
-        if batch.encoded_len() > max {
+        let opts = &self.inner.shared.opts;
+        let max = (opts.segment_bytes as usize - SEGMENT_HEADER_LEN - FRAME_HEADER_LEN)
+            .min(MAX_FRAME_PAYLOAD);
+        let raw = block::BLOCK_HEADER_LEN + 4 + batch.context.len() + batch.encoded_len();
+        if raw - block::BLOCK_HEADER_LEN > block::MAX_BLOCK_RAW {
             return Err(LogError::TooLarge {
-                bytes: batch.encoded_len() as u64,
+                bytes: raw as u64,
+                max: block::MAX_BLOCK_RAW as u64,
+            });
+        }
+        let count = batch.count;
+        let event_bytes = (batch.encoded_len() - EVENT_HEADER_LEN * count as usize) as u64;
+        let block = batch.into_block(opts.compression);
+        if block.stored_len() > max {
+            return Err(LogError::TooLarge {
+                bytes: block.stored_len() as u64,
                 max: max as u64,
             });
         }
         let (reply, rx) = oneshot::channel();
-        let count = batch.count;
         let req = AppendReq {
-            payload: batch.into_payload(),
+            block,
+            event_bytes,
             count,
             deadline: Instant::now() + wait,
             reply,

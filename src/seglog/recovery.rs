@@ -13,7 +13,7 @@ use tracing::{error, info, warn};
 
 use super::cursor;
 use super::error::{LogError, Result};
-use super::format::{SegmentHeader, SEGMENT_HEADER_LEN};
+use super::format::{self, SegmentHeader, FORMAT_VERSION, SEGMENT_HEADER_LEN};
 use super::io::Fs;
 use super::segment::{self, Segment};
 use super::state::{now_ms, ConsumerState, Counters, State};
@@ -140,19 +140,19 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
         let mut head = [0u8; SEGMENT_HEADER_LEN];
         let head_len =
             read_up_to(&mut file, &mut head).map_err(|e| LogError::io("reading", &path, e))?;
-        let created_ms = match SegmentHeader::decode(&head[..head_len]) {
+        let (created_ms, format) = match SegmentHeader::decode(&head[..head_len]) {
             Ok(h) => {
                 if h.base_seq != base {
                     warn!(segment = %path.display(), header_base = h.base_seq,
                         "segment header names another base sequence than its file name; trusting the file name");
                 }
-                h.created_ms
+                (h.created_ms, h.version)
             }
             Err(reason) => {
                 counters.corrupt_headers += 1;
                 warn!(segment = %path.display(), %reason,
                     "damaged segment header; its frames are still checked one by one as they are read");
-                modified_ms(&file)
+                (modified_ms(&file), 0)
             }
         };
         total_bytes += len;
@@ -162,6 +162,7 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
             readable_len: len,
             sealed: true,
             created_ms,
+            format,
             file: Arc::new(file),
             map: None,
         });
@@ -186,6 +187,7 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
         let header = SegmentHeader {
             base_seq: base,
             created_ms,
+            version: FORMAT_VERSION,
         }
         .encode();
         fs.set_len(&active, &path, 0)
@@ -209,14 +211,18 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
     } else {
         segment::map_file(&active, len as usize, &path)?
     };
-    match SegmentHeader::decode(&map) {
-        Ok(h) => created_ms = h.created_ms,
+    let format = match SegmentHeader::decode(&map) {
+        Ok(h) => {
+            created_ms = h.created_ms;
+            h.version
+        }
         Err(reason) => {
             counters.corrupt_headers += 1;
             warn!(segment = %path.display(), %reason, "damaged header on the active segment; scanning its frames anyway");
+            format::detect_version(&map)
         }
-    }
-    let scan = segment::scan(&map, base);
+    };
+    let scan = segment::scan(&map, base, format);
     let kept_image = read_only.then(|| map.slice(..scan.valid_end as usize));
     drop(map);
     for (offset, damage, skipped) in &scan.damaged {
@@ -262,6 +268,29 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
             ),
         });
     }
+    let mut format = format;
+    if format != FORMAT_VERSION && len == SEGMENT_HEADER_LEN as u64 && !read_only {
+        // An older version's segment with nothing in it yet: it becomes a
+        // current one (with frames it is sealed before the first append,
+        // see `Writer::must_roll`; a segment never mixes formats).
+        let header = SegmentHeader {
+            base_seq: base,
+            created_ms,
+            version: FORMAT_VERSION,
+        }
+        .encode();
+        fs.set_len(&active, &path, 0)
+            .and_then(|_| fs.write_all(&mut active, &path, 0, &mut [IoSlice::new(&header)]))
+            .and_then(|_| {
+                if sync {
+                    fs.sync_data(&active, &path)
+                } else {
+                    Ok(())
+                }
+            })
+            .map_err(|e| LogError::io("rewriting segment header", &path, e))?;
+        format = FORMAT_VERSION;
+    }
     let read_handle = File::open(&path).map_err(|e| LogError::io("opening segment", &path, e))?;
     segments.push_back(Segment {
         base_seq: base,
@@ -269,6 +298,7 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
         readable_len: len,
         sealed: false,
         created_ms,
+        format,
         file: Arc::new(read_handle),
         map: kept_image,
     });

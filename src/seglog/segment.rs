@@ -44,6 +44,10 @@ pub struct Segment {
     pub readable_len: u64,
     pub sealed: bool,
     pub created_ms: u64,
+    /// The segment's format version (`format::FORMAT_V1` or
+    /// `FORMAT_VERSION`), from its header; 0 while unknown (a damaged header
+    /// of a sealed segment: found from its frames when first read).
+    pub format: u16,
     /// A read-only handle, shared by readers for mapping.
     pub file: Arc<File>,
     /// The most recent map of this segment, shared by readers. For a sealed
@@ -61,6 +65,9 @@ impl Segment {
             }
         }
         let m = map_file(&self.file, self.readable_len as usize, &self.path)?;
+        if self.format == 0 {
+            self.format = format::detect_version(&m);
+        }
         self.map = Some(m.clone());
         Ok(m)
     }
@@ -117,6 +124,7 @@ pub fn create(
     let header = SegmentHeader {
         base_seq,
         created_ms,
+        version: format::FORMAT_VERSION,
     }
     .encode();
     let written = fs
@@ -153,10 +161,11 @@ pub struct Scan {
     pub torn: Option<(u64, u64)>,
 }
 
-/// Walks every frame of a segment image, checking each CRC. Damage followed
-/// by a valid frame is skipped and reported; damage or a partial frame with
-/// nothing valid after it is a torn tail, to be truncated.
-pub fn scan(buf: &[u8], base_seq: u64) -> Scan {
+/// Walks every frame of a segment image in format `version`, checking each
+/// CRC. Damage followed by a valid frame is skipped and reported; damage or
+/// a partial frame with nothing valid after it is a torn tail, to be
+/// truncated.
+pub fn scan(buf: &[u8], base_seq: u64, version: u16) -> Scan {
     let mut s = Scan {
         valid_end: SEGMENT_HEADER_LEN.min(buf.len()) as u64,
         next_seq: base_seq,
@@ -164,7 +173,7 @@ pub fn scan(buf: &[u8], base_seq: u64) -> Scan {
     };
     let mut at = SEGMENT_HEADER_LEN;
     while at <= buf.len() {
-        match format::decode_frame(&buf[at..]) {
+        match format::decode_frame(&buf[at..], version) {
             Decoded::Frame { header, len, .. } if header.first_seq >= s.next_seq => {
                 s.events_skipped += header.first_seq - s.next_seq;
                 s.next_seq = header.end_seq();
@@ -174,11 +183,11 @@ pub fn scan(buf: &[u8], base_seq: u64) -> Scan {
             }
             Decoded::End => break,
             Decoded::Frame { .. } | Decoded::Truncated | Decoded::Damaged(_) => {
-                let damage = match format::decode_frame(&buf[at..]) {
+                let damage = match format::decode_frame(&buf[at..], version) {
                     Decoded::Damaged(d) => d,
                     _ => Damage::BadPayload,
                 };
-                match format::resync(buf, at + 1, s.next_seq) {
+                match format::resync(buf, at + 1, s.next_seq, version) {
                     Some(next) => {
                         s.damaged.push((at as u64, damage, (next - at) as u64));
                         at = next;
@@ -203,6 +212,7 @@ mod tests {
         let mut b = SegmentHeader {
             base_seq: 0,
             created_ms: 1,
+            version: format::FORMAT_V1,
         }
         .encode()
         .to_vec();
@@ -235,7 +245,7 @@ mod tests {
     fn scan_truncates_a_torn_tail() {
         let full = image(&[(0, &[b"a", b"b"]), (2, &[b"c"])]);
         let cut = full.len() - 2;
-        let s = scan(&full[..cut], 0);
+        let s = scan(&full[..cut], 0, format::FORMAT_V1);
         assert_eq!(s.next_seq, 2);
         assert!(s.torn.is_some());
         assert_eq!(s.valid_end as usize + s.torn.unwrap().1 as usize, cut);
@@ -246,7 +256,7 @@ mod tests {
         let mut b = image(&[(0, &[b"a"]), (1, &[b"b"]), (2, &[b"c"])]);
         let second = SEGMENT_HEADER_LEN + 8 + 20 + 5;
         b[second + 30] ^= 0x10; // payload bit of the second frame
-        let s = scan(&b, 0);
+        let s = scan(&b, 0, format::FORMAT_V1);
         assert_eq!(s.next_seq, 3);
         assert_eq!(s.damaged.len(), 1);
         assert_eq!(s.events_skipped, 1);

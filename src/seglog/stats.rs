@@ -19,6 +19,19 @@ pub struct LogStats {
     /// Retention holds and their positions (none in a read-only view).
     pub holds: Vec<(String, u64)>,
     pub counters: Counters,
+    /// Every segment, oldest first.
+    pub segment_list: Vec<SegmentStats>,
+}
+
+/// One segment file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentStats {
+    pub base_seq: u64,
+    pub bytes: u64,
+    /// Its format version (1: written before version 2's compressed
+    /// blocks; 0: header damaged and not read yet).
+    pub format: u16,
+    pub sealed: bool,
 }
 
 /// One consumer's position and losses.
@@ -48,9 +61,10 @@ fn locate(st: &mut State, seq: u64) -> Option<(usize, u64, u64)> {
     }
     let i = st.index_containing(seq);
     let map = st.segments[i].map().ok()?;
+    let version = st.segments[i].format;
     let mut at = SEGMENT_HEADER_LEN;
     // `get`: a damaged sealed segment may be shorter than its header.
-    while let Some((h, len)) = map.get(at..).and_then(format::peek_frame) {
+    while let Some((h, len)) = map.get(at..).and_then(|b| format::peek_frame(b, version)) {
         if h.end_seq() > seq {
             return Some((i, at as u64, h.append_ms));
         }
@@ -102,5 +116,15 @@ pub(crate) fn collect(st: &mut State) -> LogStats {
             .map(|(n, &p)| (n.clone(), p.max(first_seq)))
             .collect(),
         counters: st.counters.clone(),
+        segment_list: st
+            .segments
+            .iter()
+            .map(|s| SegmentStats {
+                base_seq: s.base_seq,
+                bytes: s.readable_len,
+                format: s.format,
+                sealed: s.sealed,
+            })
+            .collect(),
     }
 }

@@ -20,10 +20,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use tokio::sync::oneshot;
 use tracing::{error, warn};
 
+use super::block::Encoded;
 use super::cursor::CursorMap;
 use super::error::{LogError, Result};
 use super::format::{FrameHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
@@ -43,8 +43,10 @@ const TICK: Duration = Duration::from_millis(200);
 const MAX_GATHER: Duration = Duration::from_micros(500);
 
 pub struct AppendReq {
-    /// Events already framed by [`Batch`](super::Batch): u32 length + bytes each.
-    pub payload: Bytes,
+    /// The batch as a block, compressed in the appending task.
+    pub block: Encoded,
+    /// Bytes of its events as given, for the counters.
+    pub event_bytes: u64,
     pub count: u32,
     pub deadline: Instant,
     pub reply: oneshot::Sender<Result<SeqRange>>,
@@ -208,7 +210,7 @@ impl Writer {
         {
             return;
         }
-        let queued: usize = self.pending.iter().map(|r| r.payload.len()).sum();
+        let queued: usize = self.pending.iter().map(|r| r.block.stored_len()).sum();
         if queued >= MAX_GROUP_BYTES {
             return;
         }
@@ -336,7 +338,7 @@ impl Writer {
             let Some(front) = self.pending.front() else {
                 return;
             };
-            let front_len = (FRAME_HEADER_LEN + front.payload.len()) as u64;
+            let front_len = (FRAME_HEADER_LEN + front.block.stored_len()) as u64;
             let rolling =
                 self.active_has_frames() && (self.must_roll || front_len > self.segment_room());
             let room = if rolling {
@@ -375,7 +377,7 @@ impl Writer {
             let mut group_len = FRAME_HEADER_LEN as u64;
             let mut n = 0;
             for r in &self.pending {
-                let l = r.payload.len() as u64;
+                let l = r.block.stored_len() as u64;
                 if n > 0 && group_len + l > limit {
                     break;
                 }
@@ -464,6 +466,7 @@ impl Writer {
                 readable_len: SEGMENT_HEADER_LEN as u64,
                 sealed: false,
                 created_ms,
+                format: super::format::FORMAT_VERSION,
                 file: Arc::new(read_handle),
                 map: None,
             });
@@ -522,7 +525,11 @@ impl Writer {
             return;
         }
         let count: u32 = group.iter().map(|r| r.count).sum();
-        let payload: Vec<IoSlice<'_>> = group.iter().map(|r| IoSlice::new(&r.payload)).collect();
+        let payload: Vec<IoSlice<'_>> = group
+            .iter()
+            .flat_map(|r| [IoSlice::new(&r.block.head), IoSlice::new(&r.block.body)])
+            .filter(|s| !s.is_empty())
+            .collect();
         let header = FrameHeader {
             first_seq: self.next_seq,
             count,
@@ -592,10 +599,7 @@ impl Writer {
         st.counters.frames_written += 1;
         st.counters.bytes_written += frame_len;
         st.counters.appended_events += count as u64;
-        st.counters.appended_bytes += group
-            .iter()
-            .map(|r| r.payload.len() as u64 - 4 * r.count as u64)
-            .sum::<u64>();
+        st.counters.appended_bytes += group.iter().map(|r| r.event_bytes).sum::<u64>();
         drop(st);
         self.shared.durable.send_replace(self.next_seq);
 

@@ -87,6 +87,10 @@ pub struct State {
     pub docs: HashMap<String, Value>,
     /// The `_index` of each stored Elasticsearch document.
     pub indices: HashMap<String, String>,
+    /// Elasticsearch: every arrival of every id as its action and document
+    /// lines exactly as sent (`action\ndocument`), for tests that hold the
+    /// bytes a sink sends to a recorded expectation.
+    pub raw: HashMap<String, Vec<String>>,
     /// Ids answered 409 (already stored).
     pub conflicts: Vec<String>,
     /// Ids in requests whose answer was lost or late: the duplicates a
@@ -508,6 +512,10 @@ fn elasticsearch(st: &mut State, body: &[u8]) -> (u16, &'static str, Vec<u8>, Ve
         let index = create["_index"].as_str().unwrap().to_string();
         ids.push(id.clone());
         *st.arrivals.entry(id.clone()).or_default() += 1;
+        st.raw
+            .entry(id.clone())
+            .or_default()
+            .push(format!("{}\n{}", pair[0], pair[1]));
         let scripted = st
             .item_status
             .get_mut(&id)
