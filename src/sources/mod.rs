@@ -17,7 +17,7 @@ append is durable.
 /// context, so this may be on only where the log's writer stores contexts;
 /// until it does, sources append whole format-1 envelopes. Readers (the
 /// file source's recovery, sinks, `dump`) read both either way.
-pub const WRITE_FORMAT_2: bool = false;
+pub const WRITE_FORMAT_2: bool = true;
 
 pub mod file;
 pub mod otlp_http;

@@ -227,9 +227,12 @@ pub async fn run(
         .with_context(|| format!("source {name}: taking its hold on the log"))?;
     let counters = tailer::Counters::new(&metrics, &name);
     let lo = log.options();
+    // What one append may hold, events and context: a block stored plain
+    // (compression that does not pay) has a header and the context's length.
     let max_frame = (lo.segment_bytes as usize)
         .saturating_sub(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN)
-        .min(MAX_FRAME_PAYLOAD);
+        .min(MAX_FRAME_PAYLOAD)
+        .saturating_sub(crate::seglog::block::BLOCK_HEADER_LEN + 4);
     let settings = tailer::Settings {
         name: name.clone(),
         opts: opts.clone(),

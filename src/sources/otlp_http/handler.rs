@@ -153,9 +153,12 @@ impl Source {
         };
         let source_events = metrics.sources.events.get_or_create(&labels).clone();
         let source_bytes = metrics.sources.bytes.get_or_create(&labels).clone();
+        // Events and context; a block stored plain (compression that does
+        // not pay) adds a header and the context's length.
         let max_append_bytes = (log.options().segment_bytes as usize)
             .saturating_sub(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN)
-            .min(MAX_FRAME_PAYLOAD);
+            .min(MAX_FRAME_PAYLOAD)
+            .saturating_sub(crate::seglog::block::BLOCK_HEADER_LEN + 4);
         Source {
             budget: Budget::for_max_body(opts.max_body_bytes),
             name,
