@@ -126,12 +126,8 @@ pub(crate) fn envelope_breakdown(table: &mut Table, log_dir: &Path, input: Optio
                     }
                     None => r.encoded_len(),
                 };
-                // The offset from its group's first line (a group spans
-                // at most a read, 256 KiB: taken as the offset within one)
-                // and the line's length.
                 let own_origin = env.origin.as_ref().map_or(0, |o| {
-                    let n = varint_field(4, o.offset % (256 << 10))
-                        + varint_field(5, o.end_offset.saturating_sub(o.offset));
+                    let n = varint_field(4, o.offset) + varint_field(5, o.end_offset);
                     1 + prost::encoding::encoded_len_varint(n as u64) + n
                 });
                 s.projected_own += ld(8, own_rec) + own_origin;
