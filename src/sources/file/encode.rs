@@ -13,9 +13,9 @@
 //! line's offset, exactly as format 1 stored it. A 150-byte line costs 171
 //! bytes in the log plus its 4-byte framing (format 1: about 440).
 //!
-//! Format 1 (the whole envelope per line) is still written while the log
-//! does not keep batch contexts ([`crate::sources::WRITE_FORMAT_2`]), and is
-//! the reference the unit tests compare format 2 with.
+//! Format 1 (the whole envelope per line, what earlier versions wrote) is
+//! kept behind [`crate::sources::WRITE_FORMAT_2`] and is the reference the
+//! unit tests compare format 2 with.
 //!
 //! The origin carries `end_offset` (tag 5), the offset where the next line
 //! starts: the file source reads it back when it recovers positions from the

@@ -24,7 +24,8 @@ same record, id aside (random in both).
 # Format 1
 
 Written while the log does not store batch contexts
-([`WRITE_FORMAT_2`](crate::sources::WRITE_FORMAT_2) off). An [`Envelope`]'s fields are written in tag order, so its encoding is the
+([`WRITE_FORMAT_2`](crate::sources::WRITE_FORMAT_2) off, as earlier
+versions did; also what `fuzzing::otlp_prepare` checks). An [`Envelope`]'s fields are written in tag order, so its encoding is the
 concatenation of independent pieces:
 
 ```text
