@@ -14,7 +14,7 @@
 //! | record attributes | the group's `attributes`, then the event's own |
 //! | `observed_time_unix_nano` | the event's own if not 0, else the group's plus `observed_delta` |
 //! | the log record's `observed_time_unix_nano` | with `record_observed`, the envelope's when the record's is 0 |
-//! | origin | path, fingerprint and generation from the group; offsets from the event |
+//! | origin | path, fingerprint and generation from the group; `offset` the group's `origin.offset` plus the event's, `end_offset` that plus the event's (its length) |
 //! | id | the event's own if stored; else for a file line, [`EventId::for_file_line`] of the group's file and the event's offset; else [`EventId::derived`] from the group's `id_seed` and the event's index in its batch |
 //!
 //! A format-1 event (an older log, or a quarantine file) is a whole
@@ -55,7 +55,9 @@ pub struct Group {
     #[prost(message, repeated, tag = "6")]
     pub attributes: Vec<KeyValue>,
     /// The file the group's events were read from: path, fingerprint and
-    /// generation (the offsets are each event's).
+    /// generation, and the offset the events' offsets count from (each
+    /// event stores its offset minus this, and its end minus its offset:
+    /// small numbers).
     #[prost(message, optional, tag = "7")]
     pub origin: Option<FileOrigin>,
     /// 16 random bytes from which the ids of events without a stored id
@@ -261,6 +263,8 @@ impl Decoder {
             let o = env.origin.get_or_insert_with(FileOrigin::default);
             o.fingerprint = go.fingerprint;
             o.generation = go.generation;
+            o.offset = go.offset.wrapping_add(o.offset);
+            o.end_offset = o.offset.wrapping_add(o.end_offset);
         }
         let id = if !env.id.is_empty() {
             env.event_id().ok_or(EnvelopeError::BadId(env.id.len()))?

@@ -97,6 +97,9 @@ pub fn compact(envs: &[Envelope], shared: usize) -> (Bytes, Vec<Bytes>) {
             o.path.clear();
             o.fingerprint = 0;
             o.generation = 0;
+            // Format 2 stores the offset from the group's (0 here) and
+            // the line's length.
+            o.end_offset -= o.offset;
         } else if env.id == EventId::derived(&SEED, index as u64).0 {
             env.id.clear();
         }

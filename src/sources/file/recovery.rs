@@ -138,13 +138,17 @@ impl Peeker {
         if g.source != source {
             return Peeked::Other;
         }
+        // Format 2 stores the offset from the group's and the length.
         match (&g.origin, view.origin) {
-            (Some(go), Some(o)) if o.end > o.offset => Peeked::Line {
-                key: go.fingerprint,
-                generation: go.generation,
-                offset: o.offset,
-                end: o.end,
-            },
+            (Some(go), Some(o)) if o.end > 0 => {
+                let offset = go.offset.wrapping_add(o.offset);
+                Peeked::Line {
+                    key: go.fingerprint,
+                    generation: go.generation,
+                    offset,
+                    end: offset.wrapping_add(o.end),
+                }
+            }
             _ => Peeked::Unusable,
         }
     }
@@ -298,7 +302,7 @@ mod tests {
 
         let ctx = Bytes::from(
             crate::event::Context {
-                groups: vec![theirs.group(&t, 1, 0, 5), mine.group(&t, 9, 2, 5)],
+                groups: vec![theirs.group(&t, 1, 0, 60, 5), mine.group(&t, 9, 2, 60, 5)],
             }
             .encode_to_vec(),
         );
@@ -314,6 +318,7 @@ mod tests {
                 &m,
                 InGroup {
                     group,
+                    offset_base: 60,
                     observed_delta: 0,
                 },
                 &mut buf,

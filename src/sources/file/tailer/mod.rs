@@ -174,7 +174,7 @@ impl Chunk {
     /// The group of a line of `ids` observed at `observed_ns`: the
     /// chunk's group of its file and read (same observed time), or a new
     /// one, or past [`GROUPS_PER_FILE`] the file's first with a delta.
-    fn group_of(&mut self, enc: &Encoder, ids: &Ids<'_>, observed_ns: u64) -> InGroup {
+    fn group_of(&mut self, enc: &Encoder, ids: &Ids<'_>, offset: u64, observed_ns: u64) -> InGroup {
         let path = ids.template.path();
         let same_file = |g: &ChunkGroup| {
             g.key == ids.key
@@ -193,7 +193,7 @@ impl Chunk {
             }),
         };
         let i = found.unwrap_or_else(|| {
-            let group = enc.group(ids.template, ids.key, ids.generation, observed_ns);
+            let group = enc.group(ids.template, ids.key, ids.generation, offset, observed_ns);
             let len = group.encoded_len();
             self.context_len +=
                 prost::encoding::key_len(1) + prost::encoding::encoded_len_varint(len as u64) + len;
@@ -206,9 +206,11 @@ impl Chunk {
             self.groups.len() - 1
         });
         self.last_group = i;
+        let g = &self.groups[i].group;
         InGroup {
             group: i as u32,
-            observed_delta: observed_ns.wrapping_sub(self.groups[i].group.observed_time_unix_nano),
+            offset_base: g.origin.as_ref().map_or(0, |o| o.offset),
+            observed_delta: observed_ns.wrapping_sub(g.observed_time_unix_nano),
         }
     }
 
@@ -495,7 +497,7 @@ impl Out {
                 .reserve(self.chunk_bytes + CHUNK_SLACK.min(self.chunk_bytes));
         }
         if self.format2 {
-            let g = c.group_of(&self.enc, ids, meta.observed_ns);
+            let g = c.group_of(&self.enc, ids, meta.offset, meta.observed_ns);
             self.enc.encode_own(body, meta, g, &mut c.data);
         } else {
             self.enc.encode(ids.template, body, meta, &mut c.data);
