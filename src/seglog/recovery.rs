@@ -184,22 +184,7 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
     if len < SEGMENT_HEADER_LEN as u64 && !read_only {
         // Torn while being created: nothing was ever acknowledged in it.
         warn!(segment = %path.display(), len, "segment header incomplete (torn while being created); rewriting it");
-        let header = SegmentHeader {
-            base_seq: base,
-            created_ms,
-            version: FORMAT_VERSION,
-        }
-        .encode();
-        fs.set_len(&active, &path, 0)
-            .and_then(|_| fs.write_all(&mut active, &path, 0, &mut [IoSlice::new(&header)]))
-            .and_then(|_| {
-                if sync {
-                    fs.sync_data(&active, &path)
-                } else {
-                    Ok(())
-                }
-            })
-            .map_err(|e| LogError::io("rewriting segment header", &path, e))?;
+        write_fresh_header(fs, &mut active, &path, base, created_ms, sync)?;
         len = SEGMENT_HEADER_LEN as u64;
     }
     let map = if read_only {
@@ -273,22 +258,7 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
         // An older version's segment with nothing in it yet: it becomes a
         // current one (with frames it is sealed before the first append,
         // see `Writer::must_roll`; a segment never mixes formats).
-        let header = SegmentHeader {
-            base_seq: base,
-            created_ms,
-            version: FORMAT_VERSION,
-        }
-        .encode();
-        fs.set_len(&active, &path, 0)
-            .and_then(|_| fs.write_all(&mut active, &path, 0, &mut [IoSlice::new(&header)]))
-            .and_then(|_| {
-                if sync {
-                    fs.sync_data(&active, &path)
-                } else {
-                    Ok(())
-                }
-            })
-            .map_err(|e| LogError::io("rewriting segment header", &path, e))?;
+        write_fresh_header(fs, &mut active, &path, base, created_ms, sync)?;
         format = FORMAT_VERSION;
     }
     let read_handle = File::open(&path).map_err(|e| LogError::io("opening segment", &path, e))?;
@@ -366,4 +336,33 @@ fn modified_ms(f: &File) -> u64 {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or_else(now_ms, |d| d.as_millis() as u64)
+}
+
+/// Empties the active segment and writes a current header: for a segment
+/// holding no frame (torn while being created, or an older version's with
+/// nothing in it yet).
+fn write_fresh_header(
+    fs: &Fs,
+    active: &mut File,
+    path: &Path,
+    base_seq: u64,
+    created_ms: u64,
+    sync: bool,
+) -> Result<()> {
+    let header = SegmentHeader {
+        base_seq,
+        created_ms,
+        version: FORMAT_VERSION,
+    }
+    .encode();
+    fs.set_len(active, path, 0)
+        .and_then(|_| fs.write_all(active, path, 0, &mut [IoSlice::new(&header)]))
+        .and_then(|_| {
+            if sync {
+                fs.sync_data(active, path)
+            } else {
+                Ok(())
+            }
+        })
+        .map_err(|e| LogError::io("rewriting segment header", path, e))
 }
