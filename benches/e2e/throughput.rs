@@ -6,7 +6,8 @@ use crate::measure::{ProcSample, RssPeaks};
 use crate::table::{thousands, Table};
 
 pub(crate) const TARGET_LINES_PER_S: f64 = 300_000.0;
-pub(crate) const TARGET_PEAK_RSS_MIB: f64 = 24.0;
+pub(crate) const TARGET_PEAK_RSS_MIB: f64 = 20.0;
+pub(crate) const TARGET_STEADY_RSS_MIB: f64 = 12.0;
 const TARGET_WRITE_AMP: f64 = 1.2;
 
 /// Rows shared by the phases that measure a whole run.
