@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions, StartAt, WhenFull};
+use holdfast::seglog::{Batch, Compression, FsyncPolicy, Log, LogOptions, StartAt, WhenFull};
 use rand::Rng;
 
 #[path = "common/table.rs"]
@@ -96,14 +96,43 @@ fn settle() {
     }
 }
 
+/// The log's mechanics are measured without compression (synthetic
+/// payloads would compress to nothing); the Loghub rows compare codecs.
 fn options(segment_bytes: u64) -> LogOptions {
+    options_with(segment_bytes, Compression::None)
+}
+
+fn options_with(segment_bytes: u64, compression: Compression) -> LogOptions {
     LogOptions {
         segment_bytes,
         max_bytes: 16 << 30,
         fsync: FsyncPolicy::Always,
         when_full: WhenFull::Block,
+        compression,
         ..LogOptions::default()
     }
+}
+
+/// Every line of the Loghub samples in tests/fixtures/loghub, in file
+/// order: real log lines, for what compression does with real payloads.
+fn loghub_lines() -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loghub");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("reading tests/fixtures/loghub")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    files.sort();
+    let mut lines = Vec::new();
+    for f in files {
+        let text = std::fs::read(&f).expect("reading a Loghub sample");
+        lines.extend(
+            text.split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(<[u8]>::to_vec),
+        );
+    }
+    lines
 }
 
 fn main() {
@@ -226,6 +255,45 @@ fn main() {
         );
         t.detail(m.describe());
         amp_rows.push((name, m));
+    }
+    {
+        let lines = Arc::new(loghub_lines());
+        let avg = lines.iter().map(Vec::len).sum::<usize>() as f64 / lines.len() as f64;
+        t.head(&format!(
+            "durable appends of real log lines ({} Loghub lines, {avg:.0} B average), 4 producers x batches of 400",
+            lines.len()
+        ));
+        for (label, c) in [
+            ("compression = \"none\"", Compression::None),
+            (
+                "compression = \"zstd\" (level 1)",
+                Compression::Zstd { level: 1 },
+            ),
+            ("compression = \"lz4\"", Compression::Lz4),
+        ] {
+            eprintln!("loghub {label}...");
+            let m = rt.block_on(append_events(
+                &dir.join("loghub"),
+                4,
+                400,
+                lines.clone(),
+                c,
+                plan.phase,
+            ));
+            t.row(
+                label,
+                format!(
+                    "{:.0} events/s, {:.1} MB/s; {:.3} on-disk bytes per payload byte",
+                    m.events_per_s(),
+                    m.payload_mb_per_s(),
+                    m.frame_bytes as f64 / m.payload_bytes as f64
+                ),
+                "-".into(),
+                None,
+            );
+            t.detail(m.describe());
+            amp_rows.push((format!("Loghub lines, {label}"), m));
+        }
     }
     t.head("bytes written per payload byte (flash wear), /proc/self/io write_bytes");
     for (name, m) in &amp_rows {
@@ -574,11 +642,33 @@ async fn append_phase(
     size: usize,
     dur: Duration,
 ) -> Measured {
+    let event: Vec<u8> = (0..size).map(|i| b"holdfast"[i % 8]).collect();
+    append_events(
+        dir,
+        producers,
+        batch,
+        Arc::new(vec![event]),
+        Compression::None,
+        dur,
+    )
+    .await
+}
+
+/// [`append_phase`] with the events taken in turn from `events`, in a log
+/// compressing with `compression`.
+async fn append_events(
+    dir: &Path,
+    producers: usize,
+    batch: usize,
+    events: Arc<Vec<Vec<u8>>>,
+    compression: Compression,
+    dur: Duration,
+) -> Measured {
     settle();
-    let log = Log::open(dir, options(64 << 20)).unwrap();
+    let log = Log::open(dir, options_with(64 << 20, compression)).unwrap();
     let device = mount_of(dir).and_then(|m| device_stat_path(&m.source));
     let stop = Arc::new(AtomicBool::new(false));
-    let event: Arc<Vec<u8>> = Arc::new((0..size).map(|i| b"holdfast"[i % 8]).collect());
+    let payload_bytes = Arc::new(AtomicU64::new(0));
     reset_peak_rss();
     let c0 = log.stats().counters;
     let io0 = io_write_bytes();
@@ -586,7 +676,16 @@ async fn append_phase(
     let cpu0 = cpu_seconds();
     let started = Instant::now();
     let tasks: Vec<_> = (0..producers)
-        .map(|_| tokio::spawn(produce(log.clone(), stop.clone(), batch, event.clone())))
+        .map(|p| {
+            tokio::spawn(produce(
+                log.clone(),
+                stop.clone(),
+                batch,
+                events.clone(),
+                p * 7919,
+                payload_bytes.clone(),
+            ))
+        })
         .collect();
     tokio::time::sleep(dur).await;
     stop.store(true, Ordering::Relaxed);
@@ -609,7 +708,7 @@ async fn append_phase(
     Measured {
         secs,
         events,
-        payload_bytes: events * size as u64,
+        payload_bytes: payload_bytes.load(Ordering::Relaxed),
         frame_bytes: c1.bytes_written - c0.bytes_written,
         frames: c1.frames_written - c0.frames_written,
         fsyncs: c1.fsyncs - c0.fsyncs,
@@ -628,15 +727,22 @@ async fn produce(
     log: Log,
     stop: Arc<AtomicBool>,
     batch: usize,
-    event: Arc<Vec<u8>>,
+    events: Arc<Vec<Vec<u8>>>,
+    mut next: usize,
+    payload: Arc<AtomicU64>,
 ) -> (u64, Vec<u32>) {
     let mut n = 0;
     let mut lat = Vec::with_capacity(1 << 16);
     while !stop.load(Ordering::Relaxed) {
-        let mut b = Batch::with_capacity(batch * (event.len() + 4));
+        let mut b = Batch::with_capacity(batch * (events[0].len() + 4));
+        let mut bytes = 0;
         for _ in 0..batch {
-            b.push(&event);
+            let e = &events[next % events.len()];
+            next += 1;
+            bytes += e.len() as u64;
+            b.push(e);
         }
+        payload.fetch_add(bytes, Ordering::Relaxed);
         let t = Instant::now();
         log.append(b).await.expect("append");
         lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
@@ -829,10 +935,20 @@ async fn concurrent(
     dur: Duration,
 ) -> (u64, u64, f64, u64, Latency) {
     let stop = Arc::new(AtomicBool::new(false));
-    let event = Arc::new(vec![0x33u8; 256]);
+    let events = Arc::new(vec![vec![0x33u8; 256]]);
     let started = Instant::now();
+    let payload = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = (0..4)
-        .map(|_| tokio::spawn(produce(log.clone(), stop.clone(), 100, event.clone())))
+        .map(|_| {
+            tokio::spawn(produce(
+                log.clone(),
+                stop.clone(),
+                100,
+                events.clone(),
+                0,
+                payload.clone(),
+            ))
+        })
         .collect();
     let reader = {
         let log = log.clone();

@@ -5,7 +5,15 @@
 //! cargo bench --bench sinks                          # 1 GiB backlog (a few minutes, ~1.2 GiB of disk)
 //! HOLDFAST_BENCH_QUICK=1 cargo bench --bench sinks   # 32 MiB, a smoke run
 //! HOLDFAST_BENCH_ONLY=elasticsearch cargo bench --bench sinks   # one sink type
+//! HOLDFAST_BENCH_FORMAT=2 cargo bench --bench sinks  # the backlog in the compact form
 //! ```
+//!
+//! `HOLDFAST_BENCH_FORMAT=2` writes the same events as format-2 batches of
+//! 512 (what a `file` source appends): one batch context holding the
+//! source, resource, scope, file and the `log.file.name` attribute, each
+//! event only its own fields; sinks then build every request from the
+//! context plus the events' own fields. It needs a log that keeps batch
+//! contexts (format 2) and says so otherwise.
 //!
 //! The backlog is written once (fsync = "never": writing it is not what is
 //! measured), then each sink type drains all of it with `concurrency` 1 and
@@ -45,7 +53,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use holdfast::config::SinkKind;
-use holdfast::event::{Envelope, EventId, FileOrigin, Record};
+use holdfast::event::{Context, Envelope, EventId, FileOrigin, Group, Record};
 use holdfast::metrics::Metrics;
 use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions, StartAt};
 use holdfast::sinks::elasticsearch::ElasticsearchOptions;
@@ -146,6 +154,58 @@ fn event(n: u64) -> Vec<u8> {
     .encode_to_vec()
 }
 
+/// Events per format-2 batch (`HOLDFAST_BENCH_FORMAT=2`).
+const COMPACT_BATCH: u64 = 512;
+
+/// The batch context of the events `event` makes, for format 2: what they
+/// share, once.
+fn context() -> Vec<u8> {
+    let whole = Envelope::decode(event(0).as_slice()).unwrap();
+    let Some(Record::Log(l)) = whole.record else {
+        unreachable!()
+    };
+    Context {
+        groups: vec![Group {
+            source: whole.source,
+            resource: whole.resource,
+            scope: whole.scope,
+            attributes: l.attributes,
+            origin: whole.origin.map(|o| FileOrigin {
+                offset: 0,
+                end_offset: 0,
+                ..o
+            }),
+            observed_time_unix_nano: whole.observed_time_unix_nano,
+            record_observed: true,
+            ..Default::default()
+        }],
+    }
+    .encode_to_vec()
+}
+
+/// Event `n` in format 2: only its own fields (body, severity, offsets, the
+/// observed time as a delta from the context's); its id is derived from
+/// the file and offset.
+fn compact_event(n: u64) -> Vec<u8> {
+    let mut e = Envelope::decode(event(n).as_slice()).unwrap();
+    let base = 1_714_564_800_000_000_000;
+    e.observed_delta = e.observed_time_unix_nano - base;
+    e.observed_time_unix_nano = 0;
+    e.id.clear();
+    e.source.clear();
+    e.resource = None;
+    e.scope = None;
+    if let Some(Record::Log(l)) = &mut e.record {
+        l.attributes.clear();
+        l.observed_time_unix_nano = 0;
+    }
+    if let Some(o) = &mut e.origin {
+        o.path.clear();
+        o.fingerprint = 0;
+    }
+    e.encode_to_vec()
+}
+
 fn cpu_seconds() -> f64 {
     // SAFETY: getrusage writes into the struct we own.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
@@ -202,18 +262,41 @@ async fn run(backlog: u64) {
     );
 
     // The backlog.
+    let compact = std::env::var("HOLDFAST_BENCH_FORMAT").is_ok_and(|f| f == "2");
     let started = Instant::now();
     let mut n = 0u64;
     let mut bytes = 0u64;
-    while bytes < backlog {
-        let mut b = Batch::with_capacity(4 << 20);
-        while b.encoded_len() < (4 << 20) {
-            let e = event(n);
-            bytes += e.len() as u64;
-            b.push(&e);
-            n += 1;
+    if compact {
+        let context = bytes::Bytes::from(context());
+        // Whole events' bytes, for the same MiB/s as format 1.
+        while bytes < backlog {
+            let mut b = Batch::with_capacity(1 << 20).with_context(context.clone());
+            for _ in 0..COMPACT_BATCH {
+                bytes += event(n).len() as u64;
+                b.push(&compact_event(n));
+                n += 1;
+            }
+            log.append(b).await.unwrap();
+            if n == COMPACT_BATCH {
+                let first = log.reader(0).read(1, 1 << 20).unwrap();
+                if first.first().is_none_or(|e| e.context.is_empty()) {
+                    println!("HOLDFAST_BENCH_FORMAT=2: this log does not keep batch contexts (a format-1 writer): nothing to measure");
+                    return;
+                }
+            }
         }
-        log.append(b).await.unwrap();
+        println!("backlog in format 2: batches of {COMPACT_BATCH} events with one context");
+    } else {
+        while bytes < backlog {
+            let mut b = Batch::with_capacity(4 << 20);
+            while b.encoded_len() < (4 << 20) {
+                let e = event(n);
+                bytes += e.len() as u64;
+                b.push(&e);
+                n += 1;
+            }
+            log.append(b).await.unwrap();
+        }
     }
     println!(
         "backlog: {n} events, {:.0} MiB of events ({:.0} bytes each), written in {:.1}s",

@@ -13,7 +13,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::daemon::human_bytes;
-use crate::event::{self, Envelope};
+use crate::event::{self, Decoder};
 use crate::seglog::{Log, LogStats};
 use crate::sources::file::{self, checkpoint};
 
@@ -247,6 +247,7 @@ pub fn dump(
         }
     };
     let mut reader = log.reader(start);
+    let mut decoder = Decoder::new();
     let mut n = 0u64;
     'outer: loop {
         let batch = reader.read(1024, 4 << 20)?;
@@ -257,8 +258,10 @@ pub fn dump(
             if to.is_some_and(|t| e.seq >= t) || limit.is_some_and(|l| n >= l) {
                 break 'outer;
             }
-            let v = match Envelope::decode_event(&e.data) {
-                Ok(env) => env.to_json(e.seq),
+            // Either format, the same line (the `file` sink's).
+            let index = e.seq.saturating_sub(e.batch_start);
+            let v = match decoder.decode(&e.data, &e.context, index) {
+                Ok(ev) => crate::sinks::file::event_json(&ev, &e.context, e.seq),
                 Err(err) => event::raw_json(e.seq, &e.data, &err),
             };
             serde_json::to_writer(&mut *out, &v)?;

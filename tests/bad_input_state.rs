@@ -21,7 +21,10 @@ use prost::Message;
 /// Records in the prepared log: ~3 KiB each in 64 KiB segments, so the log
 /// has several sealed segments and an active one.
 const RECORDS: usize = 60;
-const LOG: &str = "[log]\nsegment_size = \"64KiB\"\nmax_bytes = \"16MiB\"\n";
+// Uncompressed: the test finds and damages frames by their layout, and needs
+// the records to fill several segments.
+const LOG: &str =
+    "[log]\nsegment_size = \"64KiB\"\nmax_bytes = \"16MiB\"\ncompression = \"none\"\n";
 
 fn record_body(i: usize) -> String {
     format!("record {i:04} {}", "p".repeat(3000))

@@ -29,8 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use file_source_common::{body, loghub};
-use holdfast::event::Envelope;
+use file_source_common::{body, envelope, loghub};
 use holdfast::metrics::Metrics;
 use holdfast::seglog::{FsyncPolicy, Log, LogOptions, WhenFull};
 use holdfast::sources::file::{self, FileSourceOptions};
@@ -322,7 +321,7 @@ fn kill9_never_loses_or_repeats_a_line() {
                 continue;
             }
             for e in events {
-                let b = body(&Envelope::decode_event(&e.data).unwrap());
+                let b = body(&envelope(&e));
                 match parse(&b) {
                     Some(k) => *seen.entry(k).or_default() += 1,
                     None => bad.push(b),
@@ -333,7 +332,7 @@ fn kill9_never_loses_or_repeats_a_line() {
         task.await.unwrap().unwrap();
         // Anything appended after the last line arrived counts too.
         for e in reader.read(1_000_000, 1 << 30).unwrap() {
-            let b = body(&Envelope::decode_event(&e.data).unwrap());
+            let b = body(&envelope(&e));
             match parse(&b) {
                 Some(k) => *seen.entry(k).or_default() += 1,
                 None => bad.push(b),

@@ -34,7 +34,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use file_source_common::*;
-use holdfast::event::Envelope;
 use rand::Rng;
 
 const ROTATIONS: usize = 5;
@@ -163,7 +162,7 @@ async fn rotate_under_a_writer(mode: &str, include: &str) -> (Harness, Written) 
                 // the test's length depend on the machine's load.
                 if n > newest + MAX_LEAD {
                     for e in reader.read(10_000, 16 << 20).unwrap() {
-                        let b = body(&Envelope::decode_event(&e.data).unwrap());
+                        let b = body(&envelope(&e));
                         newest = newest.max(line_number(&b).unwrap_or(0));
                     }
                     if n > newest + MAX_LEAD {
@@ -247,7 +246,7 @@ async fn rotate_under_a_writer(mode: &str, include: &str) -> (Harness, Written) 
     loop {
         let events = reader.read(10_000, 16 << 20).unwrap();
         for e in &events {
-            missing.remove(body(&Envelope::decode_event(&e.data).unwrap()).as_str());
+            missing.remove(body(&envelope(e)).as_str());
         }
         if missing.is_empty() {
             break;
@@ -291,7 +290,7 @@ async fn wait_for_line(h: &Harness, from: u64, n: usize, within: Duration) {
     loop {
         let events = reader.read(10_000, 16 << 20).unwrap();
         for e in &events {
-            let l = line_number(&body(&Envelope::decode_event(&e.data).unwrap()));
+            let l = line_number(&body(&envelope(e)));
             highest = highest.max(l);
         }
         if highest.is_some_and(|l| l >= n) {

@@ -4,12 +4,15 @@
 use std::time::Duration;
 
 use holdfast::seglog::{
-    Batch, FsyncPolicy, Log, LogError, LogOptions, LossReason, StartAt, WhenFull,
+    Batch, Compression, FsyncPolicy, Log, LogError, LogOptions, LossReason, StartAt, WhenFull,
 };
 
+/// Blocks stored plain: these tests count on 500 repeated bytes taking
+/// 500 bytes, so that a few appends fill a segment.
 fn small(when_full: WhenFull) -> LogOptions {
     LogOptions {
         segment_bytes: 4096,
+        compression: Compression::None,
         max_bytes: 16384,
         when_full,
         append_timeout: Duration::from_millis(200),
@@ -240,10 +243,13 @@ async fn a_reader_gives_back_the_pages_it_passed_and_held_events_still_read_the_
         .prefix("pages-given-back-")
         .tempdir()
         .unwrap();
+    // Stored plain: a compressed block is read from a decompressed copy on
+    // the heap, never from the map, so only then does the map fill.
     let log = Log::open(
         dir.path(),
         LogOptions {
             fsync: FsyncPolicy::Never,
+            compression: Compression::None,
             ..LogOptions::default()
         },
     )

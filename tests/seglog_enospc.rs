@@ -16,7 +16,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use holdfast::seglog::{Batch, IoHook, IoOp, Log, LogError, LogOptions};
+use holdfast::seglog::{Batch, Compression, IoHook, IoOp, Log, LogError, LogOptions};
+
+const CODECS: [Compression; 3] = [
+    Compression::None,
+    Compression::Zstd { level: 1 },
+    Compression::Lz4,
+];
 
 /// A disk that fills on demand.
 #[derive(Debug, Default)]
@@ -83,9 +89,10 @@ impl IoHook for Disk {
     }
 }
 
-fn options(disk: &Arc<Disk>) -> LogOptions {
+fn options(disk: &Arc<Disk>, compression: Compression) -> LogOptions {
     LogOptions {
         segment_bytes: 4096,
+        compression,
         max_bytes: 1 << 20,
         append_timeout: Duration::from_secs(5),
         cursor_sync_interval: Duration::from_secs(3600),
@@ -150,9 +157,15 @@ fn segment_lengths(dir: &Path) -> Vec<(String, u64)> {
 
 #[test]
 fn a_write_that_runs_out_of_space_is_cut_back_and_appends_resume() {
+    for codec in CODECS {
+        write_runs_out_of_space(codec);
+    }
+}
+
+fn write_runs_out_of_space(codec: Compression) {
     let dir = tempfile::tempdir().unwrap();
     let disk = Arc::new(Disk::default());
-    let log = Log::open(dir.path(), options(&disk)).unwrap();
+    let log = Log::open(dir.path(), options(&disk, codec)).unwrap();
     for i in 0..10 {
         append(&log, i * 3, 3).unwrap();
     }
@@ -179,7 +192,7 @@ fn a_write_that_runs_out_of_space_is_cut_back_and_appends_resume() {
     log.close_blocking().unwrap();
     drop(log);
 
-    let log = Log::open(dir.path(), options(&disk)).unwrap();
+    let log = Log::open(dir.path(), options(&disk, codec)).unwrap();
     assert_eq!(read_all(&log), (0..33).collect::<Vec<_>>());
     assert_eq!(log.stats().counters.torn_tails, 0);
     log.close_blocking().unwrap();
@@ -187,9 +200,15 @@ fn a_write_that_runs_out_of_space_is_cut_back_and_appends_resume() {
 
 #[test]
 fn a_failed_sync_is_not_acknowledged_and_its_frame_is_removed() {
+    for codec in CODECS {
+        failed_sync(codec);
+    }
+}
+
+fn failed_sync(codec: Compression) {
     let dir = tempfile::tempdir().unwrap();
     let disk = Arc::new(Disk::default());
-    let log = Log::open(dir.path(), options(&disk)).unwrap();
+    let log = Log::open(dir.path(), options(&disk, codec)).unwrap();
     append(&log, 0, 5).unwrap();
     let before = segment_lengths(dir.path());
 
@@ -205,7 +224,7 @@ fn a_failed_sync_is_not_acknowledged_and_its_frame_is_removed() {
     assert_eq!(append(&log, 5, 2).unwrap().start, 5);
     log.close_blocking().unwrap();
     drop(log);
-    let log = Log::open(dir.path(), options(&disk)).unwrap();
+    let log = Log::open(dir.path(), options(&disk, codec)).unwrap();
     assert_eq!(read_all(&log), (0..7).collect::<Vec<_>>());
     log.close_blocking().unwrap();
 }
@@ -214,7 +233,14 @@ fn a_failed_sync_is_not_acknowledged_and_its_frame_is_removed() {
 fn a_segment_that_cannot_be_created_fails_appends_until_space_returns() {
     let dir = tempfile::tempdir().unwrap();
     let disk = Arc::new(Disk::default());
-    let log = Log::open(dir.path(), options(&disk)).unwrap();
+    // Stored plain: the test needs an append that cannot fit what is left
+    // of a segment, which its size in events then tells.
+    let codec = Compression::None;
+    // Events of at least 12 bytes: 16 of them in one block take at least
+    // 28 + 16 + 4 + 16 × 16 = 304 bytes, more than the at most 296 left
+    // once the segment holds 3800.
+    const BIG: u64 = 16;
+    let log = Log::open(dir.path(), options(&disk, codec)).unwrap();
     // Fill the first segment close to its end.
     let mut next = 0;
     while segment_lengths(dir.path())[0].1 < 3800 {
@@ -232,7 +258,7 @@ fn a_segment_that_cannot_be_created_fails_appends_until_space_returns() {
             _ => disk.fail_dir_syncs.store(true, Ordering::SeqCst),
         }
         // Too big for what is left of the segment: needs a new one.
-        assert_no_space(append(&log, next, 8));
+        assert_no_space(append(&log, next, BIG));
         // Once a roll has failed, nothing more goes into the old segment,
         // not even what would fit: the failed attempt may have left the new
         // file behind, and after a power cut it would pass for the end of
@@ -251,16 +277,16 @@ fn a_segment_that_cannot_be_created_fails_appends_until_space_returns() {
     .unwrap();
 
     // Space is back: the roll succeeds (reusing the debris) and appends go on.
-    let r = append(&log, next, 8).unwrap();
+    let r = append(&log, next, BIG).unwrap();
     assert_eq!(r.start, acked);
     let segs = segment_lengths(dir.path());
     assert_eq!(segs.len(), 2, "{segs:?}");
-    assert_eq!(read_all(&log), (0..acked + 8).collect::<Vec<_>>());
+    assert_eq!(read_all(&log), (0..acked + BIG).collect::<Vec<_>>());
     log.close_blocking().unwrap();
     drop(log);
 
-    let log = Log::open(dir.path(), options(&disk)).unwrap();
-    assert_eq!(read_all(&log), (0..acked + 8).collect::<Vec<_>>());
+    let log = Log::open(dir.path(), options(&disk, codec)).unwrap();
+    assert_eq!(read_all(&log), (0..acked + BIG).collect::<Vec<_>>());
     assert!(disk.refused.load(Ordering::SeqCst) >= 6);
     log.close_blocking().unwrap();
 }

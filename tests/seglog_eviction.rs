@@ -4,13 +4,17 @@
 
 use std::time::Duration;
 
-use holdfast::seglog::{Batch, Log, LogOptions, LossReason, Outcome, StartAt, WhenFull};
+use holdfast::seglog::{
+    Batch, Compression, Log, LogOptions, LossReason, Outcome, StartAt, WhenFull,
+};
 
-/// Four segments of about eight 500-byte events; cursors reach disk only
-/// when the log stores them itself (eviction, close), not on a timer.
+/// Four segments of about eight 500-byte events (stored plain: 500
+/// repeated bytes would compress to a few); cursors reach disk only when
+/// the log stores them itself (eviction, close), not on a timer.
 fn small() -> LogOptions {
     LogOptions {
         segment_bytes: 4096,
+        compression: Compression::None,
         max_bytes: 16384,
         when_full: WhenFull::DropOldest,
         cursor_sync_interval: Duration::from_secs(3600),

@@ -26,7 +26,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use holdfast::seglog::{
-    Batch, Consumer, Event, FsyncPolicy, Log, LogOptions, LossReason, StartAt, WhenFull,
+    Batch, Compression, Consumer, Event, FsyncPolicy, Log, LogOptions, LossReason, StartAt,
+    WhenFull,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -34,9 +35,11 @@ use proptest::sample::Index;
 use common::TestDir;
 
 const SEGMENT_BYTES: u64 = 2048;
-/// The largest append a segment takes: its size less a segment header and a
-/// frame header.
-const MAX_APPEND: usize = SEGMENT_BYTES as usize - 32 - 28;
+/// The largest append a segment takes, as framed events (`encoded_len`):
+/// its size less a segment header, a frame header, a block header and the
+/// block's context length. Compression never makes a block larger (one
+/// that does not shrink is stored plain), so this holds for every codec.
+const MAX_APPEND: usize = SEGMENT_BYTES as usize - 32 - 28 - 16 - 4;
 const NAMES: [&str; 2] = ["a", "b"];
 
 #[derive(Debug, Clone)]
@@ -67,6 +70,24 @@ fn event() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         3 => proptest::collection::vec(any::<u8>(), 0..48),
         1 => proptest::collection::vec(any::<u8>(), 0..=600),
+        // What compresses: one byte repeated, and log lines that differ
+        // only in a number.
+        1 => (any::<u8>(), 0..=600usize).prop_map(|(b, n)| vec![b; n]),
+        2 => (any::<u32>(), 0..8usize).prop_map(|(n, words)| {
+            let mut l = format!("Jun 14 15:16:01 combo sshd[{n}]: session opened for user");
+            for w in 0..words {
+                l.push_str(&format!(" key{w}=value{}", n % (w as u32 + 2)));
+            }
+            l.into_bytes()
+        }),
+    ]
+}
+
+fn codec() -> impl Strategy<Value = Compression> {
+    prop_oneof![
+        Just(Compression::None),
+        Just(Compression::Zstd { level: 1 }),
+        Just(Compression::Lz4),
     ]
 }
 
@@ -102,9 +123,15 @@ fn cursor_sync_interval() -> impl Strategy<Value = Duration> {
     ]
 }
 
-fn options(when_full: WhenFull, max_bytes: u64, cursor_sync_interval: Duration) -> LogOptions {
+fn options(
+    when_full: WhenFull,
+    max_bytes: u64,
+    cursor_sync_interval: Duration,
+    compression: Compression,
+) -> LogOptions {
     LogOptions {
         segment_bytes: SEGMENT_BYTES,
+        compression,
         max_bytes,
         when_full,
         // Crashes here are process crashes: the page cache survives them,
@@ -428,9 +455,10 @@ proptest! {
     #[test]
     fn block_matches_the_model(
         sync in cursor_sync_interval(),
+        compression in codec(),
         ops in proptest::collection::vec(op(), 1..150),
     ) {
-        run(options(WhenFull::Block, 64 << 20, sync), &ops);
+        run(options(WhenFull::Block, 64 << 20, sync, compression), &ops);
     }
 
     /// `drop_oldest` on a budget of two or three segments: every event is
@@ -438,9 +466,13 @@ proptest! {
     #[test]
     fn drop_oldest_delivers_or_counts_every_event(
         sync in cursor_sync_interval(),
+        compression in codec(),
         segments in 2..=3u64,
         ops in proptest::collection::vec(op(), 1..150),
     ) {
-        run(options(WhenFull::DropOldest, segments * SEGMENT_BYTES, sync), &ops);
+        run(
+            options(WhenFull::DropOldest, segments * SEGMENT_BYTES, sync, compression),
+            &ops,
+        );
     }
 }

@@ -59,6 +59,7 @@ pub(crate) fn file_phase(
         &m,
         &agent.rss,
         "spawn",
+        crate::throughput::TARGET_WRITE_AMP_LINES,
     );
     table.detail(format!(
         "  the receiver: {} documents in {} requests, {:.1} MiB of _bulk bodies, {:.1} s CPU; largest log on disk seen {:.0} MiB",

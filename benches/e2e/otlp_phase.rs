@@ -90,6 +90,7 @@ pub(crate) fn otlp_phase(
         &m,
         &agent.rss,
         "first request",
+        crate::throughput::TARGET_WRITE_AMP_OTLP,
     );
     table.detail(format!(
         "  the clients: {} requests, {} refused and resent, {:.1} s CPU; the receiver: {} records in {} requests, {:.1} MiB, {:.1} s CPU",

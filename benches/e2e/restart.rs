@@ -60,6 +60,17 @@ pub(crate) fn restart_phase(
         String::new(),
         None,
     );
+    let per_line = backlog as f64 / c.lines as f64;
+    table.row(
+        "a 256 MiB log holds (Loghub lines, from the backlog's bytes per line)",
+        format!(
+            "{} lines  ({per_line:.1} bytes of log per line, {:.3} per input byte)",
+            thousands((256u64 << 20) as f64 / per_line),
+            backlog as f64 / c.bytes as f64
+        ),
+        ">= 10,000,000".into(),
+        Some((256u64 << 20) as f64 / per_line >= 10_000_000.0),
+    );
     table.detail(format!(
         "  filling: peak RSS {:.1} MiB ({})",
         p_fill.hwm_kib as f64 / 1024.0,

@@ -8,7 +8,7 @@ use super::settings::{LogFormat, Settings};
 use super::sinks::SinkKind;
 use super::sources::{FileStartAt, SourceKind};
 use super::units::{format_duration, format_size};
-use crate::seglog::{FsyncPolicy, WhenFull};
+use crate::seglog::{Compression as LogCompression, FsyncPolicy, WhenFull};
 use crate::sinks::{Auth, Compression, HttpSinkOptions, OtlpEncoding, QuarantineFull};
 
 /// The lines every network sink shares: batching, retries, credentials,
@@ -210,6 +210,20 @@ impl Settings {
             FsyncPolicy::Never => "never".to_string(),
         };
         writeln!(out, "  fsync = {policy}: {}", log.fsync.guarantee())?;
+        match log.compression {
+            LogCompression::Zstd { level } => writeln!(
+                out,
+                "  compression = zstd (level {level}): each append is stored compressed, its shared parts once"
+            )?,
+            LogCompression::Lz4 => writeln!(
+                out,
+                "  compression = lz4: each append is stored compressed, its shared parts once"
+            )?,
+            LogCompression::None => writeln!(
+                out,
+                "  compression = none: each append is stored as it is, its shared parts once"
+            )?,
+        }
         match log.when_full {
             WhenFull::Block => writeln!(
                 out,

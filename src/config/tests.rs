@@ -380,6 +380,8 @@ const BROKEN: &[Broken] = &[
     Broken { what: "zero fsync_interval", toml: "[log]\nfsync = \"interval\"\nfsync_interval = \"0s\"\n", line: 3, key: "log.fsync_interval", fragment: "fsync = \"always\"" },
     Broken { what: "unknown fsync policy", toml: "[log]\nfsync = \"alway\"\n", line: 2, key: "log.fsync", fragment: "unknown value \"alway\" (did you mean \"always\"?); expected one of: \"always\", \"interval\", \"never\"" },
     Broken { what: "unknown when_full policy", toml: "[log]\nwhen_full = \"drop-oldest\"\n", line: 2, key: "log.when_full", fragment: "did you mean \"drop_oldest\"?" },
+    Broken { what: "unknown compression", toml: "[log]\ncompression = \"zst\"\n", line: 2, key: "log.compression", fragment: "did you mean \"zstd\"?" },
+    Broken { what: "zstd level out of range", toml: "[log]\ncompression_level = 22\n", line: 2, key: "log.compression_level", fragment: "between 1 and 19" },
     Broken { what: "unknown start_at", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\nstart_at = \"begining\"\n", line: 4, key: "sources.a.start_at", fragment: "did you mean \"beginning\"?" },
     // Source and sink types and names.
     Broken { what: "unknown source type", toml: "\n[sources.a]\ntype = \"journald\"\n", line: 3, key: "sources.a.type", fragment: "unknown source type \"journald\"; known types: \"file\", \"otlp_http\"" },
@@ -594,6 +596,12 @@ fn allowed_but_risky_settings_are_warnings() {
             3,
             "log.append_timeout",
             "has no effect with when_full = \"drop_oldest\"",
+        ),
+        (
+            "[log]\ncompression = \"lz4\"\ncompression_level = 3\n",
+            3,
+            "log.compression_level",
+            "unless compression = \"zstd\"",
         ),
         (SYSLOG, 1, "sources.syslog", "no sink reads this source"),
         (

@@ -425,6 +425,161 @@ mod tests {
         }
     }
 
+    /// A format-2 frame of one block per entry of `batches` (context,
+    /// events), stored with `c`.
+    fn frame_v2(
+        first_seq: u64,
+        batches: &[(&[u8], &[&[u8]])],
+        c: super::super::options::Compression,
+    ) -> Vec<u8> {
+        let mut payload = Vec::new();
+        let mut count = 0;
+        for (ctx, events) in batches {
+            let mut framed = Vec::new();
+            for e in *events {
+                framed.extend_from_slice(&(e.len() as u32).to_le_bytes());
+                framed.extend_from_slice(e);
+            }
+            let b = super::super::block::encode(ctx, framed.into(), events.len() as u32, c);
+            payload.extend_from_slice(&b.head);
+            payload.extend_from_slice(&b.body);
+            count += events.len() as u32;
+        }
+        let h = FrameHeader {
+            first_seq,
+            count,
+            append_ms: 42,
+        };
+        let mut out = h.encode(&[IoSlice::new(&payload)]).to_vec();
+        out.extend_from_slice(&payload);
+        out
+    }
+
+    const CODECS: [super::super::options::Compression; 3] = [
+        super::super::options::Compression::None,
+        super::super::options::Compression::Zstd { level: 1 },
+        super::super::options::Compression::Lz4,
+    ];
+
+    #[test]
+    fn format_2_frames_round_trip_and_every_bit_flip_is_caught() {
+        let line: &[u8] = b"Jun 14 15:16:01 combo sshd(pam_unix)[19939]: check pass; user unknown";
+        for c in CODECS {
+            let f = frame_v2(5, &[(b"ctx", &[line, line, b""]), (b"", &[line])], c);
+            match decode_frame(&f, FORMAT_VERSION) {
+                Decoded::Frame {
+                    header,
+                    payload,
+                    len,
+                } => {
+                    assert_eq!((header.first_seq, header.count, len), (5, 4, f.len()));
+                    let counts: Vec<u32> = super::super::block::Blocks::new(payload)
+                        .map(|(h, _)| h.count)
+                        .collect();
+                    assert_eq!(counts, [3, 1], "{c:?}");
+                }
+                other => panic!("{c:?}: {other:?}"),
+            }
+            // Read as format 1, a format-2 frame is not a frame.
+            assert_eq!(
+                decode_frame(&f, FORMAT_V1),
+                Decoded::Damaged(Damage::BadPayload)
+            );
+            for bit in 0..f.len() * 8 {
+                let mut g = f.clone();
+                g[bit / 8] ^= 1 << (bit % 8);
+                let d = decode_frame(&g, FORMAT_VERSION);
+                assert!(!matches!(d, Decoded::Frame { .. }), "{c:?}: bit {bit}");
+            }
+            for cut in 1..f.len() {
+                let d = decode_frame(&f[..cut], FORMAT_VERSION);
+                assert!(
+                    matches!(d, Decoded::Truncated | Decoded::Damaged(_)),
+                    "{c:?}: cut {cut}: {d:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_frame_whose_block_counts_do_not_add_up_is_damaged() {
+        // Two blocks of 1 and 2 events in a frame that claims 4: the CRC
+        // holds, the payload does not.
+        let f = frame_v2(
+            0,
+            &[(b"", &[b"a"]), (b"", &[b"b", b"c"])],
+            super::super::options::Compression::None,
+        );
+        let mut g = f.clone();
+        g[16..20].copy_from_slice(&4u32.to_le_bytes());
+        let crc = crc32fast::hash(&g[8..]);
+        g[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            decode_frame(&g, FORMAT_VERSION),
+            Decoded::Damaged(Damage::BadPayload)
+        );
+        // A reserved byte of a block header set, CRC recomputed.
+        let mut g = f.clone();
+        g[FRAME_HEADER_LEN + 14] = 1;
+        let crc = crc32fast::hash(&g[8..]);
+        g[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            decode_frame(&g, FORMAT_VERSION),
+            Decoded::Damaged(Damage::BadPayload)
+        );
+    }
+
+    #[test]
+    fn the_version_of_a_segment_with_a_damaged_header_comes_from_its_frames() {
+        let mut v1 = SegmentHeader {
+            base_seq: 0,
+            created_ms: 1,
+            version: FORMAT_V1,
+        }
+        .encode()
+        .to_vec();
+        v1.extend(frame(0, &[b"an event of format 1", b""]));
+        let mut v2 = SegmentHeader {
+            base_seq: 0,
+            created_ms: 1,
+            version: FORMAT_VERSION,
+        }
+        .encode()
+        .to_vec();
+        v2.extend(frame_v2(
+            0,
+            &[(b"c", &[b"an event of format 2"])],
+            super::super::options::Compression::None,
+        ));
+        for (img, want) in [(&mut v1, FORMAT_V1), (&mut v2, FORMAT_VERSION)] {
+            img[29] ^= 0x40; // the header CRC
+            assert!(SegmentHeader::decode(img).is_err());
+            assert_eq!(detect_version(img), want);
+            // Garbage before the first frame does not change the answer.
+            img.splice(SEGMENT_HEADER_LEN..SEGMENT_HEADER_LEN, [7u8; 13]);
+            assert_eq!(detect_version(img), want);
+        }
+        assert_eq!(detect_version(&v1[..SEGMENT_HEADER_LEN]), FORMAT_VERSION);
+        assert_eq!(detect_version(&[]), FORMAT_VERSION);
+    }
+
+    #[test]
+    fn a_header_of_an_unknown_version_is_refused() {
+        for v in [0u16, 3, 0xffff] {
+            let mut b = SegmentHeader {
+                base_seq: 1,
+                created_ms: 2,
+                version: FORMAT_VERSION,
+            }
+            .encode();
+            b[4..6].copy_from_slice(&v.to_le_bytes());
+            let crc = crc32fast::hash(&b[0..28]);
+            b[28..32].copy_from_slice(&crc.to_le_bytes());
+            let e = SegmentHeader::decode(&b).unwrap_err();
+            assert!(e.contains("not supported"), "{e}");
+        }
+    }
+
     #[test]
     fn resync_finds_the_next_good_frame() {
         let mut buf = frame(1, &[b"one"]);

@@ -38,8 +38,12 @@ A log directory holds:
 
 A segment is a 32-byte header followed by frames; a frame is one group
 commit: a 28-byte header (length, CRC-32 of everything after the CRC, first
-sequence number, event count, append time) and its events, each a u32 length
-and the bytes. The exact layout is in `format.rs` and
+sequence number, event count, append time) and one *block* per append in
+the group (format 2): a 16-byte block header, then the batch's context and
+its events (each a u32 length and the bytes), compressed together with
+[`LogOptions::compression`] in the appending task. Segments of format 1
+(frames holding the events directly) are still read; new segments are
+always format 2. The exact layout is in `format.rs`, `block.rs` and
 `docs/on-disk-format.md`. A frame never spans segments.
 
 # Invariants
@@ -96,8 +100,9 @@ directory as a power cut could leave it, checking that under
 
 # Limits
 
-* One append is at most one frame: its events must fit in one segment
-  (`segment_bytes` − 60 bytes) and in 64 MiB.
+* One append is at most one block of one frame: stored (compressed), it
+  must fit in one segment (`segment_bytes` − 60 bytes); uncompressed, its
+  context and events in 64 MiB.
 * `max_bytes` must be at least two segments.
 * A commit wakes the writer, which writes the cursor file in its next round
   without syncing it; it syncs every `cursor_sync_interval` and at

@@ -290,6 +290,66 @@ mod tests {
         assert_eq!(s.valid_end as usize + s.torn.unwrap().1 as usize, cut);
     }
 
+    /// A format-2 image: one frame per entry, each of one uncompressed
+    /// block of the given events.
+    fn image_v2(frames: &[(u64, &[&[u8]])]) -> Vec<u8> {
+        let mut b = SegmentHeader {
+            base_seq: 0,
+            created_ms: 1,
+            version: format::FORMAT_VERSION,
+        }
+        .encode()
+        .to_vec();
+        for (first, events) in frames {
+            let mut framed = Vec::new();
+            for e in *events {
+                framed.extend_from_slice(&(e.len() as u32).to_le_bytes());
+                framed.extend_from_slice(e);
+            }
+            let blk = super::super::block::encode(
+                b"",
+                framed.into(),
+                events.len() as u32,
+                super::super::options::Compression::None,
+            );
+            let mut p = blk.head.to_vec();
+            p.extend_from_slice(&blk.body);
+            let h = FrameHeader {
+                first_seq: *first,
+                count: events.len() as u32,
+                append_ms: 5,
+            };
+            b.extend_from_slice(&h.encode(&[IoSlice::new(&p)]));
+            b.extend_from_slice(&p);
+        }
+        b
+    }
+
+    #[test]
+    fn scan_of_a_format_2_image_skips_damage_and_truncates_a_torn_tail() {
+        let b = image_v2(&[(0, &[b"a", b"b"]), (2, &[b"c"]), (3, &[b"d"])]);
+        let whole = scan(&b, 0, format::FORMAT_VERSION);
+        assert_eq!(
+            (whole.next_seq, whole.torn, whole.damaged.len()),
+            (4, None, 0)
+        );
+        assert_eq!(whole.valid_end as usize, b.len());
+        // Read as format 1, none of it is a frame: all torn.
+        let v1 = scan(&b, 0, format::FORMAT_V1);
+        assert_eq!((v1.next_seq, v1.valid_end), (0, SEGMENT_HEADER_LEN as u64));
+        // The second frame (28 + 16 + 4 + 5 bytes after the first, itself
+        // 28 + 16 + 4 + 5 + 5) damaged in its block header.
+        let second = SEGMENT_HEADER_LEN + 58;
+        let mut d = b.clone();
+        d[second + 28 + 4] ^= 0x02; // the block's count
+        let s = scan(&d, 0, format::FORMAT_VERSION);
+        assert_eq!((s.next_seq, s.events_skipped, s.damaged.len()), (4, 1, 1));
+        assert_eq!(s.damaged[0].0 as usize, second);
+        let cut = scan(&b[..b.len() - 3], 0, format::FORMAT_VERSION);
+        assert_eq!(cut.next_seq, 3);
+        assert!(cut.torn.is_some());
+    }
+
     #[test]
     fn scan_skips_damage_followed_by_valid_frames() {
         let mut b = image(&[(0, &[b"a"]), (1, &[b"b"]), (2, &[b"c"])]);

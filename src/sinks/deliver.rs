@@ -24,8 +24,8 @@
 //! wire is not counted if the answer delivers or quarantines it, and is
 //! counted and dropped if the answer asks for a retry. Either way the
 //! dropped event is reported finished, so the watermark passes it. What is
-//! sent is a slice of a memory map of the segment, valid even after the
-//! file is unlinked.
+//! sent is a slice of a memory map of the segment (or of its decompressed
+//! block), valid even after the file is unlinked.
 //!
 //! Stopping: no request is started and no backoff waited for after the
 //! sink's stop token fires; a request already sent is allowed to finish (its
@@ -56,7 +56,7 @@ use super::quarantining::{quarantine, quarantine_invalid, Parked};
 use super::requeue::{pushed_back, requeue, signal};
 use super::retry::{Decision, Outcome, Policy, Verdict};
 use super::retry_queue::Waiting;
-use crate::event::Envelope;
+use crate::event::Decoder;
 use crate::metrics::{Metrics, SinkLabels, SinkReasonLabels, SinkStatusLabels};
 use crate::seglog::{Ledger, Outcome as LogOutcome};
 
@@ -64,7 +64,13 @@ use crate::seglog::{Ledger, Outcome as LogOutcome};
 #[derive(Debug, Clone)]
 pub(crate) struct Raw {
     pub pos: Pos,
+    /// The event's own bytes.
     pub data: Bytes,
+    /// Its batch's context, shared with the batch's other events (a
+    /// reference, not a copy); empty for format 1 and replayed events.
+    pub context: Bytes,
+    /// Its index in its batch (`seq - batch_start`): derived ids need it.
+    pub index: u64,
     /// Sends so far (non-zero for replayed events).
     pub attempts: u32,
     /// Answers that asked for a retry and count toward `max_attempts`.
@@ -74,11 +80,20 @@ pub(crate) struct Raw {
 }
 
 impl Raw {
-    /// An event read from the log or a replay file, never sent by this run.
+    /// A self-contained (format-1) event from a replay file, never sent by
+    /// this run.
     pub fn new(pos: Pos, data: Bytes, attempts: u32) -> Raw {
+        Raw::with_context(pos, data, Bytes::new(), 0, attempts)
+    }
+
+    /// An event read from the log: its own bytes, its batch's context and
+    /// its index in that batch.
+    pub fn with_context(pos: Pos, data: Bytes, context: Bytes, index: u64, attempts: u32) -> Raw {
         Raw {
             pos,
             data,
+            context,
+            index,
             attempts,
             retries: 0,
             failures: 0,
@@ -254,20 +269,21 @@ pub(super) enum Which {
 pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
     let mut items = Vec::with_capacity(raw.len());
     let mut invalid = Vec::new();
+    // One decoder for the batch: the events of one log batch share their
+    // context, decoded once here and borrowed by each event.
+    let mut decoder = Decoder::new();
     for r in raw {
-        match Envelope::decode_event(&r.data) {
-            Ok(env) => match env.event_id() {
-                Some(id) => items.push(Item {
-                    pos: r.pos,
-                    data: r.data,
-                    env,
-                    id,
-                    attempts: r.attempts,
-                    retries: r.retries,
-                    failures: r.failures,
-                }),
-                None => invalid.push((r, "the event id is not 16 bytes".to_string())),
-            },
+        match decoder.decode(&r.data, &r.context, r.index) {
+            Ok(ev) => items.push(Item {
+                pos: r.pos,
+                data: r.data,
+                context: r.context,
+                index: r.index,
+                ev,
+                attempts: r.attempts,
+                retries: r.retries,
+                failures: r.failures,
+            }),
             Err(e) => invalid.push((r, e.to_string())),
         }
     }
@@ -279,7 +295,7 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
     let mut queue: VecDeque<Vec<Item>> = VecDeque::new();
     let mut routes: Vec<u64> = Vec::new();
     for it in items {
-        let r = sh.protocol.route(&it.env);
+        let r = sh.protocol.route(&it.ev);
         match routes.iter().position(|&x| x == r) {
             Some(i) => queue[i].push(it),
             None => {

@@ -34,33 +34,35 @@ use opentelemetry_proto::tonic::trace::v1::{span, status, Span};
 
 use super::keys::push_hex_bytes;
 use super::template::{event_time, Civil};
-use crate::event::{Envelope, EventId, Record};
+use crate::event::{Record, Stored};
 
-/// Appends the document of `env` (one JSON object, no newline) to `out`.
-pub(crate) fn write(out: &mut Vec<u8>, env: &Envelope, id: &EventId) {
+/// Appends the document of `ev` (one JSON object, no newline) to `out`.
+/// Built from the event's accessors: the shared fields are read where its
+/// batch's context keeps them, never copied per event.
+pub(crate) fn write(out: &mut Vec<u8>, ev: &Stored) {
     let mut w = Obj::open(out);
     w.key("@timestamp");
-    timestamp(w.out, event_time(env));
+    timestamp(w.out, event_time(ev));
     w.key("observed_timestamp");
-    timestamp(w.out, env.observed_time_unix_nano);
-    w.hex("event_id", &id.0);
-    w.str("source", &env.source);
-    w.str("signal", env.signal().map_or("unknown", |s| s.as_str()));
-    if let Some(r) = &env.resource {
+    timestamp(w.out, ev.observed_time_unix_nano());
+    w.hex("event_id", &ev.id.0);
+    w.str("source", ev.source());
+    w.str("signal", ev.signal().map_or("unknown", |s| s.as_str()));
+    if let Some(r) = ev.resource() {
         if !r.attributes.is_empty() {
             w.key("resource");
-            attributes(w.out, &r.attributes);
+            attributes(w.out, &r.attributes, &[]);
         }
     }
-    if let Some(s) = &env.scope {
+    if let Some(s) = ev.scope() {
         scope(&mut w, s);
     }
-    if let Some(o) = &env.origin {
-        w.str("log.file.path", &o.path);
+    if let Some(o) = ev.origin() {
+        w.str("log.file.path", o.path);
         w.num("log.file.offset", o.offset as i64);
     }
-    match &env.record {
-        Some(Record::Log(l)) => log(&mut w, l),
+    match ev.record() {
+        Some(Record::Log(l)) => log(&mut w, ev.shared_attributes(), l),
         Some(Record::Span(s)) => span_fields(&mut w, s),
         Some(Record::Metric(m)) => metric_fields(&mut w, m),
         None => {}
@@ -82,12 +84,14 @@ fn scope(w: &mut Obj<'_>, s: &InstrumentationScope) {
     }
     if !s.attributes.is_empty() {
         o.key("attributes");
-        attributes(o.out, &s.attributes);
+        attributes(o.out, &s.attributes, &[]);
     }
     o.close();
 }
 
-fn log(w: &mut Obj<'_>, l: &LogRecord) {
+/// `shared`: the attributes the record shares with its batch's group,
+/// which come before its own.
+fn log(w: &mut Obj<'_>, shared: &[KeyValue], l: &LogRecord) {
     if !l.severity_text.is_empty() {
         w.str("severity_text", &l.severity_text);
     }
@@ -104,9 +108,9 @@ fn log(w: &mut Obj<'_>, l: &LogRecord) {
             None => {}
         }
     }
-    if !l.attributes.is_empty() {
+    if !shared.is_empty() || !l.attributes.is_empty() {
         w.key("attributes");
-        attributes(w.out, &l.attributes);
+        attributes(w.out, shared, &l.attributes);
     }
     if !l.trace_id.is_empty() {
         w.hex("trace_id", &l.trace_id);
@@ -154,7 +158,7 @@ fn span_fields(w: &mut Obj<'_>, s: &Span) {
     }
     if !s.attributes.is_empty() {
         w.key("attributes");
-        attributes(w.out, &s.attributes);
+        attributes(w.out, &s.attributes, &[]);
     }
     if !s.events.is_empty() {
         w.key("events");
@@ -169,7 +173,7 @@ fn span_fields(w: &mut Obj<'_>, s: &Span) {
             o.str("name", &e.name);
             if !e.attributes.is_empty() {
                 o.key("attributes");
-                attributes(o.out, &e.attributes);
+                attributes(o.out, &e.attributes, &[]);
             }
             o.close();
         }
@@ -187,7 +191,7 @@ fn span_fields(w: &mut Obj<'_>, s: &Span) {
             o.hex("span_id", &l.span_id);
             if !l.attributes.is_empty() {
                 o.key("attributes");
-                attributes(o.out, &l.attributes);
+                attributes(o.out, &l.attributes, &[]);
             }
             o.close();
         }
@@ -218,7 +222,7 @@ fn metric_fields(w: &mut Obj<'_>, m: &Metric) {
     if let Some(p) = super::keys::point(m) {
         if !p.attributes.is_empty() {
             w.key("attributes");
-            attributes(w.out, p.attributes);
+            attributes(w.out, p.attributes, &[]);
         }
         if p.start_time_unix_nano != 0 {
             w.key("start_timestamp");
@@ -370,10 +374,12 @@ impl<'a> Obj<'a> {
     }
 }
 
-/// Attributes as one object. A repeated key keeps its last value.
-fn attributes(out: &mut Vec<u8>, kvs: &[KeyValue]) {
+/// Attributes as one object: `first`, then `then` (one list split in two,
+/// a record's shared and own attributes). A repeated key keeps its last
+/// value.
+fn attributes(out: &mut Vec<u8>, first: &[KeyValue], then: &[KeyValue]) {
     let mut o = Obj::open(out);
-    for kv in kvs {
+    for kv in first.iter().chain(then) {
         o.key(&kv.key);
         match &kv.value {
             Some(v) => any(o.out, v),
@@ -403,7 +409,7 @@ fn any(out: &mut Vec<u8>, v: &AnyValue) {
             }
             out.push(b']');
         }
-        Some(any_value::Value::KvlistValue(kv)) => attributes(out, &kv.values),
+        Some(any_value::Value::KvlistValue(kv)) => attributes(out, &kv.values, &[]),
         Some(any_value::Value::BytesValue(b)) => {
             string(out, &base64::engine::general_purpose::STANDARD.encode(b))
         }
@@ -501,7 +507,8 @@ pub(crate) fn timestamp(out: &mut Vec<u8>, unix_nanos: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::FileOrigin;
+    use crate::event::{Envelope, EventId, FileOrigin};
+    use crate::sinks::test_events;
     use opentelemetry_proto::tonic::common::v1::{ArrayValue as Array, KeyValueList};
     use opentelemetry_proto::tonic::resource::v1::Resource;
 
@@ -561,7 +568,7 @@ mod tests {
             ..Default::default()
         };
         let mut out = Vec::new();
-        write(&mut out, &env, &id);
+        write(&mut out, &test_events::stored(&env));
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["@timestamp"], "2024-02-29T23:59:59.500Z");
         assert_eq!(v["event_id"], id.to_hex());

@@ -3,7 +3,9 @@ The `file` sink: delivered events as NDJSON in size-rotated files.
 
 Files are named `holdfast-<first sequence, 20 digits>.ndjson` in the sink's
 directory, so a listing sorts them in log order. One line per event: the
-envelope in the OTLP/JSON mapping plus its `seq` (see [`Envelope::to_json`]).
+envelope in the OTLP/JSON mapping plus its `seq` (see
+[`Envelope::to_json`](crate::event::Envelope::to_json)), the same line for an
+event of either log format.
 
 Durability: each batch is written, `fdatasync`ed, and only then is the
 sink's cursor committed. After a crash the sink cuts off a partial last line
@@ -32,7 +34,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::event::{self, Envelope};
+use crate::event::{self, Decoder, Stored};
 use crate::metrics::{Metrics, SinkLabels};
 use crate::seglog::{Event, Log, Outcome, StartAt};
 
@@ -286,6 +288,8 @@ pub async fn run(
     let labels = SinkLabels { sink: name.clone() };
     let component = format!("sink:{name}");
     info!(sink = %name, dir = %opts.dir.display(), from = consumer.position(), "file sink started");
+    // Decodes each batch context once, for all the batch's events.
+    let mut decoder = Decoder::new();
 
     loop {
         let mut events: Vec<Event> = tokio::select! {
@@ -321,8 +325,14 @@ pub async fn run(
             .iter()
             .filter(|e| last_written.is_none_or(|w| e.seq > w))
             .filter_map(|e| {
-                let value = match Envelope::decode_event(&e.data) {
-                    Ok(env) if opts.inputs.contains(&env.source) => env.to_json(e.seq),
+                let value = match decoder.decode(
+                    &e.data,
+                    &e.context,
+                    e.seq.saturating_sub(e.batch_start),
+                ) {
+                    Ok(ev) if opts.inputs.iter().any(|i| i == ev.source()) => {
+                        event_json(&ev, &e.context, e.seq)
+                    }
                     Ok(_) => return None,
                     Err(err) => event::raw_json(e.seq, &e.data, &err),
                 };
@@ -356,9 +366,37 @@ pub async fn run(
     Ok(())
 }
 
+/// The line of `ev` (see the module doc). A format-1 event (empty
+/// `context`) is already whole: written without rebuilding it.
+pub(crate) fn event_json(ev: &Stored, context: &[u8], seq: u64) -> serde_json::Value {
+    if context.is_empty() {
+        ev.env.to_json(seq)
+    } else {
+        ev.to_json(seq)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sinks::test_events::{items_v1, items_v2, mixed};
+
+    #[test]
+    fn both_log_formats_give_the_same_line() {
+        let envs = mixed();
+        for (a, b) in items_v1(&envs, 5).iter().zip(items_v2(&envs, 2, 5)) {
+            let seq = b.pos.seq().unwrap();
+            let (ja, jb) = (
+                event_json(&a.ev, &a.context, seq),
+                event_json(&b.ev, &b.context, seq),
+            );
+            assert_eq!(ja, envs[(seq - 5) as usize].to_json(seq));
+            assert_eq!(
+                serde_json::to_string(&ja).unwrap(),
+                serde_json::to_string(&jb).unwrap()
+            );
+        }
+    }
 
     #[test]
     fn a_torn_last_line_is_cut_and_the_last_seq_found() {

@@ -15,18 +15,19 @@ use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::metrics::v1::{metric, Metric};
 use prost::Message;
 
-use crate::event::{Envelope, EventId, Record};
+use crate::event::{Record, Stored};
 
-/// Appends the key of `env` to `out`.
-pub(crate) fn idempotency_key(env: &Envelope, id: &EventId, out: &mut String) {
-    match &env.record {
+/// Appends the key of `ev` to `out`.
+pub(crate) fn idempotency_key(ev: &Stored, out: &mut String) {
+    let id = &ev.id;
+    match ev.record() {
         Some(Record::Span(s)) if s.trace_id.len() == 16 && s.span_id.len() == 8 => {
             push_hex(out, &s.trace_id);
             push_hex(out, &s.span_id);
         }
         Some(Record::Metric(m)) => match point(m) {
             Some(p) => {
-                let series = series_identity(env, m, p.attributes);
+                let series = series_identity(ev, m, p.attributes);
                 push_hex(out, &series.to_be_bytes());
                 out.push('-');
                 out.push_str(&p.time_unix_nano.to_string());
@@ -39,9 +40,9 @@ pub(crate) fn idempotency_key(env: &Envelope, id: &EventId, out: &mut String) {
 
 /// The key as a new string.
 #[cfg(test)]
-pub(crate) fn key_of(env: &Envelope, id: &EventId) -> String {
+pub(crate) fn key_of(ev: &Stored) -> String {
     let mut s = String::with_capacity(66);
-    idempotency_key(env, id, &mut s);
+    idempotency_key(ev, &mut s);
     s
 }
 
@@ -74,15 +75,12 @@ pub(crate) fn point(m: &Metric) -> Option<Point<'_>> {
 /// A 128-bit hash of what makes a series: resource attributes, scope name
 /// and version, metric name, point attributes, each attribute list in key
 /// order so that the order a producer happened to use does not matter.
-fn series_identity(env: &Envelope, m: &Metric, attributes: &[KeyValue]) -> u128 {
+fn series_identity(ev: &Stored, m: &Metric, attributes: &[KeyValue]) -> u128 {
     let mut buf = Vec::with_capacity(256);
     buf.extend_from_slice(b"hf-series1");
-    let resource = env
-        .resource
-        .as_ref()
-        .map_or(&[][..], |r| r.attributes.as_slice());
+    let resource = ev.resource().map_or(&[][..], |r| r.attributes.as_slice());
     canonical(resource, &mut buf);
-    if let Some(s) = &env.scope {
+    if let Some(s) = ev.scope() {
         field(&mut buf, s.name.as_bytes());
         field(&mut buf, s.version.as_bytes());
     } else {
@@ -130,6 +128,8 @@ pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::{Envelope, EventId};
+    use crate::sinks::test_events::stored;
     use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope};
     use opentelemetry_proto::tonic::logs::v1::LogRecord;
     use opentelemetry_proto::tonic::metrics::v1::{number_data_point, Gauge, NumberDataPoint};
@@ -174,7 +174,7 @@ mod tests {
     }
 
     fn key(env: &Envelope) -> String {
-        key_of(env, &env.event_id().unwrap())
+        key_of(&stored(env))
     }
 
     #[test]

@@ -50,6 +50,8 @@ mod retry;
 mod retry_queue;
 mod runtime;
 pub mod template;
+#[cfg(test)]
+mod test_events;
 mod watermark;
 
 use std::sync::Arc;

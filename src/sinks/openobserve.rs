@@ -24,7 +24,7 @@ use super::document;
 use super::options::HttpSinkOptions;
 use super::protocol::{short_text, BodyVerdict, Item, Protocol, Request};
 use super::template::{event_time, Template};
-use crate::event::Envelope;
+use crate::event::Stored;
 
 /// What an `openobserve` sink runs with.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,24 +56,25 @@ impl OpenObserve {
         }
     }
 
-    fn stream_of(&self, env: &Envelope) -> String {
+    fn stream_of(&self, ev: &Stored) -> String {
         let mut s = String::new();
-        self.stream.render(env, &mut s);
+        self.stream.render(ev, &mut s);
         s
     }
 }
 
 impl Protocol for OpenObserve {
-    fn route(&self, env: &Envelope) -> u64 {
+    fn route(&self, ev: &Stored) -> u64 {
         if self.stream.by_signal_only() {
-            return env.signal().map_or(0, |s| s as u64);
+            return ev.signal().map_or(0, |s| s as u64);
         }
-        xxhash_rust::xxh3::xxh3_64(self.stream_of(env).as_bytes())
+        xxhash_rust::xxh3::xxh3_64(self.stream_of(ev).as_bytes())
     }
 
     fn encode(&self, items: &[Item], _request: usize) -> Request {
-        let stream = self.stream_of(&items[0].env);
-        let mut body = Vec::with_capacity(items.iter().map(|i| i.data.len() * 3 + 64).sum());
+        let stream = self.stream_of(&items[0].ev);
+        // As for `_bulk` (see elasticsearch.rs).
+        let mut body = Vec::with_capacity(items.iter().map(|i| i.data.len() * 3 + 264).sum());
         let mut doc = Vec::with_capacity(1024);
         body.push(b'[');
         for (i, it) in items.iter().enumerate() {
@@ -81,9 +82,9 @@ impl Protocol for OpenObserve {
                 body.push(b',');
             }
             doc.clear();
-            document::write(&mut doc, &it.env, &it.id);
+            document::write(&mut doc, &it.ev);
             body.extend_from_slice(b"{\"_timestamp\":");
-            let _ = write!(body, "{}", event_time(&it.env) / 1000);
+            let _ = write!(body, "{}", event_time(&it.ev) / 1000);
             body.push(b',');
             body.extend_from_slice(&doc[1..]);
         }
@@ -156,6 +157,39 @@ pub(crate) fn parse_status(body: &[u8], events: usize) -> BodyVerdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sinks::test_events::{items_v1, items_v2, mixed};
+
+    #[test]
+    fn both_log_formats_give_the_same_request() {
+        let envs = mixed();
+        for stream in ["{signal}", "{source}_{signal}_{hour}"] {
+            let oo = OpenObserve {
+                base: reqwest::Url::parse("http://oo:5080").unwrap(),
+                org: "default".into(),
+                stream: Template::parse(stream).unwrap(),
+            };
+            let (v1, v2) = (items_v1(&envs, 0), items_v2(&envs, 2, 0));
+            let routes =
+                |items: &[Item]| -> Vec<u64> { items.iter().map(|i| oo.route(&i.ev)).collect() };
+            assert_eq!(routes(&v1), routes(&v2));
+            // One request per route, as the delivery task forms them.
+            for r in routes(&v1) {
+                let pick = |items: &[Item]| -> Vec<Item> {
+                    items
+                        .iter()
+                        .filter(|i| oo.route(&i.ev) == r)
+                        .cloned()
+                        .collect()
+                };
+                let (a, b) = (oo.encode(&pick(&v1), 0), oo.encode(&pick(&v2), 0));
+                assert_eq!(a.url, b.url);
+                assert_eq!(
+                    String::from_utf8_lossy(&a.body),
+                    String::from_utf8_lossy(&b.body)
+                );
+            }
+        }
+    }
 
     #[test]
     fn status_arrays_decide() {

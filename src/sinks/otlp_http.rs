@@ -5,8 +5,10 @@
 //! Requests are rebuilt with the grouping OTLP expects: events sharing a
 //! resource (and its schema URL) go under one `Resource*`, and within it
 //! events sharing a scope under one `Scope*`. The protobuf body is written
-//! field by field from the envelopes' own records, without copying them into
-//! request structs.
+//! field by field from the events' own records and their batch's shared
+//! resource, scope and record attributes, without copying them into request
+//! structs. Events of one batch context share their resource and scope by
+//! reference, so grouping compares addresses before values.
 //!
 //! The answer: a 2xx with no `partial_success` (or `rejected_* = 0`) means
 //! every record was accepted; `rejected_* = 0` with an `error_message` is a
@@ -17,14 +19,15 @@
 //! `error_message`. Failure statuses follow the shared policy (`retry.rs`);
 //! their body, a `google.rpc.Status`, gives the error text.
 
-use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
+use opentelemetry_proto::tonic::common::v1::{InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
 use prost::Message;
 
 use super::options::HttpSinkOptions;
 use super::protocol::{short_text, truncate, BodyVerdict, Item, Protocol, Request, MAX_ERROR_TEXT};
-use crate::event::{Envelope, Record, Signal};
+use crate::event::{Record, Signal, Stored};
 
 /// What an `otlp_http` sink runs with.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,8 +65,8 @@ impl OtlpHttp {
     }
 }
 
-fn signal_index(env: &Envelope) -> usize {
-    match env.signal() {
+fn signal_index(ev: &Stored) -> usize {
+    match ev.signal() {
         Some(Signal::Traces) => 1,
         Some(Signal::Metrics) => 2,
         _ => 0,
@@ -80,7 +83,25 @@ struct Group<'a> {
 struct ScopeGroup<'a> {
     scope: Option<&'a InstrumentationScope>,
     schema: &'a str,
-    records: Vec<&'a Record>,
+    records: Vec<Rec<'a>>,
+}
+
+/// A record and the attributes it shares with its batch's group (placed
+/// before its own; empty for format-1 events).
+#[derive(Clone, Copy)]
+struct Rec<'a> {
+    record: &'a Record,
+    shared: &'a [KeyValue],
+}
+
+/// The same resource or scope: the same address (events of one batch
+/// context), else equal values.
+fn same<T: PartialEq>(a: Option<&T>, b: Option<&T>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => std::ptr::eq(a, b) || a == b,
+        (None, None) => true,
+        _ => false,
+    }
 }
 
 fn group(items: &[Item]) -> Vec<Group<'_>> {
@@ -88,19 +109,18 @@ fn group(items: &[Item]) -> Vec<Group<'_>> {
     // Consecutive events nearly always share their resource and scope:
     // try the last group first.
     for it in items {
-        let env = &it.env;
-        let Some(record) = &env.record else { continue };
-        let same_resource = |g: &Group<'_>| {
-            g.resource == env.resource.as_ref() && g.schema == env.resource_schema_url
-        };
+        let ev = &it.ev;
+        let Some(record) = ev.record() else { continue };
+        let (resource, schema) = (ev.resource(), ev.resource_schema_url());
+        let same_resource = |g: &Group<'_>| same(g.resource, resource) && g.schema == schema;
         let gi = match groups.last().filter(|g| same_resource(g)) {
             Some(_) => groups.len() - 1,
             None => match groups.iter().position(same_resource) {
                 Some(i) => i,
                 None => {
                     groups.push(Group {
-                        resource: env.resource.as_ref(),
-                        schema: &env.resource_schema_url,
+                        resource,
+                        schema,
                         scopes: Vec::new(),
                     });
                     groups.len() - 1
@@ -108,42 +128,130 @@ fn group(items: &[Item]) -> Vec<Group<'_>> {
             },
         };
         let scopes = &mut groups[gi].scopes;
-        let same_scope =
-            |s: &ScopeGroup<'_>| s.scope == env.scope.as_ref() && s.schema == env.scope_schema_url;
+        let (scope, schema) = (ev.scope(), ev.scope_schema_url());
+        let same_scope = |s: &ScopeGroup<'_>| same(s.scope, scope) && s.schema == schema;
         let si = match scopes.last().filter(|s| same_scope(s)) {
             Some(_) => scopes.len() - 1,
             None => match scopes.iter().position(same_scope) {
                 Some(i) => i,
                 None => {
                     scopes.push(ScopeGroup {
-                        scope: env.scope.as_ref(),
-                        schema: &env.scope_schema_url,
+                        scope,
+                        schema,
                         records: Vec::new(),
                     });
                     scopes.len() - 1
                 }
             },
         };
-        scopes[si].records.push(record);
+        scopes[si].records.push(Rec {
+            record,
+            shared: ev.shared_attributes(),
+        });
     }
     groups
 }
 
-fn record_len(r: &Record) -> usize {
-    match r {
+fn record_len(r: Rec<'_>) -> usize {
+    match r.record {
+        Record::Log(l) if !r.shared.is_empty() => log_len(l, r.shared),
         Record::Log(l) => l.encoded_len(),
         Record::Span(s) => s.encoded_len(),
         Record::Metric(m) => m.encoded_len(),
     }
 }
 
-fn encode_record(r: &Record, buf: &mut Vec<u8>) {
+fn encode_record(r: Rec<'_>, buf: &mut Vec<u8>) {
     // Encoding into a Vec cannot run out of room.
-    let _ = match r {
+    let _ = match r.record {
+        Record::Log(l) if !r.shared.is_empty() => {
+            encode_log(l, r.shared, buf);
+            Ok(())
+        }
         Record::Log(l) => l.encode(buf),
         Record::Span(s) => s.encode(buf),
         Record::Metric(m) => m.encode(buf),
     };
+}
+
+/// The size of `l` encoded with `shared` before its own attributes: what
+/// [`encode_log`] writes.
+fn log_len(l: &LogRecord, shared: &[KeyValue]) -> usize {
+    use prost::encoding::{bytes, fixed32, fixed64, int32, message, string, uint32};
+    let mut n = 0;
+    if l.time_unix_nano != 0 {
+        n += fixed64::encoded_len(1, &l.time_unix_nano);
+    }
+    if l.severity_number != 0 {
+        n += int32::encoded_len(2, &l.severity_number);
+    }
+    if !l.severity_text.is_empty() {
+        n += string::encoded_len(3, &l.severity_text);
+    }
+    if let Some(b) = &l.body {
+        n += message::encoded_len(5, b);
+    }
+    n += message::encoded_len_repeated(6, shared);
+    n += message::encoded_len_repeated(6, &l.attributes);
+    if l.dropped_attributes_count != 0 {
+        n += uint32::encoded_len(7, &l.dropped_attributes_count);
+    }
+    if l.flags != 0 {
+        n += fixed32::encoded_len(8, &l.flags);
+    }
+    if !l.trace_id.is_empty() {
+        n += bytes::encoded_len(9, &l.trace_id);
+    }
+    if !l.span_id.is_empty() {
+        n += bytes::encoded_len(10, &l.span_id);
+    }
+    if l.observed_time_unix_nano != 0 {
+        n += fixed64::encoded_len(11, &l.observed_time_unix_nano);
+    }
+    if !l.event_name.is_empty() {
+        n += string::encoded_len(12, &l.event_name);
+    }
+    n
+}
+
+/// `l` as protobuf with `shared` placed before its own attributes: the
+/// bytes prost writes for the record with the attributes joined (fields in
+/// tag order, defaults left out), without building that record.
+fn encode_log(l: &LogRecord, shared: &[KeyValue], buf: &mut Vec<u8>) {
+    use prost::encoding::{bytes, fixed32, fixed64, int32, message, string, uint32};
+    if l.time_unix_nano != 0 {
+        fixed64::encode(1, &l.time_unix_nano, buf);
+    }
+    if l.severity_number != 0 {
+        int32::encode(2, &l.severity_number, buf);
+    }
+    if !l.severity_text.is_empty() {
+        string::encode(3, &l.severity_text, buf);
+    }
+    if let Some(b) = &l.body {
+        message::encode(5, b, buf);
+    }
+    for kv in shared.iter().chain(&l.attributes) {
+        message::encode(6, kv, buf);
+    }
+    if l.dropped_attributes_count != 0 {
+        uint32::encode(7, &l.dropped_attributes_count, buf);
+    }
+    if l.flags != 0 {
+        fixed32::encode(8, &l.flags, buf);
+    }
+    if !l.trace_id.is_empty() {
+        bytes::encode(9, &l.trace_id, buf);
+    }
+    if !l.span_id.is_empty() {
+        bytes::encode(10, &l.span_id, buf);
+    }
+    if l.observed_time_unix_nano != 0 {
+        fixed64::encode(11, &l.observed_time_unix_nano, buf);
+    }
+    if !l.event_name.is_empty() {
+        string::encode(12, &l.event_name, buf);
+    }
 }
 
 /// A length-delimited field's full size, given its content's.
@@ -191,7 +299,7 @@ fn encode_protobuf(groups: &[Group<'_>]) -> Vec<u8> {
         for s in &g.scopes {
             let mut slen = s.scope.map_or(0, |sc| field_len(1, sc.encoded_len()));
             slen += string_field_len(3, s.schema);
-            for r in &s.records {
+            for &r in &s.records {
                 let rl = record_len(r);
                 record_lens.push(rl);
                 slen += field_len(2, rl);
@@ -215,7 +323,7 @@ fn encode_protobuf(groups: &[Group<'_>]) -> Vec<u8> {
             if let Some(sc) = s.scope {
                 put_message(1, sc, &mut buf);
             }
-            for r in &s.records {
+            for &r in &s.records {
                 put_header(2, record_lens[ri], &mut buf);
                 ri += 1;
                 encode_record(r, &mut buf);
@@ -274,7 +382,15 @@ fn encode_json(groups: &[Group<'_>], signal: usize) -> Vec<u8> {
                 if ri > 0 {
                     out.push(b',');
                 }
-                let _ = match r {
+                let _ = match r.record {
+                    // The JSON mapping is serde's: the shared attributes are
+                    // joined into a copy of the record (protobuf, the
+                    // default encoding, writes them without one).
+                    Record::Log(l) if !r.shared.is_empty() => {
+                        let mut joined = l.clone();
+                        joined.attributes = r.shared.iter().chain(&l.attributes).cloned().collect();
+                        serde_json::to_writer(&mut out, &joined)
+                    }
                     Record::Log(l) => serde_json::to_writer(&mut out, l),
                     Record::Span(sp) => serde_json::to_writer(&mut out, sp),
                     Record::Metric(m) => serde_json::to_writer(&mut out, m),
@@ -289,12 +405,12 @@ fn encode_json(groups: &[Group<'_>], signal: usize) -> Vec<u8> {
 }
 
 impl Protocol for OtlpHttp {
-    fn route(&self, env: &Envelope) -> u64 {
-        signal_index(env) as u64
+    fn route(&self, ev: &Stored) -> u64 {
+        signal_index(ev) as u64
     }
 
     fn encode(&self, items: &[Item], _request: usize) -> Request {
-        let signal = signal_index(&items[0].env);
+        let signal = signal_index(&items[0].ev);
         let groups = group(items);
         let (content_type, body) = match self.encoding {
             OtlpEncoding::Protobuf => ("application/x-protobuf", encode_protobuf(&groups)),
@@ -417,8 +533,8 @@ fn json_partial_success(body: &[u8]) -> Result<Option<(u64, String)>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::EventId;
-    use bytes::Bytes;
+    use crate::event::{Envelope, EventId};
+    use crate::sinks::test_events;
     use opentelemetry_proto::tonic::collector::logs::v1::{
         ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
     };
@@ -451,15 +567,7 @@ mod tests {
             })),
             ..Default::default()
         };
-        Item {
-            pos: super::super::protocol::Pos::Log(0),
-            data: Bytes::from(env.encode_to_vec()),
-            id: env.event_id().unwrap(),
-            env,
-            attempts: 0,
-            retries: 0,
-            failures: 0,
-        }
+        test_events::item(&env, 0)
     }
 
     fn sink(encoding: OtlpEncoding) -> OtlpHttp {
@@ -492,6 +600,56 @@ mod tests {
         let req = sink(OtlpEncoding::Json).encode(&items, 0);
         let json: ExportLogsServiceRequest = serde_json::from_slice(&req.body).unwrap();
         assert_eq!(json, back);
+    }
+
+    #[test]
+    fn both_log_formats_give_the_same_request() {
+        let envs = test_events::mixed();
+        let (v1, v2) = (
+            test_events::items_v1(&envs, 0),
+            test_events::items_v2(&envs, 2, 0),
+        );
+        for encoding in [OtlpEncoding::Protobuf, OtlpEncoding::Json] {
+            let s = sink(encoding);
+            for signal in [Signal::Logs, Signal::Traces, Signal::Metrics] {
+                let a = s.encode(&test_events::of_signal(&v1, signal), 0);
+                let b = s.encode(&test_events::of_signal(&v2, signal), 0);
+                assert_eq!(a.url, b.url);
+                assert_eq!(a.body, b.body, "{encoding:?} {signal:?}");
+            }
+        }
+        // Regrouped as before: the file lines' resource, then "a" (two
+        // scopes), then "b"; the shared attributes lead each record's.
+        let logs = s_logs(&test_events::of_signal(&v2, Signal::Logs));
+        assert_eq!(logs.resource_logs.len(), 3);
+        assert_eq!(logs.resource_logs[1].scope_logs.len(), 2);
+        let line = &logs.resource_logs[0].scope_logs[0].log_records[1];
+        let keys: Vec<&str> = line.attributes.iter().map(|a| a.key.as_str()).collect();
+        assert_eq!(keys, ["log.file.path", "log.file.name", "log.iostream"]);
+    }
+
+    fn s_logs(items: &[Item]) -> ExportLogsServiceRequest {
+        let req = sink(OtlpEncoding::Protobuf).encode(items, 0);
+        ExportLogsServiceRequest::decode(req.body.as_slice()).unwrap()
+    }
+
+    #[test]
+    fn a_log_record_with_shared_attributes_encodes_as_prost_would_join_them() {
+        let envs = test_events::mixed();
+        for env in &envs {
+            let Some(Record::Log(l)) = &env.record else {
+                continue;
+            };
+            for split in 0..=l.attributes.len() {
+                let (shared, own) = l.attributes.split_at(split);
+                let mut part = l.clone();
+                part.attributes = own.to_vec();
+                let mut buf = Vec::new();
+                encode_log(&part, shared, &mut buf);
+                assert_eq!(buf, l.encode_to_vec());
+                assert_eq!(log_len(&part, shared), buf.len());
+            }
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use crate::event::{Envelope, EventId};
+use crate::event::Stored;
 
 /// Where an event in a sink came from, so that finishing it moves the right
 /// thing.
@@ -33,11 +33,16 @@ impl Pos {
 #[derive(Debug, Clone)]
 pub(crate) struct Item {
     pub pos: Pos,
-    /// The event's bytes exactly as stored in the log (what the quarantine
-    /// keeps).
+    /// The event's own bytes exactly as stored in the log.
     pub data: Bytes,
-    pub env: Envelope,
-    pub id: EventId,
+    /// Its batch's context (empty for a format-1 event): with `index`, what
+    /// it takes to decode `data` again when the event is handed back.
+    pub context: Bytes,
+    /// Its index in its batch.
+    pub index: u64,
+    /// The event decoded: its own fields, the shared ones borrowed from the
+    /// batch's context (decoded once per delivery task), its id in `ev.id`.
+    pub ev: Stored,
     /// Times this event was sent.
     pub attempts: u32,
     /// Answers that asked for a retry and count toward `max_attempts`.
@@ -91,7 +96,7 @@ pub(crate) enum BodyVerdict {
 pub(crate) trait Protocol: Send + Sync + 'static {
     /// Events with different routes never share a request (OTLP: one
     /// endpoint per signal; OpenObserve: one stream per request).
-    fn route(&self, _env: &Envelope) -> u64 {
+    fn route(&self, _ev: &Stored) -> u64 {
         0
     }
 

@@ -63,7 +63,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::options::{QuarantineFull, QuarantineOptions};
-use crate::event::Envelope;
+use crate::event::{Envelope, Stored};
 
 /// The version of the record layout.
 pub const FORMAT_VERSION: u32 = 1;
@@ -108,7 +108,10 @@ pub struct Record {
     pub time: String,
     /// The same, unix milliseconds (for filters).
     pub time_ms: u64,
-    /// The event's bytes as stored in the log, base64.
+    /// The event as a whole (format-1) envelope, base64: its bytes as
+    /// stored in a format-1 log; a format-2 event is stored rebuilt whole,
+    /// so that the record needs no batch context; an event that could not
+    /// be decoded keeps its own bytes as read.
     #[serde(with = "b64")]
     pub event: Vec<u8>,
 }
@@ -138,11 +141,11 @@ mod b64 {
 
 impl Record {
     /// Fills the fields that describe the event from the event itself.
-    pub fn describe_event(&mut self, env: &Envelope) {
-        self.source = env.source.clone();
-        self.signal = env.signal().map_or("unknown", |s| s.as_str()).to_string();
-        self.file = env.origin.as_ref().map(|o| FilePosition {
-            path: o.path.clone(),
+    pub fn describe_event(&mut self, ev: &Stored) {
+        self.source = ev.source().to_string();
+        self.signal = ev.signal().map_or("unknown", |s| s.as_str()).to_string();
+        self.file = ev.origin().map(|o| FilePosition {
+            path: o.path.to_string(),
             offset: o.offset,
         });
     }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use prost::Message;
 use tracing::{error, warn};
 
 use super::deliver::{log_seqs, pause, Raw, Shared, Which, FULL_RETRY};
@@ -13,14 +13,16 @@ use super::options::QuarantineFull;
 use super::protocol::{Item, Pos, Protocol};
 use super::quarantine::{self, Record, WriteError};
 use super::retry::Rejection;
-use crate::event::Envelope;
+use crate::event;
 
+/// `event`: what the record keeps of the event, self-contained (see
+/// [`Record::event`]).
 fn record<P>(
     sh: &Shared<P>,
-    env: Option<&Envelope>,
+    ev: Option<&event::Stored>,
     id: String,
     pos: Pos,
-    data: &Bytes,
+    event: Vec<u8>,
     attempts: u32,
     r: &Rejection,
 ) -> Record {
@@ -42,12 +44,23 @@ fn record<P>(
         config_hash: sh.config_hash.clone(),
         time,
         time_ms,
-        event: data.to_vec(),
+        event,
     };
-    if let Some(env) = env {
-        rec.describe_event(env);
+    if let Some(ev) = ev {
+        rec.describe_event(ev);
     }
     rec
+}
+
+/// What the quarantine keeps of a decoded event: a replay reads it without
+/// the batch it came from, so a format-2 event is kept as the whole
+/// (format-1) envelope it stands for.
+fn kept(it: &Item) -> Vec<u8> {
+    if it.context.is_empty() {
+        it.data.to_vec()
+    } else {
+        it.ev.to_envelope().encode_to_vec()
+    }
 }
 
 pub(super) async fn quarantine_invalid<P: Protocol>(
@@ -90,7 +103,7 @@ pub(super) async fn quarantine_invalid<P: Protocol>(
             None,
             String::new(),
             raw.pos,
-            &raw.data,
+            raw.data.to_vec(),
             raw.attempts,
             &r,
         ));
@@ -108,10 +121,10 @@ pub(super) async fn quarantine<P: Protocol>(
     for (it, r) in &rejected {
         records.push(record(
             sh,
-            Some(&it.env),
-            it.id.to_hex(),
+            Some(&it.ev),
+            it.ev.id.to_hex(),
             it.pos,
-            &it.data,
+            kept(it),
             it.attempts,
             r,
         ));
@@ -232,5 +245,43 @@ impl<P> Shared<P> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sinks::test_events::{items_v1, items_v2, mixed};
+
+    #[test]
+    fn a_format_2_event_is_kept_whole_as_format_1() {
+        let envs = mixed();
+        for (a, b) in items_v1(&envs, 0).iter().zip(items_v2(&envs, 2, 0)) {
+            assert_eq!(kept(a), a.data.to_vec());
+            assert_eq!(kept(&b), a.data.to_vec());
+            let mut ra = Record {
+                v: quarantine::FORMAT_VERSION,
+                sink: "s".into(),
+                id: String::new(),
+                seq: None,
+                source: String::new(),
+                signal: String::new(),
+                file: None,
+                kind: String::new(),
+                reason: String::new(),
+                status: None,
+                error: String::new(),
+                attempts: 0,
+                holdfast_version: String::new(),
+                config_hash: String::new(),
+                time: String::new(),
+                time_ms: 0,
+                event: Vec::new(),
+            };
+            let mut rb = ra.clone();
+            ra.describe_event(&a.ev);
+            rb.describe_event(&b.ev);
+            assert_eq!(ra, rb);
+        }
     }
 }

@@ -36,6 +36,8 @@ pub(super) fn pushed_back<P: Protocol>(
         .map(|i| Raw {
             pos: i.pos,
             data: i.data,
+            context: i.context,
+            index: i.index,
             attempts: i.attempts,
             retries: i.retries,
             failures: i.failures,
@@ -92,6 +94,8 @@ pub(super) fn requeue<P: Protocol>(
             g.items.push(Raw {
                 pos: i.pos,
                 data: i.data,
+                context: i.context,
+                index: i.index,
                 attempts: i.attempts,
                 retries: i.retries,
                 failures,

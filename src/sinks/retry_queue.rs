@@ -191,6 +191,8 @@ mod tests {
         Raw {
             pos: Pos::Log(seq),
             data: Bytes::from_static(b"0123456789"),
+            context: Bytes::new(),
+            index: 0,
             attempts: 1,
             retries: 0,
             failures: 3,

@@ -36,8 +36,9 @@
 //! progress since the last cursor sync.
 //!
 //! Input filtering reads only the envelope's `source` field (a few bytes of
-//! protobuf), so events of other sources are skipped without decoding them;
-//! decoding happens in the delivery tasks, on every core.
+//! protobuf; for a format-2 event its group number, and each group's source
+//! once per batch context), so events of other sources are skipped without
+//! decoding them; decoding happens in the delivery tasks, on every core.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -143,6 +144,7 @@ pub(crate) async fn run<P: Protocol>(
         due: None,
     };
     let mut replays = Replays::default();
+    let mut filter = SourceFilter::new(&opts.inputs);
     let mut retries = RetryQueue::default();
     let mut probe = Probe::new(Instant::now());
     // Set while the receiver is down (a request failed without an answer,
@@ -252,8 +254,10 @@ pub(crate) async fn run<P: Protocol>(
                     let mut skipped = Vec::new();
                     for e in events {
                         tracker.register(e.seq);
-                        if wanted(&e.data, &opts.inputs) {
-                            push(&mut forming, Raw::new(Pos::Log(e.seq), e.data, 0), &opts);
+                        if filter.wanted(&e.data, &e.context) {
+                            let index = e.seq.saturating_sub(e.batch_start);
+                            let raw = Raw::with_context(Pos::Log(e.seq), e.data, e.context, index, 0);
+                            push(&mut forming, raw, &opts);
                         } else {
                             tracker.complete(e.seq);
                             skipped.push(e.seq);
@@ -403,19 +407,69 @@ async fn load_replay(q: &Arc<Quarantine>, replays: &mut Replays, metrics: &Metri
     }
 }
 
-/// Whether the event's source is one of `inputs`. Reads only the
-/// envelope's field 2 (`source`); an event whose bytes cannot be walked is
-/// wanted, so that the delivery task quarantines it as invalid rather than
-/// skipping it silently.
-pub(crate) fn wanted(data: &[u8], inputs: &[String]) -> bool {
-    match source_of(data) {
-        Some(s) => inputs.iter().any(|i| i.as_bytes() == s),
-        None => true,
+/// Which events a sink takes: those of its `inputs` sources. Reads only a
+/// few protobuf fields, never a whole envelope: a format-1 event's
+/// `source` (field 2); for a format-2 event its `group` (field 12) and,
+/// once per batch context, each group's `source`. An event whose bytes
+/// cannot be walked is wanted, so that the delivery task quarantines it as
+/// invalid rather than skipping it silently.
+pub(crate) struct SourceFilter {
+    inputs: Vec<String>,
+    /// The last context seen (kept, so that its address identifies it)
+    /// and whether each of its groups is wanted (`None`: unreadable).
+    last: Option<(Bytes, Option<Vec<bool>>)>,
+}
+
+impl SourceFilter {
+    pub fn new(inputs: &[String]) -> SourceFilter {
+        SourceFilter {
+            inputs: inputs.to_vec(),
+            last: None,
+        }
+    }
+
+    fn is_input(&self, source: &[u8]) -> bool {
+        self.inputs.iter().any(|i| i.as_bytes() == source)
+    }
+
+    pub fn wanted(&mut self, data: &[u8], context: &Bytes) -> bool {
+        if context.is_empty() {
+            return source_of(data).is_none_or(|s| self.is_input(s));
+        }
+        // The events of one batch hand out the same context bytes: one
+        // look at the context per batch.
+        let fresh = self
+            .last
+            .as_ref()
+            .is_some_and(|(b, _)| b.as_ptr() == context.as_ptr() && b.len() == context.len());
+        if !fresh {
+            let groups = group_sources(context)
+                .map(|sources| sources.iter().map(|s| self.is_input(s)).collect());
+            self.last = Some((context.clone(), groups));
+        }
+        let Some((_, Some(groups))) = &self.last else {
+            return true;
+        };
+        match group_of(data) {
+            Some(g) => usize::try_from(g)
+                .ok()
+                .and_then(|g| groups.get(g).copied())
+                .unwrap_or(true),
+            None => true,
+        }
     }
 }
 
-/// The bytes of protobuf field 2 of an envelope, without decoding the rest.
-fn source_of(mut b: &[u8]) -> Option<&[u8]> {
+/// One field of a protobuf message, as [`walk`] hands it out.
+enum Field<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+    Fixed,
+}
+
+/// Calls `f` with each field of the message in `b`; `None` if the bytes
+/// are not a protobuf message.
+fn walk<'a>(mut b: &'a [u8], mut f: impl FnMut(u64, Field<'a>)) -> Option<()> {
     fn varint(b: &mut &[u8]) -> Option<u64> {
         let mut v = 0u64;
         for i in 0..10 {
@@ -428,35 +482,87 @@ fn source_of(mut b: &[u8]) -> Option<&[u8]> {
         }
         None
     }
-    let mut found = None;
     while !b.is_empty() {
         let key = varint(&mut b)?;
         let (field, wire) = (key >> 3, key & 7);
         match wire {
             0 => {
-                varint(&mut b)?;
+                let v = varint(&mut b)?;
+                f(field, Field::Varint(v));
             }
-            1 => b = b.get(8..)?,
+            1 => {
+                b = b.get(8..)?;
+                f(field, Field::Fixed);
+            }
             2 => {
                 let len = usize::try_from(varint(&mut b)?).ok()?;
                 let v = b.get(..len)?;
-                if field == 2 {
-                    // The last occurrence wins in protobuf; keep walking.
-                    found = Some(v);
-                }
                 b = &b[len..];
+                f(field, Field::Bytes(v));
             }
-            5 => b = b.get(4..)?,
+            5 => {
+                b = b.get(4..)?;
+                f(field, Field::Fixed);
+            }
             _ => return None,
         }
     }
-    Some(found.unwrap_or(b""))
+    Some(())
+}
+
+/// The bytes of protobuf field 2 (`source`) of a format-1 envelope.
+fn source_of(b: &[u8]) -> Option<&[u8]> {
+    let mut found: &[u8] = b"";
+    walk(b, |field, v| {
+        // The last occurrence wins in protobuf.
+        if let (2, Field::Bytes(s)) = (field, v) {
+            found = s;
+        }
+    })?;
+    Some(found)
+}
+
+/// Field 12 (`group`) of a format-2 event.
+fn group_of(b: &[u8]) -> Option<u64> {
+    let mut group = 0;
+    walk(b, |field, v| {
+        if let (12, Field::Varint(g)) = (field, v) {
+            group = g;
+        }
+    })?;
+    Some(group)
+}
+
+/// The `source` of each group (field 1) of a batch context.
+fn group_sources(ctx: &[u8]) -> Option<Vec<&[u8]>> {
+    let mut groups = Vec::new();
+    let mut ok = true;
+    walk(ctx, |field, v| {
+        if let (1, Field::Bytes(g)) = (field, v) {
+            match source_of_group(g) {
+                Some(s) => groups.push(s),
+                None => ok = false,
+            }
+        }
+    })?;
+    ok.then_some(groups)
+}
+
+fn source_of_group(g: &[u8]) -> Option<&[u8]> {
+    let mut found: &[u8] = b"";
+    walk(g, |field, v| {
+        if let (1, Field::Bytes(s)) = (field, v) {
+            found = s;
+        }
+    })?;
+    Some(found)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::{Envelope, EventId, Record};
+    use crate::sinks::test_events;
     use opentelemetry_proto::tonic::logs::v1::LogRecord;
     use prost::Message;
 
@@ -473,10 +579,50 @@ mod tests {
             ..Default::default()
         };
         let bytes = env.encode_to_vec();
+        let none = Bytes::new();
         assert_eq!(source_of(&bytes), Some(&b"syslog"[..]));
-        assert!(wanted(&bytes, &["a".into(), "syslog".into()]));
-        assert!(!wanted(&bytes, &["a".into()]));
+        assert!(SourceFilter::new(&["a".into(), "syslog".into()]).wanted(&bytes, &none));
+        assert!(!SourceFilter::new(&["a".into()]).wanted(&bytes, &none));
         // Garbage is wanted: the delivery task quarantines it.
-        assert!(wanted(b"\xff\xff\xff", &["a".into()]));
+        assert!(SourceFilter::new(&["a".into()]).wanted(b"\xff\xff\xff", &none));
+    }
+
+    #[test]
+    fn format_2_events_are_filtered_by_their_group_source() {
+        let env = |source: &str, n: u64| Envelope {
+            id: EventId::derived(&test_events::SEED, n).0.to_vec(),
+            source: source.into(),
+            observed_time_unix_nano: 42,
+            record: Some(Record::Log(LogRecord {
+                severity_number: 9,
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let envs = [
+            env("syslog", 0),
+            env("app", 1),
+            env("syslog", 2),
+            env("other", 3),
+        ];
+        let (context, own) = test_events::compact(&envs, 0);
+        let mut f = SourceFilter::new(&["syslog".into(), "other".into()]);
+        let got: Vec<bool> = own.iter().map(|d| f.wanted(d, &context)).collect();
+        assert_eq!(got, [true, false, true, true]);
+        // A second batch (another context) is read afresh.
+        let (context, own) = test_events::compact(&[env("app", 0)], 0);
+        assert!(!f.wanted(&own[0], &context));
+        let mut app = SourceFilter::new(&["app".into()]);
+        assert!(app.wanted(&own[0], &context));
+        // A context that cannot be walked: wanted, and quarantined as
+        // invalid by the delivery task.
+        assert!(f.wanted(&own[0], &Bytes::from_static(b"\xff\xff\xff")));
+        // A group number past the context's groups: wanted, likewise.
+        let stray = Envelope {
+            group: 9,
+            ..Default::default()
+        }
+        .encode_to_vec();
+        assert!(f.wanted(&stray, &context));
     }
 }

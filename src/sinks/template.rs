@@ -8,7 +8,7 @@
 //! holdfast observed it if the record has none, so a late event lands in
 //! the index of its own day.
 
-use crate::event::{Envelope, Record};
+use crate::event::{Record, Stored};
 
 /// A parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,35 +126,31 @@ impl Template {
 
     /// The name for `env`, rendered only when it can differ from the last
     /// one (another signal, source, or hour).
-    pub(crate) fn render_cached<'a>(&self, env: &Envelope, cache: &'a mut Rendered) -> &'a str {
+    pub(crate) fn render_cached<'a>(&self, ev: &Stored, cache: &'a mut Rendered) -> &'a str {
         let hour = if self.uses_time {
-            event_time(env) / 3_600_000_000_000
+            event_time(ev) / 3_600_000_000_000
         } else {
             0
         };
-        let source = if self.uses_source {
-            env.source.as_str()
-        } else {
-            ""
-        };
-        let signal = env.signal();
+        let source = if self.uses_source { ev.source() } else { "" };
+        let signal = ev.signal();
         let fresh = match &cache.key {
             Some((s, h, src)) => *s == signal && *h == hour && src == source,
             None => false,
         };
         if !fresh {
             cache.name.clear();
-            self.render(env, &mut cache.name);
+            self.render(ev, &mut cache.name);
             cache.key = Some((signal, hour, source.to_string()));
         }
         &cache.name
     }
 
-    /// Renders the name for `env` into `out`.
-    pub fn render(&self, env: &Envelope, out: &mut String) {
+    /// Renders the name for `ev` into `out`.
+    pub fn render(&self, ev: &Stored, out: &mut String) {
         use std::fmt::Write;
         let c = if self.uses_time() {
-            Civil::from_unix_nanos(event_time(env))
+            Civil::from_unix_nanos(event_time(ev))
         } else {
             Civil::default()
         };
@@ -162,9 +158,9 @@ impl Template {
             // Writing to a String cannot fail.
             let _ = match p {
                 Part::Literal(s) => out.write_str(s),
-                Part::Signal => out.write_str(env.signal().map_or("unknown", |s| s.as_str())),
+                Part::Signal => out.write_str(ev.signal().map_or("unknown", |s| s.as_str())),
                 Part::Source => {
-                    out.extend(env.source.chars().map(|c| c.to_ascii_lowercase()));
+                    out.extend(ev.source().chars().map(|c| c.to_ascii_lowercase()));
                     Ok(())
                 }
                 Part::Date => write!(out, "{:04}.{:02}.{:02}", c.year, c.month, c.day),
@@ -179,8 +175,8 @@ impl Template {
 
 /// The event's own time in unix nanoseconds: the record's, else when
 /// holdfast observed it.
-pub(crate) fn event_time(env: &Envelope) -> u64 {
-    let t = match &env.record {
+pub(crate) fn event_time(ev: &Stored) -> u64 {
+    let t = match ev.record() {
         Some(Record::Log(l)) => {
             if l.time_unix_nano != 0 {
                 l.time_unix_nano
@@ -195,7 +191,7 @@ pub(crate) fn event_time(env: &Envelope) -> u64 {
     if t != 0 {
         t
     } else {
-        env.observed_time_unix_nano
+        ev.observed_time_unix_nano()
     }
 }
 
@@ -242,11 +238,12 @@ impl Civil {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::EventId;
+    use crate::event::{Envelope, EventId};
+    use crate::sinks::test_events::stored;
     use opentelemetry_proto::tonic::logs::v1::LogRecord;
 
-    fn env(source: &str, t: u64) -> Envelope {
-        Envelope {
+    fn env(source: &str, t: u64) -> Stored {
+        stored(&Envelope {
             id: EventId::random().0.to_vec(),
             source: source.into(),
             observed_time_unix_nano: 5,
@@ -255,7 +252,7 @@ mod tests {
                 ..Default::default()
             })),
             ..Default::default()
-        }
+        })
     }
 
     #[test]

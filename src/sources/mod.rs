@@ -10,5 +10,14 @@ append is durable.
   only once a request's records are durable.
 */
 
+/// Whether sources append format-2 events: each event only its own fields,
+/// what a batch's events share once in the batch's context
+/// ([`Batch::set_context`](crate::seglog::Batch::set_context), see
+/// `event/stored.rs`). Format-2 events are meaningless without their
+/// context, so this is on only because the log's writer stores contexts;
+/// off, sources append whole format-1 envelopes (as earlier versions did).
+/// Readers (the file source's recovery, sinks, `dump`) read both.
+pub const WRITE_FORMAT_2: bool = true;
+
 pub mod file;
 pub mod otlp_http;

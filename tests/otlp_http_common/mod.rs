@@ -186,14 +186,19 @@ impl Agent {
 pub fn events_from(log: &Log, seq: u64) -> Vec<(u64, Envelope)> {
     let mut r = log.reader(seq);
     let mut out = Vec::new();
+    // Either format: format 2 holds each record's own fields, its batch's
+    // context the rest.
+    let mut dec = holdfast::event::Decoder::new();
     loop {
         let batch = r.read(100_000, 256 << 20).unwrap();
         if batch.is_empty() {
             return out;
         }
         for e in batch {
-            let env = Envelope::decode_event(&e.data)
-                .unwrap_or_else(|err| panic!("event {} is not an envelope: {err}", e.seq));
+            let env = dec
+                .decode(&e.data, &e.context, e.seq - e.batch_start)
+                .unwrap_or_else(|err| panic!("event {} is not an event: {err}", e.seq))
+                .to_envelope();
             out.push((e.seq, env));
         }
     }

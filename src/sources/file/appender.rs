@@ -97,9 +97,11 @@ fn retryable(e: &LogError) -> bool {
 struct Pending {
     /// The chunk's positions and counts; its events have moved to `framed`.
     chunk: Chunk,
-    /// The chunk's events, shared with the append in flight rather than
-    /// copied for it, and kept to append again if the log refuses them.
+    /// The chunk's events and their context, shared with the append in
+    /// flight rather than copied for it, and kept to append again if the
+    /// log refuses them.
     framed: Bytes,
+    context: Bytes,
     payload_bytes: u64,
     /// The log's end when the chunk was first submitted: a lower bound for
     /// the sequence numbers it gets, whenever it lands.
@@ -136,9 +138,15 @@ enum Event {
 /// Submits an append and polls it once, so it is queued at the writer now.
 /// The outer error is a bug (a chunk that does not hold what it counts); the
 /// inner one is the log's answer.
-async fn submit(log: &Log, framed: &Bytes, events: u32) -> anyhow::Result<Result<State, LogError>> {
+async fn submit(
+    log: &Log,
+    framed: &Bytes,
+    context: &Bytes,
+    events: u32,
+) -> anyhow::Result<Result<State, LogError>> {
     let batch = Batch::from_framed(framed.clone(), events)
-        .context("a chunk from the tailer does not hold the events it counts")?;
+        .context("a chunk from the tailer does not hold the events it counts")?
+        .with_context(context.clone());
     let log = log.clone();
     let mut fut: AppendFuture = Box::pin(async move { log.append(batch).await });
     Ok(
@@ -311,14 +319,16 @@ impl Appender {
                     let floor = self.log.next_seq();
                     let payload_bytes = chunk.payload_bytes();
                     let framed = Bytes::from(std::mem::take(&mut chunk.data));
+                    let context = std::mem::take(&mut chunk.context);
                     let state = if chunk.events == 0 {
                         State::Done
                     } else {
-                        self.submit(&framed, chunk.events).await?
+                        self.submit(&framed, &context, chunk.events).await?
                     };
                     self.queue.push_back(Pending {
                         chunk,
                         framed,
+                        context,
                         payload_bytes,
                         floor,
                         state,
@@ -327,8 +337,9 @@ impl Appender {
                 Event::Retry => {
                     self.backoff = (self.backoff * 2).min(RETRY_MAX);
                     let p = self.queue.front().expect("a refused append is queued");
-                    let (framed, events) = (p.framed.clone(), p.chunk.events);
-                    let state = self.submit(&framed, events).await?;
+                    let (framed, context, events) =
+                        (p.framed.clone(), p.context.clone(), p.chunk.events);
+                    let state = self.submit(&framed, &context, events).await?;
                     self.queue
                         .front_mut()
                         .expect("a refused append is queued")
@@ -368,8 +379,13 @@ impl Appender {
 
     /// Submits a chunk's append; a refusal worth retrying becomes
     /// [`State::Refused`], anything else ends the source.
-    async fn submit(&mut self, framed: &Bytes, events: u32) -> anyhow::Result<State> {
-        match submit(&self.log, framed, events).await? {
+    async fn submit(
+        &mut self,
+        framed: &Bytes,
+        context: &Bytes,
+        events: u32,
+    ) -> anyhow::Result<State> {
+        match submit(&self.log, framed, context, events).await? {
             Ok(State::Done) => {
                 self.resumed();
                 Ok(State::Done)
@@ -650,6 +666,7 @@ mod tests {
                     ..Chunk::default()
                 },
                 framed: Bytes::new(),
+                context: Bytes::new(),
                 payload_bytes: 0,
                 floor: 0,
                 state,
@@ -678,6 +695,7 @@ mod tests {
                 ..Chunk::default()
             },
             framed: Bytes::new(),
+            context: Bytes::new(),
             payload_bytes: 0,
             floor: 0,
             state: State::Done,

@@ -23,7 +23,9 @@ lines, and appends every line to the log once.
 * `lines.rs`, `multiline.rs` — `\n` / `\r\n` lines, `max_line_bytes`,
   unfinished last lines, multiline events.
 * `encode.rs` — a line as an [`Envelope`](crate::event::Envelope) holding an
-  OTLP `LogRecord`, written without per-line allocation.
+  OTLP `LogRecord`, written without per-line allocation; in format 2 only
+  the line's own fields, what a file's lines share once per chunk in its
+  [`Context`](crate::event::Context) (a group per file and generation).
 * `appender.rs` — appends in order with several in flight, pauses when the
   log is full, checkpoints what is acknowledged.
 * `checkpoint.rs`, `recovery.rs` — crash-safe checkpoints, and the log scan
@@ -225,9 +227,12 @@ pub async fn run(
         .with_context(|| format!("source {name}: taking its hold on the log"))?;
     let counters = tailer::Counters::new(&metrics, &name);
     let lo = log.options();
+    // What one append may hold, events and context: a block stored plain
+    // (compression that does not pay) has a header and the context's length.
     let max_frame = (lo.segment_bytes as usize)
         .saturating_sub(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN)
-        .min(MAX_FRAME_PAYLOAD);
+        .min(MAX_FRAME_PAYLOAD)
+        .saturating_sub(crate::seglog::block::BLOCK_HEADER_LEN + 4);
     let settings = tailer::Settings {
         name: name.clone(),
         opts: opts.clone(),

@@ -4,8 +4,10 @@
 //! leave lines in the log that the checkpoint does not yet cover. On startup
 //! the source reads the log from the checkpoint's `log_seq` to its end,
 //! decodes only the `source` and `origin` fields of each event (the record
-//! itself is skipped unparsed), and collects for each stream (key and
-//! generation) the spans `offset..end` of its lines. A stream then resumes
+//! itself is skipped unparsed; in format 2 the source, fingerprint and
+//! generation are those of the event's group in its batch's context, decoded
+//! once per batch, and the offsets the event's own), and collects for each
+//! stream (key and generation) the spans `offset..end` of its lines. A stream then resumes
 //! after the last span that continues, without a gap, from its checkpointed
 //! offset. Spans are chained rather than taking the maximum end because an
 //! append refused as full (`when_full = "block"`) and retried may land after
@@ -22,15 +24,38 @@
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
+
 use crate::seglog::{Log, LogError};
 
 /// The fields of an [`Envelope`](crate::event::Envelope) recovery needs; the
-/// rest is skipped by the decoder.
+/// rest is skipped by the decoder. In format 2 only `origin`'s offsets and
+/// `group` are the event's own.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct OriginView {
     #[prost(string, tag = "2")]
     pub source: String,
     #[prost(message, optional, tag = "11")]
+    pub origin: Option<OriginNumbers>,
+    #[prost(uint32, tag = "12")]
+    pub group: u32,
+}
+
+/// The fields of a format-2 [`Context`](crate::event::Context) recovery
+/// needs.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ContextView {
+    #[prost(message, repeated, tag = "1")]
+    pub groups: Vec<GroupView>,
+}
+
+/// A [`Group`](crate::event::Group)'s source, and its file's fingerprint
+/// and generation (the path is skipped).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GroupView {
+    #[prost(string, tag = "1")]
+    pub source: String,
+    #[prost(message, optional, tag = "7")]
     pub origin: Option<OriginNumbers>,
 }
 
@@ -49,6 +74,80 @@ pub struct OriginNumbers {
 
 pub fn decode_origin(bytes: &[u8]) -> Result<OriginView, prost::DecodeError> {
     <OriginView as prost::Message>::decode(bytes)
+}
+
+/// What one event from the log is to recovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peeked {
+    /// Not an event of the source (or not readable).
+    Other,
+    /// The source's, without a usable origin (none is expected).
+    Unusable,
+    /// The source's line `offset..end` of stream `(key, generation)`.
+    Line {
+        key: u64,
+        generation: u32,
+        offset: u64,
+        end: u64,
+    },
+}
+
+/// Reads the origin of events of either format, decoding each batch's
+/// context once.
+#[derive(Default)]
+pub struct Peeker {
+    last: Option<(Bytes, ContextView)>,
+}
+
+impl Peeker {
+    /// What `data` (an event's own bytes, `context` its batch's: empty for
+    /// a format-1 event) is to the recovery of `source`.
+    pub fn peek(&mut self, data: &[u8], context: &Bytes, source: &str) -> Peeked {
+        let Ok(view) = decode_origin(data) else {
+            return Peeked::Other;
+        };
+        if context.is_empty() {
+            if view.source != source {
+                return Peeked::Other;
+            }
+            return match view.origin {
+                Some(o) if o.end > o.offset => Peeked::Line {
+                    key: o.fingerprint,
+                    generation: o.generation,
+                    offset: o.offset,
+                    end: o.end,
+                },
+                _ => Peeked::Unusable,
+            };
+        }
+        let same = matches!(&self.last, Some((b, _))
+            if b.as_ptr() == context.as_ptr() && b.len() == context.len() || b == context);
+        if !same {
+            let Ok(ctx) = <ContextView as prost::Message>::decode(context.as_ref()) else {
+                self.last = None;
+                return Peeked::Other;
+            };
+            self.last = Some((context.clone(), ctx));
+        }
+        let Some((_, ctx)) = &self.last else {
+            return Peeked::Other;
+        };
+        let Some(g) = ctx.groups.get(view.group as usize) else {
+            return Peeked::Other;
+        };
+        if g.source != source {
+            return Peeked::Other;
+        }
+        match (&g.origin, view.origin) {
+            (Some(go), Some(o)) if o.end > o.offset => Peeked::Line {
+                key: go.fingerprint,
+                generation: go.generation,
+                offset: o.offset,
+                end: o.end,
+            },
+            _ => Peeked::Unusable,
+        }
+    }
 }
 
 /// The spans of each stream's lines found in the log.
@@ -134,6 +233,7 @@ impl Found {
 pub fn scan(log: &Log, source: &str, from: u64) -> Result<Found, LogError> {
     let mut found = Found::default();
     let mut reader = log.reader(from);
+    let mut peeker = Peeker::default();
     loop {
         let events = reader.read(16_384, 16 << 20)?;
         if events.is_empty() {
@@ -141,18 +241,21 @@ pub fn scan(log: &Log, source: &str, from: u64) -> Result<Found, LogError> {
         }
         for e in events {
             found.scanned += 1;
-            let Ok(view) = decode_origin(&e.data) else {
-                continue;
-            };
-            if view.source != source {
-                continue;
-            }
-            found.events += 1;
-            match view.origin {
-                Some(o) if o.end > o.offset => {
-                    found.add(o.fingerprint, o.generation, o.offset, o.end)
+            match peeker.peek(&e.data, &e.context, source) {
+                Peeked::Other => {}
+                Peeked::Unusable => {
+                    found.events += 1;
+                    found.unusable += 1;
                 }
-                _ => found.unusable += 1,
+                Peeked::Line {
+                    key,
+                    generation,
+                    offset,
+                    end,
+                } => {
+                    found.events += 1;
+                    found.add(key, generation, offset, end);
+                }
             }
         }
     }
@@ -162,6 +265,68 @@ pub fn scan(log: &Log, source: &str, from: u64) -> Result<Found, LogError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::file::encode::{Encoder, InGroup, LineMeta};
+    use prost::Message;
+
+    /// Both formats' lines are found, with their stream and offsets, and
+    /// other sources' are not, whatever group of the context they are in.
+    #[test]
+    fn lines_of_both_formats_are_peeked() {
+        let mine = Encoder::new("app", "box1");
+        let theirs = Encoder::new("other", "box1");
+        let t = mine.template(std::path::Path::new("/var/log/a.log"));
+        let m = LineMeta {
+            key: 9,
+            generation: 2,
+            offset: 100,
+            end: 142,
+            observed_ns: 5,
+            truncated_from: None,
+            invalid_utf8: false,
+        };
+        let line = |key, generation| Peeked::Line {
+            key,
+            generation,
+            offset: 100,
+            end: 142,
+        };
+        let mut p = Peeker::default();
+        let mut buf = Vec::new();
+        mine.encode(&t, "x", &m, &mut buf);
+        assert_eq!(p.peek(&buf[4..], &Bytes::new(), "app"), line(9, 2));
+        assert_eq!(p.peek(&buf[4..], &Bytes::new(), "other"), Peeked::Other);
+
+        let ctx = Bytes::from(
+            crate::event::Context {
+                groups: vec![theirs.group(&t, 1, 0, 5), mine.group(&t, 9, 2, 5)],
+            }
+            .encode_to_vec(),
+        );
+        for (group, source, want) in [
+            (1, "app", line(9, 2)),
+            (0, "app", Peeked::Other),
+            (0, "other", line(1, 0)),
+            (2, "app", Peeked::Other),
+        ] {
+            buf.clear();
+            mine.encode_own(
+                "x",
+                &m,
+                InGroup {
+                    group,
+                    observed_delta: 0,
+                },
+                &mut buf,
+            );
+            assert_eq!(
+                p.peek(&buf[4..], &ctx, source),
+                want,
+                "group {group} for {source}"
+            );
+        }
+        let bad = Bytes::from_static(b"\xff");
+        assert_eq!(p.peek(&buf[4..], &bad, "app"), Peeked::Other);
+    }
 
     #[test]
     fn spans_chain_from_the_checkpoint_and_those_past_a_gap_are_ahead() {

@@ -153,9 +153,12 @@ impl Source {
         };
         let source_events = metrics.sources.events.get_or_create(&labels).clone();
         let source_bytes = metrics.sources.bytes.get_or_create(&labels).clone();
+        // Events and context; a block stored plain (compression that does
+        // not pay) adds a header and the context's length.
         let max_append_bytes = (log.options().segment_bytes as usize)
             .saturating_sub(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN)
-            .min(MAX_FRAME_PAYLOAD);
+            .min(MAX_FRAME_PAYLOAD)
+            .saturating_sub(crate::seglog::block::BLOCK_HEADER_LEN + 4);
         Source {
             budget: Budget::for_max_body(opts.max_body_bytes),
             name,
@@ -383,12 +386,21 @@ fn prepare(
     let data = decode::decompress(raw, compression, src.opts.max_body_bytes, res)?;
     let decoded: Decoded = decode::decode(signal, encoding, &data)?;
     let expected = decoded.record_count();
-    let mut batch = Batch::with_capacity(data.len() + expected as usize * 64);
-    let split = split::split(
+    // A record's event is about the record's bytes in the body plus its
+    // framing (format 2), or plus a copy of its resource and scope (format
+    // 1: a guess; the batch grows if it is short).
+    let per_event = if crate::sources::WRITE_FORMAT_2 {
+        8
+    } else {
+        64
+    };
+    let mut batch = Batch::with_capacity(data.len() + expected as usize * per_event);
+    let split = split::split_as(
         decoded,
         &src.name,
         now_unix_nanos(),
         src.max_append_bytes,
+        crate::sources::WRITE_FORMAT_2,
         |e| batch.push(e),
     )
     .map_err(|e| match e {
@@ -404,10 +416,12 @@ fn prepare(
             split.events
         )));
     }
+    let event_bytes = split.bytes + split.context.len() as u64;
+    batch.set_context(split.context);
     Ok(Prepared {
         batch,
         events: split.events,
-        event_bytes: split.bytes,
+        event_bytes,
         body_bytes: data.len() as u64,
     })
 }

@@ -37,7 +37,9 @@ request's records are durable in the log.
   [`EventId`](crate::event::EventId), its resource, scope and both schema
   URLs; a metric keeps name, description, unit, metadata, temporality and
   monotonicity around its single point. An OTLP sink can rebuild an
-  equivalent request.
+  equivalent request. In format 2 (`split.rs`) what the records share is
+  stored once in the batch's context, and the random ids are derived from
+  one random seed per request and each record's index in it.
 
 # Faithfulness
 

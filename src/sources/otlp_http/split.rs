@@ -1,8 +1,31 @@
 /*!
-One decoded request → one envelope per log record, span and metric data
+One decoded request → one event per log record, span and metric data
 point, each encoded once, straight into the caller's batch.
 
-An [`Envelope`]'s fields are written in tag order, so its encoding is the
+# Format 2
+
+What the records of a request share is stored once, in the batch's
+[`Context`](crate::event::Context): one [`Group`](crate::event::Group) per
+distinct (resource, resource schema URL, scope, scope schema URL) of the
+request, each with the source's name, the request's observed time and the
+request's one random 16-byte `id_seed`. Each record's event is an
+[`Envelope`] holding only the record and its group's index (0 omitted):
+
+```text
+ 8|9|10 record   12 group
+```
+
+No id is stored: the reader derives it from the seed and the event's index
+in its batch ([`EventId::derived`]), the same for every reader and every
+replay, so it is as stable as the random id format 1 stores. Through
+`event::Decoder`, `Stored::to_envelope` gives the format-1 envelope of the
+same record, id aside (random in both).
+
+# Format 1
+
+Written while the log does not store batch contexts
+([`WRITE_FORMAT_2`](crate::sources::WRITE_FORMAT_2) off, as earlier
+versions did; also what `fuzzing::otlp_prepare` checks). An [`Envelope`]'s fields are written in tag order, so its encoding is the
 concatenation of independent pieces:
 
 ```text
@@ -17,7 +40,7 @@ record, rather than cloned into every envelope and encoded again. The bytes
 are exactly what `Envelope::encode_to_vec` gives (a test checks it), so
 readers need not know about this.
 
-A metric becomes one envelope per data point: a `Metric` with the same name,
+In both formats a metric becomes one event per data point: a `Metric` with the same name,
 description, unit and metadata, and a data member of the same kind (with its
 temporality and monotonicity) holding that single point. The fields around
 the data member (name, description and unit before it, metadata after it,
@@ -31,8 +54,13 @@ use opentelemetry_proto::tonic::metrics::v1::{
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use prost::encoding::{encode_key, encode_varint, WireType};
+
 use super::decode::Decoded;
-use crate::event::{Envelope, EventId};
+use crate::event::{Envelope, EventId, Group};
 
 /// Protobuf keys (field number << 3 | wire type 2) of the record fields of
 /// [`Envelope`] and the data members of `Metric`.
@@ -47,11 +75,14 @@ const KEY_EXP_HISTOGRAM: u8 = 10 << 3 | 2;
 const KEY_SUMMARY: u8 = 11 << 3 | 2;
 
 /// What splitting produced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Split {
     pub events: u64,
-    /// Bytes of the encoded envelopes.
+    /// Bytes of the encoded events (the context not included).
     pub bytes: u64,
+    /// Format 2: the encoded [`Context`](crate::event::Context) the events
+    /// need, to store with them as the batch's context. Empty in format 1.
+    pub context: Bytes,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,12 +101,18 @@ pub(crate) enum SplitError {
 }
 
 struct Writer<F: FnMut(&[u8])> {
-    /// Fields 2 and 3, the same for every event of the request.
+    /// Format 1: envelope fields 2 and 3, the same for every event of the
+    /// request. Format 2: group field 1 (source).
     head: Vec<u8>,
-    /// Fields 4-7 of the current resource and scope.
+    /// Format 1: envelope fields 4-7 of the current resource and scope.
+    /// Format 2: group fields 2-5.
     prefix: Vec<u8>,
     /// Where the scope part starts in `prefix`.
     resource_len: usize,
+    /// Format 2 only: the context being built, its groups by their fields
+    /// 2-5, the current group's index (`None` until a record of the current
+    /// scope needs it), and group fields 8 and 9 (id seed, observed time).
+    v2: Option<Contexts>,
     scratch: Vec<u8>,
     emit: F,
     split: Split,
@@ -84,51 +121,102 @@ struct Writer<F: FnMut(&[u8])> {
 }
 
 impl<F: FnMut(&[u8])> Writer<F> {
-    fn new(source: &str, observed_unix_nano: u64, limit: usize, emit: F) -> Self {
-        let head = Envelope {
-            source: source.to_string(),
-            observed_time_unix_nano: observed_unix_nano,
-            ..Default::default()
-        }
-        .encode_to_vec();
+    fn new(source: &str, observed_unix_nano: u64, limit: usize, format2: bool, emit: F) -> Self {
+        let (head, v2) = if format2 {
+            let head = Group {
+                source: source.to_string(),
+                ..Default::default()
+            }
+            .encode_to_vec();
+            let tail = Group {
+                id_seed: EventId::random().0.to_vec(),
+                observed_time_unix_nano: observed_unix_nano,
+                ..Default::default()
+            }
+            .encode_to_vec();
+            let v2 = Contexts {
+                buf: Vec::new(),
+                groups: HashMap::new(),
+                current: None,
+                tail,
+            };
+            (head, Some(v2))
+        } else {
+            let head = Envelope {
+                source: source.to_string(),
+                observed_time_unix_nano: observed_unix_nano,
+                ..Default::default()
+            }
+            .encode_to_vec();
+            (head, None)
+        };
         Writer {
             head,
             prefix: Vec::new(),
             resource_len: 0,
+            v2,
             scratch: Vec::with_capacity(4096),
             emit,
             split: Split {
                 events: 0,
                 bytes: 0,
+                context: Bytes::new(),
             },
             limit: limit as u64,
         }
     }
 
     fn resource(&mut self, resource: Option<Resource>, schema_url: String) {
-        self.prefix = Envelope {
-            resource,
-            resource_schema_url: schema_url,
-            ..Default::default()
-        }
-        .encode_to_vec();
+        self.prefix = if self.v2.is_some() {
+            Group {
+                resource,
+                resource_schema_url: schema_url,
+                ..Default::default()
+            }
+            .encode_to_vec()
+        } else {
+            Envelope {
+                resource,
+                resource_schema_url: schema_url,
+                ..Default::default()
+            }
+            .encode_to_vec()
+        };
         self.resource_len = self.prefix.len();
     }
 
     fn scope(&mut self, scope: Option<InstrumentationScope>, schema_url: String) {
         self.prefix.truncate(self.resource_len);
-        let part = Envelope {
-            scope,
-            scope_schema_url: schema_url,
-            ..Default::default()
-        };
-        encode(&part, &mut self.prefix);
+        match &mut self.v2 {
+            Some(v2) => {
+                v2.current = None;
+                let part = Group {
+                    scope,
+                    scope_schema_url: schema_url,
+                    ..Default::default()
+                };
+                encode(&part, &mut self.prefix);
+            }
+            None => {
+                let part = Envelope {
+                    scope,
+                    scope_schema_url: schema_url,
+                    ..Default::default()
+                };
+                encode(&part, &mut self.prefix);
+            }
+        }
     }
 
     /// Starts an event in `scratch`, up to the record's key.
     fn start(&mut self, key: u8) {
         let s = &mut self.scratch;
         s.clear();
+        if let Some(v2) = &mut self.v2 {
+            v2.intern(&self.head, &self.prefix);
+            s.push(key);
+            return;
+        }
         s.push(KEY_ID);
         s.push(16);
         s.extend_from_slice(&EventId::random().0);
@@ -138,10 +226,19 @@ impl<F: FnMut(&[u8])> Writer<F> {
     }
 
     fn finish(&mut self) -> Result<(), SplitError> {
+        let mut context = 0;
+        if let Some(v2) = &self.v2 {
+            let g = v2.current.unwrap_or(0);
+            if g != 0 {
+                encode_key(12, WireType::Varint, &mut self.scratch);
+                encode_varint(g as u64, &mut self.scratch);
+            }
+            context = v2.buf.len() as u64;
+        }
         (self.emit)(&self.scratch);
         self.split.events += 1;
         self.split.bytes += self.scratch.len() as u64;
-        let framed = self.split.bytes + 4 * self.split.events;
+        let framed = self.split.bytes + 4 * self.split.events + context;
         if framed > self.limit {
             return Err(SplitError::TooLarge {
                 bytes: framed,
@@ -185,6 +282,41 @@ impl<F: FnMut(&[u8])> Writer<F> {
     }
 }
 
+/// The context of a format-2 request, built as its records are split.
+struct Contexts {
+    /// The encoded `Context`: each group as its field 1.
+    buf: Vec<u8>,
+    /// Group indexes by the groups' fields 2-5 (resource, scope, their
+    /// schema URLs): records of equal resources and scopes share a group
+    /// even when the request repeats them (one `ResourceLogs` per record).
+    groups: HashMap<Vec<u8>, u32>,
+    /// The current scope's group, once one of its records was written.
+    current: Option<u32>,
+    /// Group fields 8 and 9, the same for every group of the request.
+    tail: Vec<u8>,
+}
+
+impl Contexts {
+    /// Makes `prefix` (group fields 2-5) the current group, adding it to
+    /// the context if new.
+    fn intern(&mut self, head: &[u8], prefix: &[u8]) {
+        if self.current.is_some() {
+            return;
+        }
+        let next = self.groups.len() as u32;
+        let i = *self.groups.entry(prefix.to_vec()).or_insert(next);
+        if i == next {
+            let len = head.len() + prefix.len() + self.tail.len();
+            encode_key(1, WireType::LengthDelimited, &mut self.buf);
+            encode_varint(len as u64, &mut self.buf);
+            self.buf.extend_from_slice(head);
+            self.buf.extend_from_slice(prefix);
+            self.buf.extend_from_slice(&self.tail);
+        }
+        self.current = Some(i);
+    }
+}
+
 /// A metric's encoded fields around its data member.
 struct Shell {
     before: Vec<u8>,
@@ -195,9 +327,10 @@ fn encode(msg: &impl Message, buf: &mut Vec<u8>) {
     msg.encode(buf).expect("a Vec grows as needed");
 }
 
-/// Splits `decoded` into envelopes, handing each encoded envelope to
-/// `emit`. Fails, after emitting some, if the events outgrow `limit` framed
-/// bytes or a metric has no data: the caller then discards what it got.
+/// Splits `decoded` into whole format-1 envelopes, handing each encoded
+/// envelope to `emit`. Fails, after emitting some, if the events outgrow
+/// `limit` framed bytes or a metric has no data: the caller then discards
+/// what it got.
 pub(crate) fn split(
     decoded: Decoded,
     source: &str,
@@ -205,7 +338,21 @@ pub(crate) fn split(
     limit: usize,
     emit: impl FnMut(&[u8]),
 ) -> Result<Split, SplitError> {
-    let mut w = Writer::new(source, observed_unix_nano, limit, emit);
+    split_as(decoded, source, observed_unix_nano, limit, false, emit)
+}
+
+/// [`split`] into format-2 events (see the module doc) if `format2`: the
+/// returned [`Split::context`] is then the batch's context, and `limit`
+/// counts it too.
+pub(crate) fn split_as(
+    decoded: Decoded,
+    source: &str,
+    observed_unix_nano: u64,
+    limit: usize,
+    format2: bool,
+    emit: impl FnMut(&[u8]),
+) -> Result<Split, SplitError> {
+    let mut w = Writer::new(source, observed_unix_nano, limit, format2, emit);
     match decoded {
         Decoded::Logs(req) => {
             for rl in req.resource_logs {
@@ -243,7 +390,11 @@ pub(crate) fn split(
             }
         }
     }
-    Ok(w.split)
+    let mut split = w.split;
+    if let Some(v2) = w.v2 {
+        split.context = v2.buf.into();
+    }
+    Ok(split)
 }
 
 fn split_metric<F: FnMut(&[u8])>(
@@ -347,6 +498,40 @@ mod tests {
         out
     }
 
+    /// Splits into format 2 and reads the events back as the log's readers
+    /// do (`Decoder`, the batch's context, each event's index), checking the
+    /// ids are derived from one seed; returns the whole envelopes without
+    /// their ids, and the number of groups.
+    fn run2(d: Decoded) -> (Vec<Envelope>, usize) {
+        use crate::event::{Context, Decoder};
+        let mut out = Vec::new();
+        let s = split_as(d, "otlp", 42, usize::MAX, true, |e| out.push(e.to_vec())).unwrap();
+        assert_eq!(s.events as usize, out.len());
+        assert_eq!(s.bytes as usize, out.iter().map(Vec::len).sum::<usize>());
+        let ctx = Context::decode(s.context.as_ref()).unwrap();
+        assert!(ctx
+            .groups
+            .iter()
+            .all(|g| g.id_seed == ctx.groups[0].id_seed));
+        assert_eq!(ctx.groups[0].id_seed.len(), 16);
+        let mut dec = Decoder::new();
+        let mut ids = std::collections::HashSet::new();
+        let envs = out
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let got = dec.decode(e, &s.context, i as u64).unwrap();
+                assert_eq!(got.id, EventId::derived(&ctx.groups[0].id_seed, i as u64));
+                assert!(ids.insert(got.id), "ids are distinct");
+                let mut env = got.to_envelope();
+                assert_eq!(env.id, got.id.0.to_vec());
+                env.id.clear();
+                env
+            })
+            .collect();
+        (envs, ctx.groups.len())
+    }
+
     /// Decodes, checks the bytes are prost's own encoding, and drops the id.
     fn envelopes(events: &[Vec<u8>]) -> Vec<Envelope> {
         events
@@ -405,11 +590,24 @@ mod tests {
                         log_records: vec![rec("4")],
                     }],
                 },
+                // The first resource and scope again (clients that send
+                // one ResourceLogs per record): the same group.
+                ResourceLogs {
+                    resource: Some(res.clone()),
+                    schema_url: "https://r".into(),
+                    scope_logs: vec![ScopeLogs {
+                        scope: Some(scope.clone()),
+                        schema_url: "https://s".into(),
+                        log_records: vec![rec("5")],
+                    }],
+                },
             ],
         };
+        let (v2, groups) = run2(Decoded::Logs(req.clone()));
+        assert_eq!(groups, 3);
         let events = run(Decoded::Logs(req));
         let ids: std::collections::HashSet<_> = events.iter().map(|e| e[2..18].to_vec()).collect();
-        assert_eq!(ids.len(), 4, "ids are distinct");
+        assert_eq!(ids.len(), 5, "ids are distinct");
         let envs = envelopes(&events);
         let want = |resource: Option<Resource>,
                     rs: &str,
@@ -442,10 +640,12 @@ mod tests {
                     "https://s",
                     "2"
                 ),
-                want(Some(res), "https://r", None, "", "3"),
-                want(None, "", Some(scope), "", "4"),
+                want(Some(res.clone()), "https://r", None, "", "3"),
+                want(None, "", Some(scope.clone()), "", "4"),
+                want(Some(res), "https://r", Some(scope), "https://s", "5"),
             ]
         );
+        assert_eq!(v2, envs, "format 2 reads back as format 1");
     }
 
     #[test]
@@ -531,7 +731,9 @@ mod tests {
                 ..Default::default()
             }],
         };
+        let (v2, _) = run2(Decoded::Metrics(req.clone()));
         let envs = envelopes(&run(Decoded::Metrics(req)));
+        assert_eq!(v2, envs, "format 2 reads back as format 1");
         let got: Vec<Metric> = envs
             .into_iter()
             .map(|e| match e.record {
@@ -608,7 +810,129 @@ mod tests {
             .len();
         let exact = 10 * (one + 4);
         assert!(split(Decoded::Logs(req.clone()), "otlp", 42, exact, |_| {}).is_ok());
-        let e = split(Decoded::Logs(req), "otlp", 42, exact - 1, |_| {}).unwrap_err();
+        let e = split(Decoded::Logs(req.clone()), "otlp", 42, exact - 1, |_| {}).unwrap_err();
         assert!(matches!(e, SplitError::TooLarge { .. }));
+        // Format 2: the context counts too.
+        let s = split_as(
+            Decoded::Logs(req.clone()),
+            "otlp",
+            42,
+            usize::MAX,
+            true,
+            |_| {},
+        )
+        .unwrap();
+        let exact = (s.bytes + 4 * s.events) as usize + s.context.len();
+        assert!(split_as(Decoded::Logs(req.clone()), "otlp", 42, exact, true, |_| {}).is_ok());
+        let e = split_as(Decoded::Logs(req), "otlp", 42, exact - 1, true, |_| {}).unwrap_err();
+        assert!(matches!(e, SplitError::TooLarge { .. }));
+    }
+
+    /// A request like the e2e benchmark's (a resource of six attributes, a
+    /// scope, 100 records with a 150-byte body, two attributes, times,
+    /// severity, trace context): what a record costs in each format.
+    #[test]
+    fn a_record_costs_its_own_bytes_and_a_share_of_one_context() {
+        let rec = |n: usize| LogRecord {
+            time_unix_nano: 1_700_000_000_000_000_000 + n as u64,
+            observed_time_unix_nano: 1_700_000_000_000_000_007 + n as u64,
+            severity_number: 9,
+            severity_text: "INFO".into(),
+            body: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(format!("{n:0150}"))),
+            }),
+            attributes: vec![kv("log.iostream", "stdout"), kv("thread.id", "7")],
+            flags: 1,
+            trace_id: vec![n as u8; 16],
+            span_id: vec![n as u8; 8],
+            ..Default::default()
+        };
+        let req = ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                resource: Some(Resource {
+                    attributes: [
+                        ("service.name", "checkout"),
+                        ("service.version", "1.4.2"),
+                        (
+                            "service.instance.id",
+                            "7233be56-33bb-4d09-8d46-649d95da0b2b",
+                        ),
+                        ("host.name", "gateway-017"),
+                        ("telemetry.sdk.name", "opentelemetry"),
+                        ("telemetry.sdk.language", "python"),
+                    ]
+                    .iter()
+                    .map(|(k, v)| kv(k, v))
+                    .collect(),
+                    ..Default::default()
+                }),
+                scope_logs: vec![ScopeLogs {
+                    scope: Some(InstrumentationScope {
+                        name: "checkout.http".into(),
+                        version: "1.4.2".into(),
+                        ..Default::default()
+                    }),
+                    log_records: (0..100).map(rec).collect(),
+                    schema_url: String::new(),
+                }],
+                schema_url: "https://opentelemetry.io/schemas/1.21.0".into(),
+            }],
+        };
+        let record = rec(0).encoded_len();
+        let one = split(Decoded::Logs(req.clone()), "otlp", 42, usize::MAX, |_| {}).unwrap();
+        let two = split_as(Decoded::Logs(req), "otlp", 42, usize::MAX, true, |_| {}).unwrap();
+        let per = |s: &Split| (s.bytes as f64 + s.context.len() as f64) / s.events as f64;
+        eprintln!(
+            "record {record} bytes; format 1: {:.1} bytes per record; format 2: {:.1} own + {:.1} of the context ({} bytes)",
+            per(&one),
+            two.bytes as f64 / 100.0,
+            two.context.len() as f64 / 100.0,
+            two.context.len()
+        );
+        // Own: the record's key and length, nothing else.
+        assert_eq!(two.bytes as usize, 100 * (record + 3));
+        assert!(per(&one) > (record + 250) as f64);
+        assert!(per(&two) < (record + 7) as f64);
+    }
+
+    /// Spans and their resources, and how few bytes a record's own event
+    /// takes beyond the record.
+    #[test]
+    fn format_2_events_hold_only_the_record_and_its_group() {
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+        use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+        let span = |n: u8| Span {
+            trace_id: vec![n; 16],
+            span_id: vec![n; 8],
+            name: format!("op{n}"),
+            ..Default::default()
+        };
+        let rs = |svc: &str, spans: Vec<Span>| ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", svc)],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let req = ExportTraceServiceRequest {
+            resource_spans: vec![rs("a", vec![span(1), span(2)]), rs("b", vec![span(3)])],
+        };
+        let (v2, groups) = run2(Decoded::Traces(req.clone()));
+        assert_eq!(groups, 2);
+        assert_eq!(v2, envelopes(&run(Decoded::Traces(req.clone()))));
+        let mut own = Vec::new();
+        split_as(Decoded::Traces(req), "otlp", 42, usize::MAX, true, |e| {
+            own.push(e.to_vec())
+        })
+        .unwrap();
+        for (e, (n, group)) in own.iter().zip([(1u8, 0usize), (2, 0), (3, 1)]) {
+            let record = span(n).encoded_len();
+            let extra = if group == 0 { 0 } else { 2 };
+            assert_eq!(e.len(), 2 + record + extra);
+        }
     }
 }

@@ -79,17 +79,19 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use prost::Message;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::checkpoint::{self, Record};
 use super::discovery::{Patterns, Wake, Watch, Woken};
-use super::encode::{Encoder, LineMeta, Template};
+use super::encode::{Encoder, InGroup, LineMeta, Template};
 use super::identity::{FileMeta, Prefix};
 use super::lines::{Line, Splitter};
 use super::multiline::{self, Group};
 use super::recovery::Found;
 use super::FileSourceOptions;
+use crate::event::Context;
 use crate::metrics::Metrics;
 
 mod read;
@@ -105,6 +107,14 @@ const READ_BUDGET: usize = 4 << 20;
 /// Room reserved in a new chunk beyond `chunk_bytes`, for the event that
 /// crosses it (longer events make the chunk grow).
 const CHUNK_SLACK: usize = 16 << 10;
+/// Groups a file may have in one chunk's context (format 2). Each read
+/// takes the time it was read as its lines' observed time; a group per
+/// read stores it once, where a line of a later read in the file's one
+/// group would store its distance from the group's, 4 bytes or so. A group
+/// costs about 220 bytes, a read of a busy file (up to [`READ_BUF`]) holds
+/// hundreds of lines; the cap keeps a chunk of many small reads from
+/// spending more on groups than the deltas would.
+const GROUPS_PER_FILE: usize = 4;
 /// The shared read buffer.
 const READ_BUF: usize = 256 << 10;
 /// Bytes of the last data read kept per stream to recognise copies.
@@ -127,19 +137,94 @@ pub enum Update {
     Chunk(Chunk),
 }
 
-/// Lines ready to append: events framed as the log frames them, and each
-/// stream's `emitted` position once they are in the log.
+/// Lines ready to append: events framed as the log frames them, the
+/// context they share (format 2), and each stream's `emitted` position
+/// once they are in the log.
 #[derive(Debug, Default)]
 pub struct Chunk {
     pub data: Vec<u8>,
     pub events: u32,
     pub positions: Vec<(StreamId, u64)>,
+    /// The encoded [`Context`] of the events (empty in format 1), set when
+    /// the chunk is sent: one group per file and generation in the chunk.
+    pub context: bytes::Bytes,
+    /// The groups while the chunk fills.
+    pub(in crate::sources::file) groups: Vec<ChunkGroup>,
+    /// Bytes `groups` take encoded as a [`Context`].
+    pub(in crate::sources::file) context_len: usize,
+    /// The group of the last line, looked at first.
+    pub(in crate::sources::file) last_group: usize,
+}
+
+/// A group of a chunk being filled: what identifies it, and the group.
+#[derive(Debug)]
+pub(in crate::sources::file) struct ChunkGroup {
+    key: u64,
+    generation: u32,
+    path: Arc<str>,
+    group: crate::event::Group,
 }
 
 impl Chunk {
-    /// Event bytes, without framing.
+    /// Event and context bytes, without framing.
     pub fn payload_bytes(&self) -> u64 {
-        (self.data.len() - 4 * self.events as usize) as u64
+        (self.data.len() - 4 * self.events as usize + self.context.len()) as u64
+    }
+
+    /// The group of a line of `ids` observed at `observed_ns`: the
+    /// chunk's group of its file and read (same observed time), or a new
+    /// one, or past [`GROUPS_PER_FILE`] the file's first with a delta.
+    fn group_of(&mut self, enc: &Encoder, ids: &Ids<'_>, observed_ns: u64) -> InGroup {
+        let path = ids.template.path();
+        let same_file = |g: &ChunkGroup| {
+            g.key == ids.key
+                && g.generation == ids.generation
+                && (Arc::ptr_eq(&g.path, path) || g.path == *path)
+        };
+        let exact = |g: &ChunkGroup| g.group.observed_time_unix_nano == observed_ns && same_file(g);
+        let found = match self.groups.get(self.last_group) {
+            Some(g) if exact(g) => Some(self.last_group),
+            _ => self.groups.iter().position(exact).or_else(|| {
+                let mut of_file = self.groups.iter().enumerate().filter(|(_, g)| same_file(g));
+                let first = of_file.next().map(|(i, _)| i);
+                (of_file.count() + 1 >= GROUPS_PER_FILE)
+                    .then_some(first)
+                    .flatten()
+            }),
+        };
+        let i = found.unwrap_or_else(|| {
+            let group = enc.group(ids.template, ids.key, ids.generation, observed_ns);
+            let len = group.encoded_len();
+            self.context_len +=
+                prost::encoding::key_len(1) + prost::encoding::encoded_len_varint(len as u64) + len;
+            self.groups.push(ChunkGroup {
+                key: ids.key,
+                generation: ids.generation,
+                path: path.clone(),
+                group,
+            });
+            self.groups.len() - 1
+        });
+        self.last_group = i;
+        InGroup {
+            group: i as u32,
+            observed_delta: observed_ns.wrapping_sub(self.groups[i].group.observed_time_unix_nano),
+        }
+    }
+
+    /// Encodes the groups into `context`, ready to append.
+    fn seal(&mut self) {
+        if self.groups.is_empty() {
+            return;
+        }
+        let ctx = Context {
+            groups: std::mem::take(&mut self.groups)
+                .into_iter()
+                .map(|g| g.group)
+                .collect(),
+        };
+        debug_assert_eq!(ctx.encoded_len(), self.context_len);
+        self.context = ctx.encode_to_vec().into();
     }
 
     fn set_pos(&mut self, id: StreamId, pos: u64) {
@@ -313,6 +398,8 @@ struct Out {
     chunk_bytes: usize,
     max_line: usize,
     multiline: bool,
+    /// Events are format 2 (see `encode.rs`).
+    format2: bool,
     observed_ns: u64,
     /// Lines read since the counter was last updated (one atomic add per
     /// read, not per line).
@@ -389,8 +476,37 @@ impl Out {
             // A chunk cut short (a quiet file, a stop) gives back the room it
             // did not use; the allocator shrinks it in place.
             c.data.shrink_to_fit();
+            c.seal();
             self.send(Update::Chunk(c));
         }
+    }
+
+    /// Encodes one line into the chunk, unless the chunk would then be more
+    /// than one append can take (events and context): then the chunk is
+    /// left as it was and the answer is false.
+    fn push(&mut self, ids: &Ids<'_>, body: &str, meta: &LineMeta) -> bool {
+        let c = &mut self.chunk;
+        let before = (c.data.len(), c.groups.len(), c.context_len);
+        if before.0 == 0 {
+            // Room for a whole chunk at once: grown by doubling instead, a
+            // chunk would be copied on every growth and end up holding up to
+            // twice its size, while several wait in the channel and in flight.
+            c.data
+                .reserve(self.chunk_bytes + CHUNK_SLACK.min(self.chunk_bytes));
+        }
+        if self.format2 {
+            let g = c.group_of(&self.enc, ids, meta.observed_ns);
+            self.enc.encode_own(body, meta, g, &mut c.data);
+        } else {
+            self.enc.encode(ids.template, body, meta, &mut c.data);
+        }
+        if c.data.len() + c.context_len <= self.max_frame {
+            return true;
+        }
+        c.data.truncate(before.0);
+        c.groups.truncate(before.1);
+        c.context_len = before.2;
+        false
     }
 
     /// Encodes one line (or multiline event) and records the stream's new
@@ -427,21 +543,14 @@ impl Out {
             truncated_from: truncated.then_some(line.len),
             invalid_utf8: invalid,
         };
-        let before = self.chunk.data.len();
-        if before == 0 {
-            // Room for a whole chunk at once: grown by doubling instead, a
-            // chunk would be copied on every growth and end up holding up to
-            // twice its size, while several wait in the channel and in flight.
-            self.chunk
-                .data
-                .reserve(self.chunk_bytes + CHUNK_SLACK.min(self.chunk_bytes));
-        }
-        self.enc
-            .encode(ids.template, &body, &meta, &mut self.chunk.data);
-        if self.chunk.data.len() > self.max_frame {
-            if before == 0 {
-                // One event larger than the log can hold in one append.
-                self.chunk.data.clear();
+        if !self.push(ids, &body, &meta) {
+            // Not in this chunk: in the next one, or, if even an empty
+            // chunk cannot take it, in none.
+            let fits = self.chunk.events > 0 && {
+                self.flush();
+                self.push(ids, &body, &meta)
+            };
+            if !fits {
                 warn!(source = %self.c.component, offset = line.start, bytes = line.len,
                     "a line is too large for one log segment even after truncation; dropped (lower max_line_bytes or raise the segment size)");
                 self.c
@@ -450,9 +559,6 @@ impl Out {
                 self.chunk.set_pos(ids.id, line.end);
                 return;
             }
-            let event = self.chunk.data.split_off(before);
-            self.flush();
-            self.chunk.data = event;
         }
         self.chunk.events += 1;
         self.chunk.set_pos(ids.id, line.end);
@@ -549,6 +655,7 @@ impl Tailer {
             chunk_bytes: s.chunk_bytes,
             max_line: s.opts.max_line_bytes,
             multiline: s.opts.multiline.is_some(),
+            format2: crate::sources::WRITE_FORMAT_2,
             observed_ns: 0,
             lines: 0,
             c,
@@ -884,6 +991,122 @@ mod tests {
         assert_eq!(cut("aé".as_bytes(), 2), b"a");
         assert_eq!(cut("aé".as_bytes(), 3), "aé".as_bytes());
         assert_eq!(cut(b"\xffabc", 2), b"\xffa");
+    }
+
+    /// Lines of several files emitted in format 2, across chunks cut by
+    /// size, read back through the `Decoder` with each chunk's context as
+    /// exactly the format-1 envelopes of the same lines.
+    #[test]
+    fn format_2_chunks_read_back_as_format_1_envelopes() {
+        use crate::event::{Decoder, Envelope};
+        let metrics = Arc::new(Metrics::new(None));
+        let (tx, mut rx) = mpsc::channel(64);
+        let mut out = Out {
+            enc: Encoder::new("app", "box1"),
+            chunk: Chunk::default(),
+            upserts: Vec::new(),
+            forget: Vec::new(),
+            barrier: false,
+            tx,
+            max_frame: 2000,
+            chunk_bytes: 1500,
+            max_line: 300,
+            multiline: false,
+            format2: true,
+            observed_ns: 0,
+            lines: 0,
+            c: Counters::new(&metrics, "app"),
+            closed: false,
+        };
+        let reference = Encoder::new("app", "box1");
+        let files = [
+            ("/var/log/a.log", 11u64, 0u32),
+            ("/var/log/b.log", 12, 3),
+            ("/var/log/a.log", 11, 1),
+        ];
+        let templates: Vec<Template> = files
+            .iter()
+            .map(|f| out.enc.template(std::path::Path::new(f.0)))
+            .collect();
+        let mut pos = [0u64; 3];
+        let mut want = Vec::new();
+        let mut whole = Vec::new();
+        let tailer = std::thread::spawn(move || {
+            for i in 0..200u64 {
+                let f = (i % 7 % 3) as usize;
+                out.observed_ns = 1_000_000 + i / 2 * 1000;
+                let text = format!(
+                    "line {i} of {} {}",
+                    files[f].0,
+                    "z".repeat((i % 40) as usize)
+                );
+                let len = if i % 50 == 0 { 400 } else { text.len() as u64 };
+                let line = Line {
+                    bytes: text.as_bytes(),
+                    start: pos[f],
+                    end: pos[f] + len + 1,
+                    len,
+                };
+                pos[f] = line.end;
+                let ids = Ids {
+                    id: f as u64,
+                    key: files[f].1,
+                    generation: files[f].2,
+                    template: &templates[f],
+                    ahead: &[],
+                };
+                let mut emitted = 0;
+                out.emit(&ids, line, &mut emitted);
+                let meta = LineMeta {
+                    key: files[f].1,
+                    generation: files[f].2,
+                    offset: line.start,
+                    end: line.end,
+                    observed_ns: out.observed_ns,
+                    truncated_from: (len > 300).then_some(len),
+                    invalid_utf8: false,
+                };
+                whole.clear();
+                reference.encode(&templates[f], &text, &meta, &mut whole);
+                want.push(Envelope::decode_event(&whole[4..]).unwrap());
+            }
+            out.flush();
+            want
+        });
+        let mut chunks = Vec::new();
+        while let Some(u) = rx.blocking_recv() {
+            if let Update::Chunk(c) = u {
+                chunks.push(c);
+            }
+        }
+        let want = tailer.join().unwrap();
+        assert!(chunks.len() > 3, "cut by size: {}", chunks.len());
+        // A group per file and read, up to the cap; then deltas.
+        let most = chunks
+            .iter()
+            .map(|c| Context::decode(c.context.as_ref()).unwrap().groups.len())
+            .max();
+        assert!(most > Some(files.len()), "{most:?}");
+        let mut dec = Decoder::new();
+        let mut got = Vec::new();
+        for c in &chunks {
+            assert!(c.data.len() + c.context.len() <= 2000);
+            let b = crate::seglog::Batch::from_framed(c.data.clone().into(), c.events).unwrap();
+            assert_eq!(b.len(), c.events as usize);
+            let mut at = 0;
+            for index in 0..c.events as u64 {
+                let n = u32::from_le_bytes(c.data[at..at + 4].try_into().unwrap()) as usize;
+                let e = dec
+                    .decode(&c.data[at + 4..at + 4 + n], &c.context, index)
+                    .unwrap();
+                got.push(e.to_envelope());
+                at += 4 + n;
+            }
+        }
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "line {i}");
+        }
     }
 
     #[test]
