@@ -295,7 +295,9 @@ fn main() -> ExitCode {
             for w in settings.warnings() {
                 tracing::warn!("{w}");
             }
+            daemon::tune_allocator(&settings.daemon);
             let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(settings.daemon.worker_threads())
                 .enable_all()
                 .build()
             {

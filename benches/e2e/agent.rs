@@ -54,9 +54,10 @@ impl Agent {
         let config = dir.join("holdfast.toml");
         let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let text = format!(
-            "data_dir = \"{}\"\n\n[api]\nlisten = \"{api}\"\n\n[daemon]\nshutdown_timeout = \"25s\"\n\n\
+            "data_dir = \"{}\"\n\n[api]\nlisten = \"{api}\"\n\n[daemon]\nshutdown_timeout = \"25s\"\n{}\n\
              [logging]\nlevel = \"warn\"\nformat = \"text\"\n\n{body}\n",
-            dir.join("data").display()
+            dir.join("data").display(),
+            crate::config::extra_toml("HOLDFAST_E2E_DAEMON_TOML")
         );
         std::fs::write(&config, text).unwrap();
         Agent::spawn_config(dir, &config, api)

@@ -1,13 +1,14 @@
 //! The TOML sections the phases build holdfast's config from, with the
 //! environment's extra settings (`HOLDFAST_E2E_LOG_TOML`,
-//! `HOLDFAST_E2E_SINK_TOML`) appended.
+//! `HOLDFAST_E2E_SINK_TOML`, and `HOLDFAST_E2E_DAEMON_TOML` in
+//! [`crate::agent`]) appended.
 
 use std::net::SocketAddr;
 use std::path::Path;
 
 /// Extra TOML lines from the environment (`\n` or `;` between keys), for
 /// trying settings without editing the bench.
-fn extra_toml(var: &str) -> String {
+pub(crate) fn extra_toml(var: &str) -> String {
     std::env::var(var)
         .map(|v| v.replace(';', "\n") + "\n")
         .unwrap_or_default()

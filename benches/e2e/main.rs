@@ -5,12 +5,14 @@
 //! cargo bench --bench e2e                          # 1 GiB of lines, a few minutes, ~6 GiB of disk at peak
 //! HOLDFAST_E2E_GIB=0.1 cargo bench --bench e2e     # a quick run (figures indicative only)
 //! HOLDFAST_E2E_ONLY=file,otlp,restart,syslog-ng cargo bench --bench e2e   # pick phases
+//! HOLDFAST_E2E_ONLY=steady cargo bench --bench e2e   # 10,000 lines/s for 20 s (HOLDFAST_E2E_STEADY_RATE, _SECS)
 //! HOLDFAST_E2E_ONLY=crash,crash-loop,outage cargo bench --bench e2e  # kill -9 and outage phases (~2-3 min; HOLDFAST_E2E_PHASES works too)
 //! HOLDFAST_E2E_CRASH_LINES=3000000 HOLDFAST_E2E_CRASH_RUNS=5 ...    # their size (default 1,000,000 lines, 3 runs)
 //! HOLDFAST_BENCH_DIR=/data/tmp cargo bench --bench e2e          # where the files and logs go
 //! HOLDFAST_E2E_COMPRESSION=gzip cargo bench --bench e2e         # sinks compress (default: none)
 //! HOLDFAST_E2E_SINK_TOML='batch_max_events = 5000;concurrency = 4' cargo bench --bench e2e  # try settings
 //! HOLDFAST_E2E_LOG_TOML='segment_size = "16MiB"' cargo bench --bench e2e
+//! HOLDFAST_E2E_DAEMON_TOML='malloc_arenas = 8' cargo bench --bench e2e
 //! ```
 //!
 //! Three phases, each a fresh `holdfast run` (the release binary Cargo
@@ -36,6 +38,11 @@
 //!    accepting: the figure is the time from spawning the process to the
 //!    receiver accepting its first document. The drain of the whole backlog
 //!    that follows is timed too (the sink alone, with no intake).
+//!
+//!    **steady** (after it): one file written at 10,000 lines/s
+//!    (`HOLDFAST_E2E_STEADY_RATE`) for 20 s (`HOLDFAST_E2E_STEADY_SECS`),
+//!    tailed into `elasticsearch`: peak RSS and CPU of an agent that keeps
+//!    up, as most devices run it.
 //! 4. **syslog-ng**, if installed (`apt-get install syslog-ng-core`): the
 //!    phase-1 files tailed into one file (`flags(no-parse)`, `fsync(no)`,
 //!    flow control), timed until the output has every line: the yardstick
@@ -81,7 +88,7 @@
 //! Where things are: [`input`] writes the input files, [`receiver`] runs the
 //! `_bulk` and `/v1/logs` receivers, [`agent`] runs `holdfast run` on the
 //! TOML of [`config`], [`measure`] reads `/proc`; one module per phase
-//! ([`file_phase`], [`otlp_phase`] with [`otlp_clients`], [`restart`],
+//! ([`file_phase`], [`otlp_phase`] with [`otlp_clients`], [`restart`], [`steady`],
 //! [`syslog_ng`], [`crash`], [`crash_loop`], [`outage`]), the last three
 //! sharing [`contender`] ([`holdfast_under_test`], [`syslog_ng_under_test`])
 //! and [`disk_limits`]; [`throughput`] and [`envelope`] print the shared rows.
@@ -102,6 +109,7 @@ mod otlp_phase;
 mod outage;
 mod receiver;
 mod restart;
+mod steady;
 mod syslog_ng;
 mod syslog_ng_under_test;
 #[path = "../common/table.rs"]
@@ -120,6 +128,7 @@ use crate::otlp_phase::otlp_phase;
 use crate::outage::outage_phase;
 use crate::receiver::Receiver;
 use crate::restart::restart_phase;
+use crate::steady::steady_phase;
 use crate::syslog_ng::syslog_ng_phase;
 use crate::syslog_ng_under_test::SYSLOG_NG_HTTP_SETTINGS;
 use crate::table::{thousands, Table};
@@ -143,7 +152,7 @@ fn main() {
     let otlp_gib = env_f64("HOLDFAST_E2E_OTLP_GIB", gib / 4.0);
     let only = std::env::var("HOLDFAST_E2E_ONLY")
         .or_else(|_| std::env::var("HOLDFAST_E2E_PHASES"))
-        .unwrap_or_else(|_| "file,otlp,restart,syslog-ng,crash,crash-loop,outage".into());
+        .unwrap_or_else(|_| "file,otlp,restart,steady,syslog-ng,crash,crash-loop,outage".into());
     let crash_lines = env_f64("HOLDFAST_E2E_CRASH_LINES", 1_000_000.0).max(1000.0) as u64;
     let crash_runs = env_f64("HOLDFAST_E2E_CRASH_RUNS", 3.0).max(1.0) as u32;
     let phase = |p: &str| only.split(',').any(|x| x.trim() == p);
@@ -172,6 +181,7 @@ fn main() {
     for var in [
         "HOLDFAST_E2E_LOG_TOML",
         "HOLDFAST_E2E_SINK_TOML",
+        "HOLDFAST_E2E_DAEMON_TOML",
         "MALLOC_ARENA_MAX",
     ] {
         if let Ok(v) = std::env::var(var) {
@@ -230,6 +240,9 @@ fn main() {
     }
     if let (true, Some(c)) = (phase("restart"), &corpus) {
         restart_phase(&mut table, tmp.path(), &input, c, &receiver, gzip);
+    }
+    if phase("steady") {
+        steady_phase(&mut table, tmp.path(), &receiver, gzip);
     }
     if let (true, Some(c)) = (phase("syslog-ng"), &corpus) {
         syslog_ng_phase(&mut table, tmp.path(), &input, c);

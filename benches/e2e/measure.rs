@@ -46,11 +46,34 @@ pub(crate) fn proc_sample(task: &str) -> ProcSample {
 /// The largest anonymous and file-backed resident sizes seen, polled from
 /// `/proc/PID/status` every 20 ms: `VmHWM` says how high the total went,
 /// this says which kind of page it was (heap, or mapped segment files).
+/// Every 10th poll (200 ms) `/proc/PID/smaps` is read too, for the part of
+/// the file-backed pages that are mapped log segments (the rest is the
+/// binary and its libraries).
 #[derive(Default)]
 pub(crate) struct RssPeaks {
     anon_kib: AtomicU64,
     file_kib: AtomicU64,
+    segments_kib: AtomicU64,
     pub(crate) stop: AtomicBool,
+}
+
+/// The resident KiB of mapped `.seg` files, from `/proc/PID/smaps`.
+fn segment_rss_kib(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+    let (mut seg, mut sum) = (false, 0);
+    for l in text.lines() {
+        let mut f = l.split_whitespace();
+        let Some(first) = f.next() else { continue };
+        if first.ends_with(':') {
+            if seg && first == "Rss:" {
+                sum += f.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            }
+        } else {
+            // A mapping's header line: range, perms, offset, dev, inode, path.
+            seg = f.nth(4).is_some_and(|p| p.ends_with(".seg"));
+        }
+    }
+    Some(sum)
 }
 
 impl RssPeaks {
@@ -59,7 +82,14 @@ impl RssPeaks {
         let p = peaks.clone();
         std::thread::spawn(move || {
             let path = format!("/proc/{pid}/status");
+            let mut polls = 0u64;
             while !p.stop.load(Ordering::Relaxed) {
+                if polls.is_multiple_of(10) {
+                    if let Some(kib) = segment_rss_kib(pid) {
+                        p.segments_kib.fetch_max(kib, Ordering::Relaxed);
+                    }
+                }
+                polls += 1;
                 let Ok(text) = std::fs::read_to_string(&path) else {
                     break;
                 };
@@ -86,9 +116,10 @@ impl RssPeaks {
 
     pub(crate) fn describe(&self) -> String {
         format!(
-            "anon {:.1} + file-backed {:.1} MiB at their peaks",
+            "anon {:.1} + file-backed {:.1} MiB at their peaks; mapped segments at most {:.1} MiB",
             self.anon_kib.load(Ordering::Relaxed) as f64 / 1024.0,
-            self.file_kib.load(Ordering::Relaxed) as f64 / 1024.0
+            self.file_kib.load(Ordering::Relaxed) as f64 / 1024.0,
+            self.segments_kib.load(Ordering::Relaxed) as f64 / 1024.0
         )
     }
 }

@@ -7,6 +7,7 @@ use crate::table::{thousands, Table};
 
 pub(crate) const TARGET_LINES_PER_S: f64 = 600_000.0;
 pub(crate) const TARGET_PEAK_RSS_MIB: f64 = 20.0;
+pub(crate) const TARGET_STEADY_RSS_MIB: f64 = 12.0;
 /// Bytes written per input byte: file lines with zstd (1.15 with
 /// `compression = "none"`, set through HOLDFAST_E2E_LOG_TOML)...
 pub(crate) const TARGET_WRITE_AMP_LINES: f64 = 0.30;

@@ -329,6 +329,20 @@ impl Settings {
             super::SYSTEMD_STOP_TIMEOUT.as_secs(),
             if self.daemon.watchdog { "pinged when the unit sets WatchdogSec" } else { "off" }
         )?;
+        writeln!(
+            out,
+            "runtime: {} worker thread(s), {} malloc arena(s), {} (see \"Memory\" in \
+             docs/configuration.md)",
+            self.daemon.worker_threads(),
+            self.daemon.malloc_arenas,
+            match self.daemon.malloc_mmap_threshold {
+                Some(t) => format!(
+                    "allocations from {} in their own mappings",
+                    format_size(t as u64)
+                ),
+                None => "glibc's own mmap threshold".to_string(),
+            }
+        )?;
         let format = match self.logging.format {
             LogFormat::Auto => "auto (plain lines for the journal, coloured on a terminal)",
             LogFormat::Text => "text",

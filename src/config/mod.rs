@@ -73,7 +73,8 @@ use toml::de::DeTable;
 pub use error::{ConfigError, Diagnostic, Position, Severity};
 pub use settings::{
     ApiSettings, DaemonSettings, LogFormat, LoggingSettings, Settings, DEFAULT_API_LISTEN,
-    DEFAULT_DATA_DIR, DEFAULT_SHUTDOWN_TIMEOUT, SYSTEMD_STOP_TIMEOUT,
+    DEFAULT_DATA_DIR, DEFAULT_MALLOC_ARENAS, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_WORKER_THREADS,
+    SYSTEMD_STOP_TIMEOUT,
 };
 pub use sinks::{SinkKind, SinkSettings, SINK_TYPES};
 pub use sources::{

@@ -203,6 +203,14 @@ pub(crate) struct RawDaemon {
     /// Whether to ping systemd's watchdog when the unit sets `WatchdogSec`.
     /// Default `true`.
     pub watchdog: Option<Spanned<bool>>,
+    /// Threads that run sources and sinks. Default 2 (fewer if the machine
+    /// has fewer cores).
+    pub worker_threads: Option<Spanned<Count>>,
+    /// glibc malloc arenas (`M_ARENA_MAX`). Default 2.
+    pub malloc_arenas: Option<Spanned<Count>>,
+    /// Allocations from this size up get their own mapping
+    /// (`M_MMAP_THRESHOLD`, fixed). Default: glibc's own, which grows.
+    pub malloc_mmap_threshold: Option<Spanned<Size>>,
 }
 
 /// `[logging]`.

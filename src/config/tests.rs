@@ -95,6 +95,10 @@ fn an_empty_file_runs_with_defaults_and_says_it_collects_nothing() {
     assert_eq!(s.api.listen, DEFAULT_API_LISTEN);
     assert_eq!(s.daemon.shutdown_timeout, DEFAULT_SHUTDOWN_TIMEOUT);
     assert!(s.daemon.watchdog);
+    assert_eq!(s.daemon.worker_threads, None);
+    assert!((1..=DEFAULT_WORKER_THREADS).contains(&s.daemon.worker_threads()));
+    assert_eq!(s.daemon.malloc_arenas, DEFAULT_MALLOC_ARENAS);
+    assert_eq!(s.daemon.malloc_mmap_threshold, None);
     assert_eq!(s.logging.level, "info");
     assert_eq!(s.logging.format, LogFormat::Auto);
     assert!(s.sources.is_empty() && s.sinks.is_empty());
@@ -102,6 +106,18 @@ fn an_empty_file_runs_with_defaults_and_says_it_collects_nothing() {
     assert!(d.contains("No sources and no sinks are configured"), "{d}");
     // Comments and blank lines only: the same.
     assert!(parse("# nothing yet\n\n", FILE).unwrap().sources.is_empty());
+}
+
+#[test]
+fn the_daemon_table_sets_the_runtime_budget() {
+    let s = parse("[daemon]\nworker_threads = 3\nmalloc_arenas = 1\n", FILE).unwrap();
+    assert_eq!(s.daemon.worker_threads(), 3);
+    assert_eq!(s.daemon.malloc_arenas, 1);
+    let d = s.describe();
+    assert!(
+        d.contains("runtime: 3 worker thread(s), 1 malloc arena(s)"),
+        "{d}"
+    );
 }
 
 #[test]
@@ -347,6 +363,9 @@ const BROKEN: &[Broken] = &[
     Broken { what: "segment_size more than the default max_bytes / 2", toml: "[log]\nsegment_size = \"1GiB\"\n", line: 2, key: "log.segment_size", fragment: "raise max_bytes to 2 GiB or more" },
     Broken { what: "zero duration", toml: "[log]\ncursor_sync_interval = \"0s\"\n", line: 2, key: "log.cursor_sync_interval", fragment: "must be greater than zero" },
     Broken { what: "zero max_age", toml: "[log]\nmax_age = \"0s\"\n", line: 2, key: "log.max_age", fragment: "remove max_age" },
+    Broken { what: "zero worker threads", toml: "[daemon]\nworker_threads = 0\n", line: 2, key: "daemon.worker_threads", fragment: "0 is out of range: set it between 1 and 64" },
+    Broken { what: "mmap threshold past glibc's ceiling", toml: "[daemon]\nmalloc_mmap_threshold = \"64MiB\"\n", line: 2, key: "daemon.malloc_mmap_threshold", fragment: "is too large" },
+    Broken { what: "too many malloc arenas", toml: "[daemon]\nmalloc_arenas = 65\n", line: 2, key: "daemon.malloc_arenas", fragment: "65 is out of range: set it between 1 and 64" },
     Broken { what: "negative duration", toml: "[daemon]\nshutdown_timeout = \"-1s\"\n", line: 2, key: "daemon.shutdown_timeout", fragment: "cannot be negative" },
     Broken { what: "duration without unit", toml: "[daemon]\nshutdown_timeout = \"20\"\n", line: 2, key: "daemon.shutdown_timeout", fragment: "is not a duration" },
     Broken { what: "negative count", toml: "[sources.o]\ntype = \"otlp_http\"\nmax_connections = -1\n", line: 3, key: "sources.o.max_connections", fragment: "-1 is out of range: set it between 1 and 65536" },

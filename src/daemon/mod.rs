@@ -224,11 +224,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
         .then(systemd::watchdog_interval)
         .flatten();
     let tick = watchdog.unwrap_or(IDLE_TICK);
+    let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + tick, tick);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = sigterm.recv() => { info!("SIGTERM: draining"); break; }
             _ = sigint.recv() => { info!("SIGINT: draining"); break; }
-            _ = tokio::time::sleep(tick) => {
+            _ = beat.tick() => {
                 let _ = log.next_seq();
                 if watchdog.is_some() {
                     systemd::watchdog();
@@ -283,6 +285,37 @@ async fn wait_all(
             }
         }
     }
+}
+
+/// Sets glibc's allocator to the memory budget of `[daemon]`: at most
+/// `malloc_arenas` arenas and, if `malloc_mmap_threshold` is set, buffers
+/// from that size up in their own mappings, given back when freed (see
+/// "Memory" in docs/configuration.md for what each costs). Called in `main`
+/// before the runtime starts any thread, as `mallopt` asks. Other C
+/// libraries have none of these knobs: a no-op there.
+pub fn tune_allocator(daemon: &crate::config::DaemonSettings) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let arenas = i32::try_from(daemon.malloc_arenas).unwrap_or(i32::MAX);
+        // SAFETY: mallopt only changes allocator parameters; it is called
+        // before any other thread exists.
+        let mut ok = unsafe { libc::mallopt(libc::M_ARENA_MAX, arenas) == 1 };
+        if let Some(t) = daemon.malloc_mmap_threshold {
+            let t = i32::try_from(t).unwrap_or(i32::MAX);
+            // SAFETY: as above. The trim threshold goes with it: glibc's
+            // default (twice the mmap threshold, once that has grown) keeps
+            // up to 64 MiB of free space at the top of an arena.
+            ok &= unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, t) == 1
+                    && libc::mallopt(libc::M_TRIM_THRESHOLD, t) == 1
+            };
+        }
+        if !ok {
+            warn!("mallopt refused the allocator settings; memory use may exceed its budget");
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = daemon;
 }
 
 pub fn human_bytes(n: u64) -> String {

@@ -78,9 +78,14 @@ pub struct Consumer {
 }
 
 /// A reader gives back the pages it has passed every this many bytes...
-const RELEASE_STEP: usize = 2 << 20;
-/// ...except the last this many.
-const RELEASE_LAG: usize = 2 << 20;
+const RELEASE_STEP: usize = 1 << 20;
+/// ...except the last this many. So a reader keeps at most
+/// `RELEASE_LAG + RELEASE_STEP` bytes of its segment mapped (plus the frame
+/// it is in): the mapped-window budget in docs/configuration.md ("Memory").
+/// A format-2 block is decompressed once into its own buffer, so what a
+/// sink decodes later is seldom in the map: the lag matters for format 1
+/// and for blocks stored plain.
+const RELEASE_LAG: usize = 1 << 20;
 
 /// The rest of a frame that has been decoded but not fully handed out.
 struct FrameCursor {

@@ -22,6 +22,9 @@ const LOCK_FILE: &str = "LOCK";
 
 /// The highest next sequence number a log may be opened for writing at.
 const MAX_NEXT_SEQ: u64 = 1 << 63;
+/// The recovery scan of the active segment gives back the mapped pages it
+/// has passed every this many bytes.
+const RECOVERY_RELEASE_STEP: usize = 1 << 20;
 
 /// Everything the writer needs to carry on where the last process stopped.
 pub struct Recovered {
@@ -207,7 +210,17 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
             format::detect_version(&map)
         }
     };
-    let scan = segment::scan(&map, base, format);
+    // The scan reads (and checksums) the whole active segment: without
+    // giving back the pages it passed, a full one would add a segment's
+    // size to RSS at start-up, before anything else runs. The image kept
+    // for a read-only open is on the heap, not a map: nothing to give back.
+    let mut released = 0;
+    let scan = segment::scan_with(&map, base, format, |at| {
+        if !read_only && at >= released + RECOVERY_RELEASE_STEP {
+            segment::release_pages(&map, at);
+            released = at;
+        }
+    });
     let kept_image = read_only.then(|| map.slice(..scan.valid_end as usize));
     drop(map);
     for (offset, damage, skipped) in &scan.damaged {

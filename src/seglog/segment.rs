@@ -89,6 +89,38 @@ pub fn map_file(file: &File, len: usize, path: &Path) -> Result<Bytes> {
     Ok(Bytes::from_owner(map))
 }
 
+/// Drops this process's page-table entries for the first `end` bytes
+/// (rounded down to a page) of `map`, a read-only shared map of a segment
+/// file (from [`map_file`]): the pages leave the resident set but stay in
+/// the page cache, and the next access faults the same bytes back in.
+/// Advisory: a failure only leaves the pages resident.
+pub fn release_pages(map: &[u8], end: usize) {
+    let page = page_size();
+    let end = (end.min(map.len()) / page) * page;
+    if end == 0 || !(map.as_ptr() as usize).is_multiple_of(page) {
+        return;
+    }
+    // SAFETY: `[0, end)` lies inside `map` and starts on a page boundary
+    // (checked); `map` is a read-only MAP_SHARED file mapping, for which
+    // MADV_DONTNEED frees nothing and keeps every byte readable (the next
+    // access reads the file again, whose contents below `readable_len`
+    // never change).
+    let rc = unsafe { libc::madvise(map.as_ptr() as *mut libc::c_void, end, libc::MADV_DONTNEED) };
+    if rc != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "madvise(MADV_DONTNEED) on a segment map failed");
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
 /// Creates a new segment file with its header and returns a handle for
 /// appending. The caller syncs the directory.
 ///
@@ -166,6 +198,12 @@ pub struct Scan {
 /// a partial frame with nothing valid after it is a torn tail, to be
 /// truncated.
 pub fn scan(buf: &[u8], base_seq: u64, version: u16) -> Scan {
+    scan_with(buf, base_seq, version, |_| {})
+}
+
+/// [`scan`], calling `passed` with the offset below which the scan will
+/// not look again, after each frame.
+pub fn scan_with(buf: &[u8], base_seq: u64, version: u16, mut passed: impl FnMut(usize)) -> Scan {
     let mut s = Scan {
         valid_end: SEGMENT_HEADER_LEN.min(buf.len()) as u64,
         next_seq: base_seq,
@@ -180,6 +218,7 @@ pub fn scan(buf: &[u8], base_seq: u64, version: u16) -> Scan {
                 s.last_append_ms = Some(header.append_ms);
                 at += len;
                 s.valid_end = at as u64;
+                passed(at);
             }
             Decoded::End => break,
             Decoded::Frame { .. } | Decoded::Truncated | Decoded::Damaged(_) => {
