@@ -1,4 +1,7 @@
+use prost::Message;
+
 use super::*;
+use crate::event::Context;
 
 #[test]
 fn cut_respects_characters() {
