@@ -1,0 +1,90 @@
+use super::*;
+use crate::event::{Envelope, EventId, FileOrigin};
+use crate::sinks::test_events;
+use opentelemetry_proto::tonic::common::v1::{ArrayValue as Array, KeyValueList};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+
+fn kv(k: &str, v: any_value::Value) -> KeyValue {
+    KeyValue {
+        key: k.into(),
+        value: Some(AnyValue { value: Some(v) }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_log_becomes_a_flat_document() {
+    use any_value::Value::*;
+    let id = EventId::for_file_line(1, 0, 0);
+    let env = Envelope {
+        id: id.0.to_vec(),
+        source: "syslog".into(),
+        observed_time_unix_nano: 1_709_251_199_500_000_000,
+        resource: Some(Resource {
+            attributes: vec![kv("host.name", StringValue("dev1".into()))],
+            ..Default::default()
+        }),
+        record: Some(Record::Log(LogRecord {
+            severity_text: "WARN".into(),
+            severity_number: 13,
+            body: Some(AnyValue {
+                value: Some(StringValue("disk \"sda\" at 91%\n".into())),
+            }),
+            attributes: vec![
+                kv("n", IntValue(-3)),
+                kv("ok", BoolValue(true)),
+                kv("ratio", DoubleValue(0.5)),
+                kv(
+                    "list",
+                    ArrayValue(Array {
+                        values: vec![AnyValue {
+                            value: Some(StringValue("a".into())),
+                        }],
+                    }),
+                ),
+                kv(
+                    "map",
+                    KvlistValue(KeyValueList {
+                        values: vec![kv("x", DoubleValue(f64::NAN))],
+                    }),
+                ),
+                kv("raw", BytesValue(vec![0, 1, 2])),
+            ],
+            ..Default::default()
+        })),
+        origin: Some(FileOrigin {
+            path: "/var/log/syslog".into(),
+            offset: 42,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    write(&mut out, &test_events::stored(&env));
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["@timestamp"], "2024-02-29T23:59:59.500Z");
+    assert_eq!(v["event_id"], id.to_hex());
+    assert_eq!(v["source"], "syslog");
+    assert_eq!(v["signal"], "logs");
+    assert_eq!(v["message"], "disk \"sda\" at 91%\n");
+    assert_eq!(v["severity_number"], 13);
+    assert_eq!(v["resource"]["host.name"], "dev1");
+    assert_eq!(v["attributes"]["n"], -3);
+    assert_eq!(v["attributes"]["ok"], true);
+    assert_eq!(v["attributes"]["ratio"], 0.5);
+    assert_eq!(v["attributes"]["list"][0], "a");
+    assert_eq!(v["attributes"]["map"]["x"], "NaN");
+    assert_eq!(v["attributes"]["raw"], "AAEC");
+    assert_eq!(v["log.file.path"], "/var/log/syslog");
+    assert_eq!(v["log.file.offset"], 42);
+}
+
+#[test]
+fn control_characters_are_escaped() {
+    let mut out = Vec::new();
+    string(&mut out, "a\u{1}b\u{7f}é");
+    assert_eq!(
+        serde_json::from_slice::<String>(&out).unwrap(),
+        "a\u{1}b\u{7f}é"
+    );
+}
