@@ -90,10 +90,11 @@ impl EventId {
 /// borrowed from its batch's context (decoded once per batch).
 #[derive(Debug, Clone)]
 pub struct Stored {
-    /// The event's own fields with its id, observed times and origin
-    /// numbers filled in; the shared ones are in the group.
+    /// The event's own fields with its observed times and origin numbers
+    /// filled in; the shared ones are in the group. A derived id is only
+    /// in `id`.
     pub env: Envelope,
-    /// The id (also in `env.id`).
+    /// The id (also in `env.id` when it was stored).
     pub id: EventId,
     ctx: Arc<Context>,
     /// Index of the event's group in `ctx`, or `None` for a format-1 event
@@ -112,8 +113,18 @@ pub struct Origin<'a> {
 }
 
 impl Stored {
-    fn group(&self) -> Option<&Group> {
+    /// The group whose fields this event shares (`None` for a format-1
+    /// event, which holds them all itself).
+    pub fn group(&self) -> Option<&Group> {
         self.group.map(|g| &self.ctx.groups[g])
+    }
+
+    /// The batch context and the index of the group this event shares its
+    /// fields with: an identity under which what is derived from the
+    /// group once (a sink's rendered fragments) can be kept for the
+    /// group's other events. `None` for a format-1 event.
+    pub fn shared_with(&self) -> Option<(&Arc<Context>, usize)> {
+        self.group.map(|g| (&self.ctx, g))
     }
 
     pub fn source(&self) -> &str {
@@ -182,6 +193,7 @@ impl Stored {
     /// `file` sink and `dump`, which show or keep every event self-contained.
     pub fn to_envelope(&self) -> Envelope {
         let mut env = self.env.clone();
+        env.id = self.id.0.to_vec();
         env.group = 0;
         env.observed_delta = 0;
         let Some(g) = self.group() else { return env };
@@ -275,7 +287,6 @@ impl Decoder {
         } else {
             return Err(EnvelopeError::BadId(0));
         };
-        env.id = id.0.to_vec();
         Ok(Stored {
             env,
             id,

@@ -293,14 +293,21 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
 
     // One request per route (OTLP: per signal), in order of appearance.
     let mut queue: VecDeque<Vec<Item>> = VecDeque::new();
-    let mut routes: Vec<u64> = Vec::new();
-    for it in items {
-        let r = sh.protocol.route(&it.ev);
-        match routes.iter().position(|&x| x == r) {
-            Some(i) => queue[i].push(it),
-            None => {
-                routes.push(r);
-                queue.push_back(vec![it]);
+    let of_item: Vec<u64> = items.iter().map(|it| sh.protocol.route(&it.ev)).collect();
+    if of_item.windows(2).all(|w| w[0] == w[1]) {
+        // The usual case: the batch is one request as it is.
+        if !items.is_empty() {
+            queue.push_back(items);
+        }
+    } else {
+        let mut routes: Vec<u64> = Vec::new();
+        for (it, r) in items.into_iter().zip(of_item) {
+            match routes.iter().position(|&x| x == r) {
+                Some(i) => queue[i].push(it),
+                None => {
+                    routes.push(r);
+                    queue.push_back(vec![it]);
+                }
             }
         }
     }
@@ -444,16 +451,24 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                 let mut rejected = Vec::new();
                 let (mut sent, mut dups) = (0u64, 0u64);
                 let mut retry_reason = "";
-                for (mut item, v) in batch.into_iter().zip(verdicts) {
+                // Finished events first, by reference: the usual answer
+                // finishes them all, and the batch is then dropped whole
+                // rather than moved out event by event.
+                for (item, v) in batch.iter().zip(&verdicts) {
                     match v {
-                        Verdict::Delivered => {
-                            sent += 1;
-                            finished.push(item.pos);
-                        }
-                        Verdict::Duplicate => {
-                            dups += 1;
-                            finished.push(item.pos);
-                        }
+                        Verdict::Delivered => sent += 1,
+                        Verdict::Duplicate => dups += 1,
+                        _ => continue,
+                    }
+                    finished.push(item.pos);
+                }
+                let unfinished = batch.len() - finished.len();
+                for (mut item, v) in batch.into_iter().zip(verdicts) {
+                    if unfinished == 0 {
+                        break;
+                    }
+                    match v {
+                        Verdict::Delivered | Verdict::Duplicate => {}
                         Verdict::Retry { reason, counted } => {
                             sh.count(Which::Retries, reason, 1);
                             retry_reason = reason;

@@ -76,6 +76,7 @@ impl Protocol for Elasticsearch {
         let mut body = Vec::with_capacity(items.iter().map(|i| i.data.len() * 3 + 360).sum());
         let mut cache = Rendered::default();
         let mut key = String::with_capacity(66);
+        let mut shared = document::Shared::default();
         for it in items {
             let index = self.index.render_cached(&it.ev, &mut cache);
             key.clear();
@@ -85,7 +86,7 @@ impl Protocol for Elasticsearch {
             body.extend_from_slice(b",\"_id\":\"");
             body.extend_from_slice(key.as_bytes());
             body.extend_from_slice(b"\"}}\n");
-            document::write(&mut body, &it.ev);
+            document::write_with(&mut body, &it.ev, &mut shared);
             body.push(b'\n');
         }
         Request {

@@ -76,13 +76,14 @@ impl Protocol for OpenObserve {
         // As for `_bulk` (see elasticsearch.rs).
         let mut body = Vec::with_capacity(items.iter().map(|i| i.data.len() * 3 + 264).sum());
         let mut doc = Vec::with_capacity(1024);
+        let mut shared = document::Shared::default();
         body.push(b'[');
         for (i, it) in items.iter().enumerate() {
             if i > 0 {
                 body.push(b',');
             }
             doc.clear();
-            document::write(&mut doc, &it.ev);
+            document::write_with(&mut doc, &it.ev, &mut shared);
             body.extend_from_slice(b"{\"_timestamp\":");
             let _ = write!(body, "{}", event_time(&it.ev) / 1000);
             body.push(b',');

@@ -33,19 +33,62 @@ use opentelemetry_proto::tonic::metrics::v1::{
 use opentelemetry_proto::tonic::trace::v1::{span, status, Span};
 
 use super::keys::push_hex_bytes;
-use super::template::{event_time, Civil};
+use super::template::event_time;
 use crate::event::{Record, Stored};
 
+mod shared;
+
+pub(crate) use shared::Shared;
+
 /// Appends the document of `ev` (one JSON object, no newline) to `out`.
-/// Built from the event's accessors: the shared fields are read where its
-/// batch's context keeps them, never copied per event.
+#[cfg(test)]
 pub(crate) fn write(out: &mut Vec<u8>, ev: &Stored) {
+    write_with(out, ev, &mut Shared::default());
+}
+
+/// Appends the document of `ev` to `out`, the parts it shares with its
+/// group copied from `shared` (rendered there for the group's first
+/// event), its own fields read from the event.
+pub(crate) fn write_with(out: &mut Vec<u8>, ev: &Stored, shared: &mut Shared) {
     let mut w = Obj::open(out);
     w.key("@timestamp");
-    timestamp(w.out, event_time(ev));
+    shared.clock.write(w.out, event_time(ev));
     w.key("observed_timestamp");
-    timestamp(w.out, ev.observed_time_unix_nano());
+    shared.clock.write(w.out, ev.observed_time_unix_nano());
     w.hex("event_id", &ev.id.0);
+    let grouped = shared.refresh(ev);
+    if grouped {
+        w.out.extend_from_slice(&shared.head);
+    } else {
+        head(&mut w, ev);
+    }
+    if let Some(o) = ev.origin() {
+        if grouped && !shared.path.is_empty() {
+            w.out.extend_from_slice(&shared.path);
+        } else {
+            w.str("log.file.path", o.path);
+        }
+        w.num("log.file.offset", o.offset as i64);
+    }
+    match ev.record() {
+        Some(Record::Log(l)) => {
+            let attrs = if grouped {
+                SharedAttributes::Rendered(&shared.attributes, shared.attributes_empty)
+            } else {
+                SharedAttributes::List(ev.shared_attributes())
+            };
+            log(&mut w, attrs, l)
+        }
+        Some(Record::Span(s)) => span_fields(&mut w, s),
+        Some(Record::Metric(m)) => metric_fields(&mut w, m),
+        None => {}
+    }
+    w.close();
+}
+
+/// The fields an event shares with its group: source, signal, resource,
+/// scope.
+fn head(w: &mut Obj<'_>, ev: &Stored) {
     w.str("source", ev.source());
     w.str("signal", ev.signal().map_or("unknown", |s| s.as_str()));
     if let Some(r) = ev.resource() {
@@ -55,19 +98,17 @@ pub(crate) fn write(out: &mut Vec<u8>, ev: &Stored) {
         }
     }
     if let Some(s) = ev.scope() {
-        scope(&mut w, s);
+        scope(w, s);
     }
-    if let Some(o) = ev.origin() {
-        w.str("log.file.path", o.path);
-        w.num("log.file.offset", o.offset as i64);
-    }
-    match ev.record() {
-        Some(Record::Log(l)) => log(&mut w, ev.shared_attributes(), l),
-        Some(Record::Span(s)) => span_fields(&mut w, s),
-        Some(Record::Metric(m)) => metric_fields(&mut w, m),
-        None => {}
-    }
-    w.close();
+}
+
+/// A log record's attributes that come from its group.
+enum SharedAttributes<'a> {
+    /// To be written.
+    List(&'a [KeyValue]),
+    /// Already written (see [`Shared`]): the bytes, and whether they hold
+    /// no attribute.
+    Rendered(&'a [u8], bool),
 }
 
 fn scope(w: &mut Obj<'_>, s: &InstrumentationScope) {
@@ -91,7 +132,7 @@ fn scope(w: &mut Obj<'_>, s: &InstrumentationScope) {
 
 /// `shared`: the attributes the record shares with its batch's group,
 /// which come before its own.
-fn log(w: &mut Obj<'_>, shared: &[KeyValue], l: &LogRecord) {
+fn log(w: &mut Obj<'_>, shared: SharedAttributes<'_>, l: &LogRecord) {
     if !l.severity_text.is_empty() {
         w.str("severity_text", &l.severity_text);
     }
@@ -108,9 +149,24 @@ fn log(w: &mut Obj<'_>, shared: &[KeyValue], l: &LogRecord) {
             None => {}
         }
     }
-    if !shared.is_empty() || !l.attributes.is_empty() {
+    let shared_empty = match shared {
+        SharedAttributes::List(a) => a.is_empty(),
+        SharedAttributes::Rendered(_, empty) => empty,
+    };
+    if !shared_empty || !l.attributes.is_empty() {
         w.key("attributes");
-        attributes(w.out, shared, &l.attributes);
+        match shared {
+            SharedAttributes::List(a) => attributes(w.out, a, &l.attributes),
+            SharedAttributes::Rendered(open, empty) => {
+                w.out.extend_from_slice(open);
+                let mut o = Obj {
+                    out: w.out,
+                    first: empty,
+                };
+                kvs(&mut o, &l.attributes);
+                o.close();
+            }
+        }
     }
     if !l.trace_id.is_empty() {
         w.hex("trace_id", &l.trace_id);
@@ -275,7 +331,7 @@ fn metric_fields(w: &mut Obj<'_>, m: &Metric) {
                 w.num("zero_count", p.zero_count as i64);
                 let buckets =
                     |w: &mut Obj<'_>,
-                     k: &str,
+                     k: &'static str,
                      b: &Option<exponential_histogram_data_point::Buckets>| {
                         if let Some(b) = b {
                             w.key(k);
@@ -324,7 +380,7 @@ fn temporality(t: i32) -> &'static str {
     }
 }
 
-fn opt_float(w: &mut Obj<'_>, k: &str, v: Option<f64>) {
+fn opt_float(w: &mut Obj<'_>, k: &'static str, v: Option<f64>) {
     if let Some(v) = v {
         w.key(k);
         float(w.out, v);
@@ -343,7 +399,28 @@ impl<'a> Obj<'a> {
         Obj { out, first: true }
     }
 
-    fn key(&mut self, k: &str) {
+    /// An object already open in `out`, with fields written: what follows
+    /// starts with a comma.
+    fn resume(out: &'a mut Vec<u8>) -> Obj<'a> {
+        Obj { out, first: false }
+    }
+
+    /// A key of ours, which needs no escape (every name in this file): no
+    /// scan, one copy.
+    fn key(&mut self, k: &'static str) {
+        debug_assert!(!k.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\'));
+        self.out.reserve(k.len() + 4);
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        self.out.push(b'"');
+        self.out.extend_from_slice(k.as_bytes());
+        self.out.extend_from_slice(b"\":");
+    }
+
+    /// A key from the data (an attribute's), escaped.
+    fn any_key(&mut self, k: &str) {
         if !self.first {
             self.out.push(b',');
         }
@@ -352,17 +429,17 @@ impl<'a> Obj<'a> {
         self.out.push(b':');
     }
 
-    fn str(&mut self, k: &str, v: &str) {
+    fn str(&mut self, k: &'static str, v: &str) {
         self.key(k);
         string(self.out, v);
     }
 
-    fn num(&mut self, k: &str, v: i64) {
+    fn num(&mut self, k: &'static str, v: i64) {
         self.key(k);
-        let _ = write!(self.out, "{v}");
+        integer(self.out, v);
     }
 
-    fn hex(&mut self, k: &str, v: &[u8]) {
+    fn hex(&mut self, k: &'static str, v: &[u8]) {
         self.key(k);
         self.out.push(b'"');
         push_hex_bytes(self.out, v);
@@ -379,14 +456,24 @@ impl<'a> Obj<'a> {
 /// value.
 fn attributes(out: &mut Vec<u8>, first: &[KeyValue], then: &[KeyValue]) {
     let mut o = Obj::open(out);
-    for kv in first.iter().chain(then) {
-        o.key(&kv.key);
+    kvs(&mut o, first);
+    kvs(&mut o, then);
+    o.close();
+}
+
+/// Attributes as fields of the object `o`.
+fn kvs(o: &mut Obj<'_>, list: &[KeyValue]) {
+    for kv in list {
+        o.any_key(&kv.key);
         match &kv.value {
             Some(v) => any(o.out, v),
             None => o.out.extend_from_slice(b"null"),
         }
     }
-    o.close();
+}
+
+fn integer(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 fn any(out: &mut Vec<u8>, v: &AnyValue) {
@@ -395,9 +482,7 @@ fn any(out: &mut Vec<u8>, v: &AnyValue) {
         Some(any_value::Value::BoolValue(b)) => {
             out.extend_from_slice(if *b { b"true" } else { b"false" })
         }
-        Some(any_value::Value::IntValue(i)) => {
-            let _ = write!(out, "{i}");
-        }
+        Some(any_value::Value::IntValue(i)) => integer(out, *i),
         Some(any_value::Value::DoubleValue(d)) => float(out, *d),
         Some(any_value::Value::ArrayValue(a)) => {
             out.push(b'[');
@@ -435,7 +520,7 @@ fn list(out: &mut Vec<u8>, values: impl Iterator<Item = f64>) {
 fn float(out: &mut Vec<u8>, v: f64) {
     if v.is_finite() {
         if v.fract() == 0.0 && v.abs() < 1e15 {
-            let _ = write!(out, "{}", v as i64);
+            integer(out, v as i64);
         } else {
             let _ = write!(out, "{v}");
         }
@@ -483,25 +568,9 @@ pub(crate) fn string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
-/// RFC 3339 UTC with milliseconds, as a JSON string: what a `date` field of
-/// any document store accepts. Written digit by digit: two per document.
+/// RFC 3339 UTC with milliseconds, as a JSON string (see [`shared::Clock`]).
 pub(crate) fn timestamp(out: &mut Vec<u8>, unix_nanos: u64) {
-    let c = Civil::from_unix_nanos(unix_nanos);
-    let mut b = *b"\"0000-00-00T00:00:00.000Z\"";
-    let mut put = |at: usize, width: usize, mut v: u64| {
-        for i in (0..width).rev() {
-            b[at + i] = b'0' + (v % 10) as u8;
-            v /= 10;
-        }
-    };
-    put(1, 4, c.year.clamp(0, 9999) as u64);
-    put(6, 2, c.month as u64);
-    put(9, 2, c.day as u64);
-    put(12, 2, c.hour as u64);
-    put(15, 2, c.minute as u64);
-    put(18, 2, c.second as u64);
-    put(21, 3, (c.nanos / 1_000_000) as u64);
-    out.extend_from_slice(&b);
+    shared::Clock::default().write(out, unix_nanos);
 }
 
 #[cfg(test)]

@@ -88,3 +88,49 @@ fn control_characters_are_escaped() {
         "a\u{1}b\u{7f}é"
     );
 }
+
+#[test]
+fn cached_documents_are_the_uncached_bytes() {
+    // Format-1 events are written whole, never from the cache; the same
+    // events in format 2, in an order that switches group at every event
+    // and back, must give the same bytes through one request's cache.
+    let envs = test_events::mixed();
+    let v1 = test_events::items_v1(&envs, 0);
+    let v2 = test_events::items_v2(&envs, 2, 0);
+    let order: Vec<usize> = (0..envs.len()).chain((0..envs.len()).rev()).collect();
+    let mut whole = Vec::new();
+    let mut cached = Vec::new();
+    let mut shared = Shared::default();
+    for &i in &order {
+        write(&mut whole, &v1[i].ev);
+        whole.push(b'\n');
+        write_with(&mut cached, &v2[i].ev, &mut shared);
+        cached.push(b'\n');
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&whole),
+        String::from_utf8_lossy(&cached)
+    );
+}
+
+#[test]
+fn the_clock_formats_each_second_anew() {
+    let mut clock = shared::Clock::default();
+    let mut out = Vec::new();
+    for t in [
+        1_709_251_199_999_000_000u64, // 2024-02-29T23:59:59.999
+        1_709_251_199_001_000_000,
+        1_709_251_200_000_000_000, // the next day
+        0,
+        u64::MAX, // 2554-07-21T23:34:33.709
+    ] {
+        clock.write(&mut out, t);
+        out.push(b' ');
+    }
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "\"2024-02-29T23:59:59.999Z\" \"2024-02-29T23:59:59.001Z\" \
+         \"2024-03-01T00:00:00.000Z\" \"1970-01-01T00:00:00.000Z\" \
+         \"2554-07-21T23:34:33.709Z\" "
+    );
+}
