@@ -351,6 +351,10 @@ impl Consumer {
                         bytes += r.len();
                         let e = f.take(r);
                         self.next_seq = e.seq + 1;
+                        if out.capacity() == 0 {
+                            // Once there is something to return, not on every empty poll.
+                            out.reserve(max_events.min(1024));
+                        }
                         out.push(e);
                         continue;
                     }

@@ -135,7 +135,9 @@ impl Template {
         let source = if self.uses_source { ev.source() } else { "" };
         let signal = ev.signal();
         let fresh = match &cache.key {
-            Some((s, h, src)) => *s == signal && *h == hour && src == source,
+            Some((s, h, src)) => {
+                *s == signal && *h == hour && (!self.uses_source || src.as_str() == source)
+            }
             None => false,
         };
         if !fresh {
