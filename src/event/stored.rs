@@ -93,7 +93,7 @@ pub struct Stored {
     /// The event's own fields with its observed times and origin numbers
     /// filled in; the shared ones are in the group. A derived id is only
     /// in `id`.
-    pub env: Box<Envelope>,
+    pub env: Envelope,
     /// The id (also in `env.id` when it was stored).
     pub id: EventId,
     ctx: Arc<Context>,
@@ -192,7 +192,7 @@ impl Stored {
     /// The whole envelope, as format 1 stores it: for the quarantine, the
     /// `file` sink and `dump`, which show or keep every event self-contained.
     pub fn to_envelope(&self) -> Envelope {
-        let mut env = (*self.env).clone();
+        let mut env = self.env.clone();
         env.id = self.id.0.to_vec();
         env.group = 0;
         env.observed_delta = 0;
@@ -244,18 +244,14 @@ impl Decoder {
             let env = Envelope::decode_event(data)?;
             let id = env.event_id().ok_or(EnvelopeError::BadId(env.id.len()))?;
             return Ok(Stored {
-                env: Box::new(env),
+                env,
                 id,
                 ctx: empty(),
                 group: None,
             });
         }
         let ctx = self.context(context)?;
-        // Decoded in place on the heap: a delivery task moves its events
-        // around (batches, routes, retries), a pointer rather than the
-        // envelope's 576 bytes.
-        let mut env = Box::<Envelope>::default();
-        env.merge(data)?;
+        let mut env = Envelope::decode(data)?;
         if env.record.is_none() {
             return Err(EnvelopeError::NoRecord);
         }

@@ -136,26 +136,22 @@ enum Event {
 }
 
 /// Submits an append and polls it once, so it is queued at the writer now.
-/// The outer error is a bug (a chunk that does not hold what it counts); the
-/// inner one is the log's answer.
+/// The chunk was framed by the tailer, which counted its events: no walk
+/// over them again (see [`Batch::from_framed_trusted`]).
 async fn submit(
     log: &Log,
     framed: &Bytes,
     context: &Bytes,
     events: u32,
-) -> anyhow::Result<Result<State, LogError>> {
-    let batch = Batch::from_framed(framed.clone(), events)
-        .context("a chunk from the tailer does not hold the events it counts")?
-        .with_context(context.clone());
+) -> Result<State, LogError> {
+    let batch = Batch::from_framed_trusted(framed.clone(), events).with_context(context.clone());
     let log = log.clone();
     let mut fut: AppendFuture = Box::pin(async move { log.append(batch).await });
-    Ok(
-        match std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
-            Poll::Pending => Ok(State::InFlight(fut)),
-            Poll::Ready(Ok(_)) => Ok(State::Done),
-            Poll::Ready(Err(e)) => Err(e),
-        },
-    )
+    match std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
+        Poll::Pending => Ok(State::InFlight(fut)),
+        Poll::Ready(Ok(_)) => Ok(State::Done),
+        Poll::Ready(Err(e)) => Err(e),
+    }
 }
 
 impl Appender {
@@ -385,7 +381,7 @@ impl Appender {
         context: &Bytes,
         events: u32,
     ) -> anyhow::Result<State> {
-        match submit(&self.log, framed, context, events).await? {
+        match submit(&self.log, framed, context, events).await {
             Ok(State::Done) => {
                 self.resumed();
                 Ok(State::Done)
