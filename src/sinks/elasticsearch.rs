@@ -80,13 +80,14 @@ impl Protocol for Elasticsearch {
         for it in items {
             let index = self.index.render_cached(&it.ev, &mut cache);
             key.clear();
-            keys::idempotency_key(&it.ev, &mut key);
+            let key_is_id = keys::idempotency_key(&it.ev, &mut key);
             body.extend_from_slice(b"{\"create\":{\"_index\":");
             document::string(&mut body, index);
             body.extend_from_slice(b",\"_id\":\"");
             body.extend_from_slice(key.as_bytes());
             body.extend_from_slice(b"\"}}\n");
-            document::write_with(&mut body, &it.ev, &mut shared);
+            let id_hex = key_is_id.then_some(key.as_bytes());
+            document::write_with(&mut body, &it.ev, id_hex, &mut shared);
             body.push(b'\n');
         }
         Request {

@@ -17,24 +17,29 @@ use prost::Message;
 
 use crate::event::{Record, Stored};
 
-/// Appends the key of `ev` to `out`.
-pub(crate) fn idempotency_key(ev: &Stored, out: &mut String) {
+/// Appends the key of `ev` to `out`; true when the key is the event id in
+/// hex (a log record's), which its document can then reuse.
+pub(crate) fn idempotency_key(ev: &Stored, out: &mut String) -> bool {
     let id = &ev.id;
     match ev.record() {
         Some(Record::Span(s)) if s.trace_id.len() == 16 && s.span_id.len() == 8 => {
             push_hex(out, &s.trace_id);
             push_hex(out, &s.span_id);
+            false
         }
-        Some(Record::Metric(m)) => match point(m) {
-            Some(p) => {
+        Some(Record::Metric(m)) if point(m).is_some() => {
+            if let Some(p) = point(m) {
                 let series = series_identity(ev, m, p.attributes);
                 push_hex(out, &series.to_be_bytes());
                 out.push('-');
                 out.push_str(&p.time_unix_nano.to_string());
             }
-            None => push_hex(out, &id.0),
-        },
-        _ => push_hex(out, &id.0),
+            false
+        }
+        _ => {
+            push_hex(out, &id.0);
+            true
+        }
     }
 }
 

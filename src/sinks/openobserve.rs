@@ -83,7 +83,7 @@ impl Protocol for OpenObserve {
                 body.push(b',');
             }
             doc.clear();
-            document::write_with(&mut doc, &it.ev, &mut shared);
+            document::write_with(&mut doc, &it.ev, None, &mut shared);
             body.extend_from_slice(b"{\"_timestamp\":");
             let _ = write!(body, "{}", event_time(&it.ev) / 1000);
             body.push(b',');

@@ -43,19 +43,33 @@ pub(crate) use shared::Shared;
 /// Appends the document of `ev` (one JSON object, no newline) to `out`.
 #[cfg(test)]
 pub(crate) fn write(out: &mut Vec<u8>, ev: &Stored) {
-    write_with(out, ev, &mut Shared::default());
+    write_with(out, ev, None, &mut Shared::default());
 }
 
 /// Appends the document of `ev` to `out`, the parts it shares with its
 /// group copied from `shared` (rendered there for the group's first
-/// event), its own fields read from the event.
-pub(crate) fn write_with(out: &mut Vec<u8>, ev: &Stored, shared: &mut Shared) {
+/// event), its own fields read from the event. `id_hex`: the event id in
+/// hex when the caller has it already.
+pub(crate) fn write_with(
+    out: &mut Vec<u8>,
+    ev: &Stored,
+    id_hex: Option<&[u8]>,
+    shared: &mut Shared,
+) {
     let mut w = Obj::open(out);
     w.key("@timestamp");
     shared.clock.write(w.out, event_time(ev));
     w.key("observed_timestamp");
     shared.clock.write(w.out, ev.observed_time_unix_nano());
-    w.hex("event_id", &ev.id.0);
+    match id_hex {
+        Some(hex) => {
+            w.key("event_id");
+            w.out.push(b'"');
+            w.out.extend_from_slice(hex);
+            w.out.push(b'"');
+        }
+        None => w.hex("event_id", &ev.id.0),
+    }
     let grouped = shared.refresh(ev);
     if grouped {
         w.out.extend_from_slice(&shared.head);

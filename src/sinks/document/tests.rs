@@ -104,7 +104,7 @@ fn cached_documents_are_the_uncached_bytes() {
     for &i in &order {
         write(&mut whole, &v1[i].ev);
         whole.push(b'\n');
-        write_with(&mut cached, &v2[i].ev, &mut shared);
+        write_with(&mut cached, &v2[i].ev, None, &mut shared);
         cached.push(b'\n');
     }
     assert_eq!(
