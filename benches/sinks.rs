@@ -737,9 +737,9 @@ mod pushback {
                     .find_map(|l| l.strip_prefix(&key)?.trim().parse::<f64>().ok())
                     .unwrap_or(0.0)
             };
-            let quarantined = holdfast::sinks::quarantine::scan(
+            let quarantined = holdfast::cli::quarantine::scan(
                 &dir.path().join("quarantine"),
-                &holdfast::sinks::quarantine::Filter::default(),
+                &holdfast::cli::quarantine::Filter::default(),
             )
             .map_or(0, |s| {
                 s.entries.iter().filter(|e| e.record.sink == name).count()

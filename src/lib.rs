@@ -28,9 +28,11 @@ Components:
 * [`daemon`] — `holdfast run`: start-up, supervision, systemd protocol, the
   drain on SIGTERM. [`logging`] sets up `tracing` for terminal or journal.
 * [`inspect`] — `holdfast inspect` and `dump`, over a read-only view of the log.
+* [`cli`] — the operator's other subcommands: `holdfast quarantine`.
 */
 
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod event;

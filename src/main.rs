@@ -7,10 +7,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+use holdfast::cli::quarantine;
 use holdfast::config::{self, Settings};
 use holdfast::daemon::{self, Exit};
 use holdfast::inspect::{self, DumpFrom};
-use holdfast::sinks::quarantine;
 
 const DEFAULT_CONFIG: &str = config::DEFAULT_CONFIG_PATH;
 

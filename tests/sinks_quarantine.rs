@@ -12,8 +12,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use harness::{Harness, SINK};
+use holdfast::cli::quarantine::{self, Filter};
 use holdfast::event::Envelope;
-use holdfast::sinks::quarantine::{self, Filter};
 use holdfast::sinks::QuarantineFull;
 use receivers::Api;
 

@@ -18,13 +18,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use holdfast::cli::quarantine::{self, Filter};
 use holdfast::config::SinkKind;
 use holdfast::event::{Envelope, EventId, Record};
 use holdfast::metrics::{Metrics, SinkLabels, SinkReasonLabels};
 use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions};
 use holdfast::sinks::elasticsearch::ElasticsearchOptions;
 use holdfast::sinks::openobserve::OpenObserveOptions;
-use holdfast::sinks::quarantine::{self, Filter, Record as QRecord};
+use holdfast::sinks::quarantine::Record as QRecord;
 use holdfast::sinks::{Compression, HttpSinkOptions, OtlpEncoding, OtlpHttpSinkOptions, Template};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
