@@ -58,9 +58,11 @@ mod environment;
 mod error;
 mod network_sinks;
 mod raw;
+mod serde_messages;
 mod settings;
 mod sinks;
 mod sources;
+mod text;
 mod units;
 
 #[cfg(test)]
@@ -82,7 +84,8 @@ pub use sources::{
     SourceSettings, TlsSettings, SOURCE_TYPES,
 };
 
-use check::{Checker, SourceText};
+use check::Checker;
+use text::SourceText;
 
 /// Where `holdfast` looks for its config unless told otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/holdfast/holdfast.toml";
