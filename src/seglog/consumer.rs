@@ -6,18 +6,17 @@
 //! the active one is re-mapped as its acknowledged end grows. Every frame's
 //! CRC is checked before any of its events is handed out.
 
-use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use tracing::warn;
 
-use super::block;
 use super::error::{LogError, Result};
-use super::format::{self, Decoded, EventIter, SEGMENT_HEADER_LEN};
+use super::format::{self, Decoded, SEGMENT_HEADER_LEN};
+use super::frame_cursor::{FrameCursor, Peek};
+use super::ledger::Ledger;
 use super::options::WhenFull;
-use super::state::{LossReason, Outcome, State};
-use super::writer::{Msg, Reply};
+use super::state::{LossReason, State};
 use super::Log;
 
 fn page_size() -> usize {
@@ -86,153 +85,6 @@ const RELEASE_STEP: usize = 1 << 20;
 /// sink decodes later is seldom in the map: the lag matters for format 1
 /// and for blocks stored plain.
 const RELEASE_LAG: usize = 1 << 20;
-
-/// The rest of a frame that has been decoded but not fully handed out.
-struct FrameCursor {
-    map: Bytes,
-    payload: Range<usize>,
-    /// Format 1: where the next event's length is in `map`; format 2: where
-    /// the next unopened block starts in `map`.
-    at: usize,
-    /// The next sequence number this cursor hands out.
-    seq: u64,
-    /// Events below this are passed over, not handed out (a reader that
-    /// starts inside a frame).
-    skip_to: u64,
-    frame_first: u64,
-    append_ms: u64,
-    /// The first sequence number of the next segment (or the log's end):
-    /// events at or past it are not this segment's to hand out.
-    end: u64,
-    format: u16,
-    /// Format 2: the block being handed out, decompressed once.
-    block: Option<OpenBlock>,
-}
-
-struct OpenBlock {
-    body: block::Body,
-    /// Where the next event's length is in `body.bytes`.
-    at: usize,
-    first_seq: u64,
-    end_seq: u64,
-}
-
-/// What a frame cursor has next.
-enum Peek {
-    /// An event's bytes: in the map (format 1) or the open block's body.
-    Event(Range<usize>),
-    /// A block whose body is damaged: its events, up to `to`, cannot be read.
-    Damaged {
-        to: u64,
-        offset: usize,
-        bytes: usize,
-        reason: String,
-    },
-    End,
-}
-
-impl FrameCursor {
-    fn peek(&mut self) -> Peek {
-        loop {
-            if self.seq >= self.end {
-                return Peek::End;
-            }
-            if self.format == format::FORMAT_V1 {
-                let p = &self.map[self.at..self.payload.end];
-                let Some(r) = EventIter::new(p).next() else {
-                    return Peek::End;
-                };
-                let r = r.start + self.at..r.end + self.at;
-                if self.seq < self.skip_to {
-                    self.at = r.end;
-                    self.seq += 1;
-                    continue;
-                }
-                return Peek::Event(r);
-            }
-            if let Some(b) = &mut self.block {
-                if self.seq < b.end_seq {
-                    let p = &b.body.bytes[b.at..];
-                    let Some(r) = EventIter::new(p).next() else {
-                        // `block::open` checked the count; cannot happen.
-                        self.seq = b.end_seq;
-                        continue;
-                    };
-                    let r = r.start + b.at..r.end + b.at;
-                    if self.seq < self.skip_to {
-                        b.at = r.end;
-                        self.seq += 1;
-                        continue;
-                    }
-                    return Peek::Event(r);
-                }
-                self.block = None;
-            }
-            let offset = self.at;
-            let Some((h, stored)) = block::Blocks::new(&self.map[offset..self.payload.end]).next()
-            else {
-                return Peek::End;
-            };
-            let stored = stored.start + offset..stored.end + offset;
-            self.at = stored.end;
-            let first_seq = self.seq;
-            let end_seq = first_seq + h.count as u64;
-            if end_seq <= self.skip_to {
-                // Passed over without decompressing it.
-                self.seq = end_seq;
-                continue;
-            }
-            match block::open(&h, self.map.slice(stored)) {
-                Ok(body) => {
-                    self.block = Some(OpenBlock {
-                        at: body.events_at,
-                        body,
-                        first_seq,
-                        end_seq,
-                    })
-                }
-                Err(e) => {
-                    self.seq = end_seq;
-                    return Peek::Damaged {
-                        to: end_seq,
-                        offset,
-                        bytes: self.at - offset,
-                        reason: e.to_string(),
-                    };
-                }
-            }
-        }
-    }
-
-    fn take(&mut self, r: Range<usize>) -> Event {
-        let e = match &mut self.block {
-            Some(b) if self.format != format::FORMAT_V1 => {
-                b.at = r.end;
-                Event {
-                    seq: self.seq,
-                    append_ms: self.append_ms,
-                    data: b.body.bytes.slice(r),
-                    context: b.body.context.clone(),
-                    batch_start: b.first_seq,
-                    format: self.format,
-                }
-            }
-            _ => {
-                self.at = r.end;
-                Event {
-                    seq: self.seq,
-                    append_ms: self.append_ms,
-                    data: self.map.slice(r),
-                    context: Bytes::new(),
-                    batch_start: self.frame_first,
-                    format: format::FORMAT_V1,
-                }
-            }
-        };
-        self.seq += 1;
-        e
-    }
-}
 
 impl Consumer {
     pub(crate) fn new(log: Log, name: String, at: u64) -> Consumer {
@@ -315,11 +167,11 @@ impl Consumer {
     /// send what it reads.
     pub fn ledger(&self) -> Ledger {
         let opts = self.log.options();
-        Ledger {
-            log: self.log.clone(),
-            name: self.name.clone(),
-            evicts: opts.when_full == WhenFull::DropOldest || opts.max_age.is_some(),
-        }
+        Ledger::new(
+            self.log.clone(),
+            self.name.clone(),
+            opts.when_full == WhenFull::DropOldest || opts.max_age.is_some(),
+        )
     }
 
     /// Waits until there is something to read beyond this reader's position
@@ -624,84 +476,5 @@ impl Consumer {
         }
         warn!(consumer = %self.name, %segment, from = self.next_seq, to, events = n, "{what}: they cannot be delivered");
         self.next_seq = to;
-    }
-}
-
-/// What a consumer's delivery tasks tell the log about the events they
-/// handle, so that eviction counts exactly what the consumer did not finish
-/// (see `ConsumerState::evict`):
-///
-/// * [`finished`](Self::finished): done, out of order, above the commit
-///   point (e.g. events a sink skips because they are not for it);
-/// * [`claim`](Self::claim) right before sending: refused for events already
-///   evicted, which were counted lost and must not be sent;
-/// * [`release`](Self::release) with the outcome once the answer is in.
-///
-/// Each call takes the state lock once for all the events given. A reader
-/// without a cursor has no accounting: everything may be sent. Neither has
-/// a log that never evicts (`block` without `max_age`): the calls cost
-/// nothing there.
-#[derive(Clone)]
-pub struct Ledger {
-    log: Log,
-    name: String,
-    /// Whether the log can evict at all.
-    evicts: bool,
-}
-
-impl Ledger {
-    /// For each event, whether it may be sent (false: evicted and counted
-    /// lost for this consumer; treat it as finished and drop it).
-    pub fn claim(&self, seqs: &[u64]) -> Vec<bool> {
-        if !self.evicts {
-            return vec![true; seqs.len()];
-        }
-        let shared = self.log.shared();
-        let mut st = shared.lock();
-        let floor = st.floor();
-        match st.consumers.get_mut(&self.name) {
-            Some(c) => seqs.iter().map(|&s| c.claim(s, floor)).collect(),
-            None => vec![true; seqs.len()],
-        }
-    }
-
-    /// Hands claimed events back with their outcome. For each, whether the
-    /// sink must drop it: it was evicted while on the wire, its answer asked
-    /// for a retry, and it is now counted lost (treat it as finished).
-    pub fn release(&self, seqs: &[u64], outcome: Outcome) -> Vec<bool> {
-        if !self.evicts {
-            return vec![false; seqs.len()];
-        }
-        let shared = self.log.shared();
-        let mut st = shared.lock();
-        let Some(c) = st.consumers.get_mut(&self.name) else {
-            return vec![false; seqs.len()];
-        };
-        let pending = c.pending_in_doubt();
-        let drops = c.release_all(seqs, outcome);
-        let settled = c.pending_in_doubt() < pending;
-        drop(st);
-        if settled {
-            // Evicted events on the wire got their answer. Until the cursors
-            // are stored again, a crash would take them for in doubt: store
-            // them now rather than at the next interval (this happens only
-            // around evictions). Nobody waits for the result; after a
-            // failure the next interval's store tries again, and logs.
-            let (tx, _) = tokio::sync::oneshot::channel();
-            self.log.send(Msg::PersistCursors(Reply::Async(tx)));
-        }
-        drops
-    }
-
-    /// Records events finished without being claimed.
-    pub fn finished(&self, seqs: &[u64]) {
-        if seqs.is_empty() || !self.evicts {
-            return;
-        }
-        let shared = self.log.shared();
-        let mut st = shared.lock();
-        if let Some(c) = st.consumers.get_mut(&self.name) {
-            c.finish(seqs.iter().copied());
-        }
     }
 }

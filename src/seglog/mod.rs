@@ -117,9 +117,11 @@ mod cursor;
 mod cursor_store;
 mod error;
 pub mod format;
+mod frame_cursor;
 pub mod hold;
 mod io;
 mod janitor;
+mod ledger;
 mod options;
 mod recovery;
 mod retention;
@@ -139,11 +141,12 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::{oneshot, watch};
 
-pub use consumer::{Consumer, Event, Ledger, StartAt};
+pub use consumer::{Consumer, Event, StartAt};
 pub use error::{LogError, Result};
 pub use hold::Hold;
 #[doc(hidden)]
 pub use io::{IoHook, IoOp};
+pub use ledger::Ledger;
 pub use options::{Compression, FsyncPolicy, LogOptions, WhenFull};
 pub use state::{Counters, LossReason, Outcome, FSYNC_BUCKETS_SECONDS};
 pub use stats::{ConsumerStats, LogStats, SegmentStats};

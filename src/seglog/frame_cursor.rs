@@ -1,0 +1,158 @@
+//! Handing out one frame's events to a reader: format 1 straight out of
+//! the map, format 2 from its blocks, each decompressed once per reader and
+//! dropped when its last event is handed out.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+
+use super::block;
+use super::consumer::Event;
+use super::format::{self, EventIter};
+
+/// The rest of a frame that has been decoded but not fully handed out.
+pub(super) struct FrameCursor {
+    pub(super) map: Bytes,
+    pub(super) payload: Range<usize>,
+    /// Format 1: where the next event's length is in `map`; format 2: where
+    /// the next unopened block starts in `map`.
+    pub(super) at: usize,
+    /// The next sequence number this cursor hands out.
+    pub(super) seq: u64,
+    /// Events below this are passed over, not handed out (a reader that
+    /// starts inside a frame).
+    pub(super) skip_to: u64,
+    pub(super) frame_first: u64,
+    pub(super) append_ms: u64,
+    /// The first sequence number of the next segment (or the log's end):
+    /// events at or past it are not this segment's to hand out.
+    pub(super) end: u64,
+    pub(super) format: u16,
+    /// Format 2: the block being handed out, decompressed once.
+    pub(super) block: Option<OpenBlock>,
+}
+
+pub(super) struct OpenBlock {
+    pub(super) body: block::Body,
+    /// Where the next event's length is in `body.bytes`.
+    pub(super) at: usize,
+    pub(super) first_seq: u64,
+    pub(super) end_seq: u64,
+}
+
+/// What a frame cursor has next.
+pub(super) enum Peek {
+    /// An event's bytes: in the map (format 1) or the open block's body.
+    Event(Range<usize>),
+    /// A block whose body is damaged: its events, up to `to`, cannot be read.
+    Damaged {
+        to: u64,
+        offset: usize,
+        bytes: usize,
+        reason: String,
+    },
+    End,
+}
+
+impl FrameCursor {
+    pub(super) fn peek(&mut self) -> Peek {
+        loop {
+            if self.seq >= self.end {
+                return Peek::End;
+            }
+            if self.format == format::FORMAT_V1 {
+                let p = &self.map[self.at..self.payload.end];
+                let Some(r) = EventIter::new(p).next() else {
+                    return Peek::End;
+                };
+                let r = r.start + self.at..r.end + self.at;
+                if self.seq < self.skip_to {
+                    self.at = r.end;
+                    self.seq += 1;
+                    continue;
+                }
+                return Peek::Event(r);
+            }
+            if let Some(b) = &mut self.block {
+                if self.seq < b.end_seq {
+                    let p = &b.body.bytes[b.at..];
+                    let Some(r) = EventIter::new(p).next() else {
+                        // `block::open` checked the count; cannot happen.
+                        self.seq = b.end_seq;
+                        continue;
+                    };
+                    let r = r.start + b.at..r.end + b.at;
+                    if self.seq < self.skip_to {
+                        b.at = r.end;
+                        self.seq += 1;
+                        continue;
+                    }
+                    return Peek::Event(r);
+                }
+                self.block = None;
+            }
+            let offset = self.at;
+            let Some((h, stored)) = block::Blocks::new(&self.map[offset..self.payload.end]).next()
+            else {
+                return Peek::End;
+            };
+            let stored = stored.start + offset..stored.end + offset;
+            self.at = stored.end;
+            let first_seq = self.seq;
+            let end_seq = first_seq + h.count as u64;
+            if end_seq <= self.skip_to {
+                // Passed over without decompressing it.
+                self.seq = end_seq;
+                continue;
+            }
+            match block::open(&h, self.map.slice(stored)) {
+                Ok(body) => {
+                    self.block = Some(OpenBlock {
+                        at: body.events_at,
+                        body,
+                        first_seq,
+                        end_seq,
+                    })
+                }
+                Err(e) => {
+                    self.seq = end_seq;
+                    return Peek::Damaged {
+                        to: end_seq,
+                        offset,
+                        bytes: self.at - offset,
+                        reason: e.to_string(),
+                    };
+                }
+            }
+        }
+    }
+
+    pub(super) fn take(&mut self, r: Range<usize>) -> Event {
+        let e = match &mut self.block {
+            Some(b) if self.format != format::FORMAT_V1 => {
+                b.at = r.end;
+                Event {
+                    seq: self.seq,
+                    append_ms: self.append_ms,
+                    data: b.body.bytes.slice(r),
+                    context: b.body.context.clone(),
+                    batch_start: b.first_seq,
+                    format: self.format,
+                }
+            }
+            _ => {
+                self.at = r.end;
+                Event {
+                    seq: self.seq,
+                    append_ms: self.append_ms,
+                    data: self.map.slice(r),
+                    context: Bytes::new(),
+                    batch_start: self.frame_first,
+                    format: format::FORMAT_V1,
+                }
+            }
+        };
+        self.seq += 1;
+        e
+    }
+}
