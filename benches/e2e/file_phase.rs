@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::agent::{wait_until, Agent};
+use crate::agent::{http_get, metric, wait_until, Agent};
 use crate::config::{es_sink, file_source, log_section};
 use crate::input::Corpus;
 use crate::measure::dir_bytes;
@@ -31,10 +31,23 @@ pub(crate) fn file_phase(
     let mut peak_log = 0;
     let log_dir = dir.join("data/log");
     let mut last_du = Instant::now();
+    // The sink's requests in flight and its adaptive limit, sampled: what
+    // the throughput figure owes to the sink's concurrency.
+    let api = agent.api;
+    let (mut in_flight, mut limit, mut samples) = (0.0, 0.0, 0u32);
+    let mut last_poll = Instant::now();
     wait_until("every line at the receiver", &mut agent, || {
         if last_du.elapsed() > Duration::from_millis(500) {
             peak_log = peak_log.max(dir_bytes(&log_dir));
             last_du = Instant::now();
+        }
+        if last_poll.elapsed() > Duration::from_millis(100) {
+            if let Some((200, text)) = http_get(api, "/metrics") {
+                in_flight += metric(&text, "holdfast_sink_in_flight");
+                limit += metric(&text, "holdfast_sink_concurrency_limit");
+                samples += 1;
+            }
+            last_poll = Instant::now();
         }
         receiver.stats.es_docs.load(Ordering::Relaxed) >= c.lines
     });
@@ -69,5 +82,12 @@ pub(crate) fn file_phase(
         recv_cpu,
         peak_log as f64 / (1 << 20) as f64
     ));
+    if samples > 0 {
+        table.detail(format!(
+            "  the sink's requests in flight, sampled every 100 ms: {:.2} on average, under an adaptive limit of {:.2} on average",
+            in_flight / samples as f64,
+            limit / samples as f64
+        ));
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
