@@ -31,9 +31,6 @@ use std::fmt;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{
-    any_value, AnyValue, ArrayValue, EntityRef, InstrumentationScope, KeyValue, KeyValueList,
-};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs, SeverityNumber};
 use opentelemetry_proto::tonic::metrics::v1::{
     exemplar, exponential_histogram_data_point, metric, number_data_point, summary_data_point,
@@ -41,20 +38,24 @@ use opentelemetry_proto::tonic::metrics::v1::{
     Histogram, HistogramDataPoint, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
     Summary, SummaryDataPoint,
 };
-use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{
     span, status, ResourceSpans, ScopeSpans, Span, Status,
 };
 
-mod scalar;
+// First, and apart from the other modules (which rustfmt would sort ahead
+// of it): its `messages!` macro is written for them.
+#[macro_use]
 mod table;
+
+mod common;
+mod scalar;
 #[cfg(test)]
 mod tests;
 mod tree;
 
-use scalar::{
-    base64_bytes, boolean, double, enumeration, id, int32, int64, string, uint32, uint64,
-};
+use common::{any_value, key_value, resource, scope};
+
+use scalar::{boolean, double, enumeration, id, int32, int64, string, uint32, uint64};
 use table::{list, object, optional, top, unknown, OneOf, Path};
 pub(crate) use tree::J;
 
@@ -78,143 +79,6 @@ impl fmt::Display for JsonError {
 }
 
 type Result<T, E = JsonError> = std::result::Result<T, E>;
-
-// ---------------------------------------------------------------------------
-// Common messages
-
-fn any_value(v: &J, p: &Path<'_>) -> Result<AnyValue> {
-    use any_value::Value;
-    const KEYS: &[&str] = &[
-        "stringValue",
-        "boolValue",
-        "intValue",
-        "doubleValue",
-        "arrayValue",
-        "kvlistValue",
-        "bytesValue",
-        "stringValueStrindex",
-    ];
-    let mut out = AnyValue::default();
-    let mut one = OneOf::new();
-    for (k, v) in object(v, p, "an AnyValue")? {
-        let kp = p.key(k);
-        if !KEYS.contains(&k.as_str()) {
-            return Err(unknown(p, k, KEYS));
-        }
-        if !one.take(p, k, v)? {
-            continue;
-        }
-        out.value = Some(match k.as_str() {
-            "stringValue" => Value::StringValue(string(v, &kp)?),
-            "boolValue" => Value::BoolValue(boolean(v, &kp)?),
-            "intValue" => Value::IntValue(int64(v, &kp)?),
-            "doubleValue" => Value::DoubleValue(double(v, &kp)?),
-            "arrayValue" => Value::ArrayValue(array_value(v, &kp)?),
-            "kvlistValue" => Value::KvlistValue(kvlist_value(v, &kp)?),
-            "bytesValue" => Value::BytesValue(base64_bytes(v, &kp)?),
-            _ => Value::StringValueStrindex(int32(v, &kp)?),
-        });
-    }
-    Ok(out)
-}
-
-fn array_value(v: &J, p: &Path<'_>) -> Result<ArrayValue> {
-    let mut out = ArrayValue::default();
-    for (k, v) in object(v, p, "an ArrayValue")? {
-        match k.as_str() {
-            "values" => out.values = list(v, &p.key(k), any_value)?,
-            _ => return Err(unknown(p, k, &["values"])),
-        }
-    }
-    Ok(out)
-}
-
-fn kvlist_value(v: &J, p: &Path<'_>) -> Result<KeyValueList> {
-    let mut out = KeyValueList::default();
-    for (k, v) in object(v, p, "a KeyValueList")? {
-        match k.as_str() {
-            "values" => out.values = list(v, &p.key(k), key_value)?,
-            _ => return Err(unknown(p, k, &["values"])),
-        }
-    }
-    Ok(out)
-}
-
-fn key_value(v: &J, p: &Path<'_>) -> Result<KeyValue> {
-    let mut out = KeyValue::default();
-    for (k, v) in object(v, p, "a KeyValue")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "key" => out.key = string(v, &kp)?,
-            "value" => out.value = optional(v, &kp, any_value)?,
-            "keyStrindex" => out.key_strindex = int32(v, &kp)?,
-            _ => return Err(unknown(p, k, &["key", "value", "keyStrindex"])),
-        }
-    }
-    Ok(out)
-}
-
-fn scope(v: &J, p: &Path<'_>) -> Result<InstrumentationScope> {
-    let mut out = InstrumentationScope::default();
-    for (k, v) in object(v, p, "an InstrumentationScope")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "name" => out.name = string(v, &kp)?,
-            "version" => out.version = string(v, &kp)?,
-            "attributes" => out.attributes = list(v, &kp, key_value)?,
-            "droppedAttributesCount" => out.dropped_attributes_count = uint32(v, &kp)?,
-            _ => {
-                return Err(unknown(
-                    p,
-                    k,
-                    &["name", "version", "attributes", "droppedAttributesCount"],
-                ))
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn entity_ref(v: &J, p: &Path<'_>) -> Result<EntityRef> {
-    let mut out = EntityRef::default();
-    for (k, v) in object(v, p, "an EntityRef")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "schemaUrl" => out.schema_url = string(v, &kp)?,
-            "type" => out.r#type = string(v, &kp)?,
-            "idKeys" => out.id_keys = list(v, &kp, string)?,
-            "descriptionKeys" => out.description_keys = list(v, &kp, string)?,
-            _ => {
-                return Err(unknown(
-                    p,
-                    k,
-                    &["schemaUrl", "type", "idKeys", "descriptionKeys"],
-                ))
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn resource(v: &J, p: &Path<'_>) -> Result<Resource> {
-    let mut out = Resource::default();
-    for (k, v) in object(v, p, "a Resource")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "attributes" => out.attributes = list(v, &kp, key_value)?,
-            "droppedAttributesCount" => out.dropped_attributes_count = uint32(v, &kp)?,
-            "entityRefs" => out.entity_refs = list(v, &kp, entity_ref)?,
-            _ => {
-                return Err(unknown(
-                    p,
-                    k,
-                    &["attributes", "droppedAttributesCount", "entityRefs"],
-                ))
-            }
-        }
-    }
-    Ok(out)
-}
 
 // ---------------------------------------------------------------------------
 // Logs

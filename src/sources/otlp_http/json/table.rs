@@ -1,12 +1,64 @@
 /*!
-What every message decoder relies on: JSON paths for errors, the
-unknown-key hint, the oneof guard, the object and array shapes.
+How a message table becomes a decoder: the [`messages!`] macro and what the
+code it writes relies on (JSON paths for errors, the unknown-key hint, the
+oneof guard, the object and array shapes).
 */
 
 use std::fmt;
 
 use super::tree::J;
 use super::{JsonError, Result};
+
+/// Writes the decoder of each OTLP message from its table of keys.
+///
+/// Each row names the JSON key, the prost field it fills and how its value
+/// is read: `"jsonKey" => field = reader` calls `reader(value, path)`, and
+/// `reader(args)` calls `reader(value, path, args)`. A row
+/// `oneof(Variant, reader)` makes the key a member of the oneof `field`: a
+/// second non-null member is refused, `null` leaves the field unset.
+///
+/// The rows are the only place a key is written: they become both the match
+/// that fills the fields and the list of allowed keys (in row order, which is
+/// the order the unknown-key hint lists them in), so the strictness the
+/// decoder exists for cannot drift from what it decodes. The generated code
+/// is the loop a hand-written decoder would have: one pass over the
+/// object's keys, no allocation per key.
+macro_rules! messages {
+    // One row: a member of a oneof, or a plain field.
+    (@set $out:ident.$field:ident, $one:ident, $p:ident, $k:ident, $v:ident, $kp:ident,
+        oneof($variant:expr, $read:expr)) => {
+        if $one.take($p, $k, $v)? {
+            $out.$field = Some($variant($read($v, &$kp)?));
+        }
+    };
+    (@set $out:ident.$field:ident, $one:ident, $p:ident, $k:ident, $v:ident, $kp:ident,
+        $read:ident $(($($arg:expr),*))?) => {
+        $out.$field = $read($v, &$kp $($(, $arg)*)?)?
+    };
+    ($(
+        $(#[$attr:meta])*
+        $vis:vis fn $name:ident($what:expr) -> $ty:ty {
+            $($key:literal => $field:ident = $read:ident $(($($arg:expr),*))?),+ $(,)?
+        }
+    )+) => {$(
+        $(#[$attr])*
+        $vis fn $name(v: &J, p: &Path<'_>) -> Result<$ty> {
+            const KEYS: &[&str] = &[$($key),+];
+            let mut out = <$ty>::default();
+            // Only messages with a oneof use it; it is one word on the stack.
+            #[allow(unused_mut, unused_variables)]
+            let mut one = OneOf::new();
+            for (k, v) in object(v, p, $what)? {
+                let kp = p.key(k);
+                match k.as_str() {
+                    $($key => messages!(@set out.$field, one, p, k, v, kp, $read $(($($arg),*))?),)+
+                    _ => return Err(unknown(p, k, KEYS)),
+                }
+            }
+            Ok(out)
+        }
+    )+};
+}
 
 // ---------------------------------------------------------------------------
 // Paths and errors
