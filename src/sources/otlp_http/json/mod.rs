@@ -28,35 +28,33 @@ too.
 
 use std::fmt;
 
-use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs, SeverityNumber};
 use opentelemetry_proto::tonic::metrics::v1::{
     exemplar, exponential_histogram_data_point, metric, number_data_point, summary_data_point,
     AggregationTemporality, Exemplar, ExponentialHistogram, ExponentialHistogramDataPoint, Gauge,
     Histogram, HistogramDataPoint, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
     Summary, SummaryDataPoint,
 };
-use opentelemetry_proto::tonic::trace::v1::{
-    span, status, ResourceSpans, ScopeSpans, Span, Status,
-};
 
 // First, and apart from the other modules (which rustfmt would sort ahead
-// of it): its `messages!` macro is written for them.
+// of it): its `messages!` and `signal!` macros are written for them.
 #[macro_use]
 mod table;
 
 mod common;
+mod logs;
 mod scalar;
 #[cfg(test)]
 mod tests;
+mod traces;
 mod tree;
 
-use common::{any_value, key_value, resource, scope};
+use common::{key_value, resource, scope};
 
+pub(crate) use logs::logs;
 use scalar::{boolean, double, enumeration, id, int32, int64, string, uint32, uint64};
 use table::{list, object, optional, top, unknown, OneOf, Path};
+pub(crate) use traces::traces;
 pub(crate) use tree::J;
 
 /// Why a body is not OTLP/JSON holdfast can store faithfully.
@@ -79,240 +77,6 @@ impl fmt::Display for JsonError {
 }
 
 type Result<T, E = JsonError> = std::result::Result<T, E>;
-
-// ---------------------------------------------------------------------------
-// Logs
-
-pub(crate) fn logs(tree: &J) -> Result<ExportLogsServiceRequest> {
-    let root = Path::Root;
-    let p = root.key("resourceLogs");
-    Ok(ExportLogsServiceRequest {
-        resource_logs: list(top(tree, "resourceLogs")?, &p, resource_logs)?,
-    })
-}
-
-fn resource_logs(v: &J, p: &Path<'_>) -> Result<ResourceLogs> {
-    let mut out = ResourceLogs::default();
-    for (k, v) in object(v, p, "a ResourceLogs")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "resource" => out.resource = optional(v, &kp, resource)?,
-            "scopeLogs" => out.scope_logs = list(v, &kp, scope_logs)?,
-            "schemaUrl" => out.schema_url = string(v, &kp)?,
-            _ => return Err(unknown(p, k, &["resource", "scopeLogs", "schemaUrl"])),
-        }
-    }
-    Ok(out)
-}
-
-fn scope_logs(v: &J, p: &Path<'_>) -> Result<ScopeLogs> {
-    let mut out = ScopeLogs::default();
-    for (k, v) in object(v, p, "a ScopeLogs")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "scope" => out.scope = optional(v, &kp, scope)?,
-            "logRecords" => out.log_records = list(v, &kp, log_record)?,
-            "schemaUrl" => out.schema_url = string(v, &kp)?,
-            _ => return Err(unknown(p, k, &["scope", "logRecords", "schemaUrl"])),
-        }
-    }
-    Ok(out)
-}
-
-fn severity(s: &str) -> Option<i32> {
-    SeverityNumber::from_str_name(s).map(|e| e as i32)
-}
-
-fn log_record(v: &J, p: &Path<'_>) -> Result<LogRecord> {
-    const KEYS: &[&str] = &[
-        "timeUnixNano",
-        "observedTimeUnixNano",
-        "severityNumber",
-        "severityText",
-        "body",
-        "attributes",
-        "droppedAttributesCount",
-        "flags",
-        "traceId",
-        "spanId",
-        "eventName",
-    ];
-    let mut out = LogRecord::default();
-    for (k, v) in object(v, p, "a LogRecord")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "timeUnixNano" => out.time_unix_nano = uint64(v, &kp)?,
-            "observedTimeUnixNano" => out.observed_time_unix_nano = uint64(v, &kp)?,
-            "severityNumber" => out.severity_number = enumeration(v, &kp, severity)?,
-            "severityText" => out.severity_text = string(v, &kp)?,
-            "body" => out.body = optional(v, &kp, any_value)?,
-            "attributes" => out.attributes = list(v, &kp, key_value)?,
-            "droppedAttributesCount" => out.dropped_attributes_count = uint32(v, &kp)?,
-            "flags" => out.flags = uint32(v, &kp)?,
-            "traceId" => out.trace_id = id(v, &kp, 16)?,
-            "spanId" => out.span_id = id(v, &kp, 8)?,
-            "eventName" => out.event_name = string(v, &kp)?,
-            _ => return Err(unknown(p, k, KEYS)),
-        }
-    }
-    Ok(out)
-}
-
-// ---------------------------------------------------------------------------
-// Traces
-
-pub(crate) fn traces(tree: &J) -> Result<ExportTraceServiceRequest> {
-    let root = Path::Root;
-    let p = root.key("resourceSpans");
-    Ok(ExportTraceServiceRequest {
-        resource_spans: list(top(tree, "resourceSpans")?, &p, resource_spans)?,
-    })
-}
-
-fn resource_spans(v: &J, p: &Path<'_>) -> Result<ResourceSpans> {
-    let mut out = ResourceSpans::default();
-    for (k, v) in object(v, p, "a ResourceSpans")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "resource" => out.resource = optional(v, &kp, resource)?,
-            "scopeSpans" => out.scope_spans = list(v, &kp, scope_spans)?,
-            "schemaUrl" => out.schema_url = string(v, &kp)?,
-            _ => return Err(unknown(p, k, &["resource", "scopeSpans", "schemaUrl"])),
-        }
-    }
-    Ok(out)
-}
-
-fn scope_spans(v: &J, p: &Path<'_>) -> Result<ScopeSpans> {
-    let mut out = ScopeSpans::default();
-    for (k, v) in object(v, p, "a ScopeSpans")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "scope" => out.scope = optional(v, &kp, scope)?,
-            "spans" => out.spans = list(v, &kp, span)?,
-            "schemaUrl" => out.schema_url = string(v, &kp)?,
-            _ => return Err(unknown(p, k, &["scope", "spans", "schemaUrl"])),
-        }
-    }
-    Ok(out)
-}
-
-fn span_kind(s: &str) -> Option<i32> {
-    span::SpanKind::from_str_name(s).map(|e| e as i32)
-}
-
-fn span(v: &J, p: &Path<'_>) -> Result<Span> {
-    const KEYS: &[&str] = &[
-        "traceId",
-        "spanId",
-        "traceState",
-        "parentSpanId",
-        "flags",
-        "name",
-        "kind",
-        "startTimeUnixNano",
-        "endTimeUnixNano",
-        "attributes",
-        "droppedAttributesCount",
-        "events",
-        "droppedEventsCount",
-        "links",
-        "droppedLinksCount",
-        "status",
-    ];
-    let mut out = Span::default();
-    for (k, v) in object(v, p, "a Span")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "traceId" => out.trace_id = id(v, &kp, 16)?,
-            "spanId" => out.span_id = id(v, &kp, 8)?,
-            "traceState" => out.trace_state = string(v, &kp)?,
-            "parentSpanId" => out.parent_span_id = id(v, &kp, 8)?,
-            "flags" => out.flags = uint32(v, &kp)?,
-            "name" => out.name = string(v, &kp)?,
-            "kind" => out.kind = enumeration(v, &kp, span_kind)?,
-            "startTimeUnixNano" => out.start_time_unix_nano = uint64(v, &kp)?,
-            "endTimeUnixNano" => out.end_time_unix_nano = uint64(v, &kp)?,
-            "attributes" => out.attributes = list(v, &kp, key_value)?,
-            "droppedAttributesCount" => out.dropped_attributes_count = uint32(v, &kp)?,
-            "events" => out.events = list(v, &kp, span_event)?,
-            "droppedEventsCount" => out.dropped_events_count = uint32(v, &kp)?,
-            "links" => out.links = list(v, &kp, span_link)?,
-            "droppedLinksCount" => out.dropped_links_count = uint32(v, &kp)?,
-            "status" => out.status = optional(v, &kp, span_status)?,
-            _ => return Err(unknown(p, k, KEYS)),
-        }
-    }
-    Ok(out)
-}
-
-fn span_event(v: &J, p: &Path<'_>) -> Result<span::Event> {
-    let mut out = span::Event::default();
-    for (k, v) in object(v, p, "a Span.Event")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "timeUnixNano" => out.time_unix_nano = uint64(v, &kp)?,
-            "name" => out.name = string(v, &kp)?,
-            "attributes" => out.attributes = list(v, &kp, key_value)?,
-            "droppedAttributesCount" => out.dropped_attributes_count = uint32(v, &kp)?,
-            _ => {
-                return Err(unknown(
-                    p,
-                    k,
-                    &[
-                        "timeUnixNano",
-                        "name",
-                        "attributes",
-                        "droppedAttributesCount",
-                    ],
-                ))
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn span_link(v: &J, p: &Path<'_>) -> Result<span::Link> {
-    const KEYS: &[&str] = &[
-        "traceId",
-        "spanId",
-        "traceState",
-        "attributes",
-        "droppedAttributesCount",
-        "flags",
-    ];
-    let mut out = span::Link::default();
-    for (k, v) in object(v, p, "a Span.Link")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "traceId" => out.trace_id = id(v, &kp, 16)?,
-            "spanId" => out.span_id = id(v, &kp, 8)?,
-            "traceState" => out.trace_state = string(v, &kp)?,
-            "attributes" => out.attributes = list(v, &kp, key_value)?,
-            "droppedAttributesCount" => out.dropped_attributes_count = uint32(v, &kp)?,
-            "flags" => out.flags = uint32(v, &kp)?,
-            _ => return Err(unknown(p, k, KEYS)),
-        }
-    }
-    Ok(out)
-}
-
-fn status_code(s: &str) -> Option<i32> {
-    status::StatusCode::from_str_name(s).map(|e| e as i32)
-}
-
-fn span_status(v: &J, p: &Path<'_>) -> Result<Status> {
-    let mut out = Status::default();
-    for (k, v) in object(v, p, "a Status")? {
-        let kp = p.key(k);
-        match k.as_str() {
-            "message" => out.message = string(v, &kp)?,
-            "code" => out.code = enumeration(v, &kp, status_code)?,
-            _ => return Err(unknown(p, k, &["message", "code"])),
-        }
-    }
-    Ok(out)
-}
 
 // ---------------------------------------------------------------------------
 // Metrics

@@ -123,9 +123,15 @@ pub(super) fn double(v: &J, p: &Path<'_>) -> Result<f64> {
     }
 }
 
-pub(super) fn enumeration(v: &J, p: &Path<'_>, by_name: fn(&str) -> Option<i32>) -> Result<i32> {
+/// An enum by number, or by its proto name (`by_name` is the prost enum's
+/// `from_str_name`).
+pub(super) fn enumeration<E: Into<i32>>(
+    v: &J,
+    p: &Path<'_>,
+    by_name: fn(&str) -> Option<E>,
+) -> Result<i32> {
     match v {
-        J::Str(s) if s.parse::<i64>().is_err() => by_name(s).ok_or_else(|| {
+        J::Str(s) if s.parse::<i64>().is_err() => by_name(s).map(Into::into).ok_or_else(|| {
             err(
                 p,
                 format!("unknown enum value {s:?}: OTLP/JSON writes enums as integers"),

@@ -60,6 +60,41 @@ macro_rules! messages {
     )+};
 }
 
+/// Writes what every signal wraps its records in: the request (one key, the
+/// list of resources), the per-resource message and the per-scope message,
+/// which differ between signals only in their names.
+macro_rules! signal {
+    (
+        $(#[$attr:meta])*
+        pub(crate) fn $name:ident -> $request:ident {
+            $resources_key:literal => $resources:ident: $resource_ty:ident,
+            $scopes_key:literal => $scopes:ident: $scope_ty:ident,
+            $records_key:literal => $records:ident: $record:ident $(,)?
+        }
+    ) => {
+        $(#[$attr])*
+        pub(crate) fn $name(tree: &J) -> Result<$request> {
+            Ok($request {
+                $resources: top_list(tree, $resources_key, $resources)?,
+            })
+        }
+
+        messages! {
+            fn $resources(concat!("a ", stringify!($resource_ty))) -> $resource_ty {
+                "resource" => resource = optional(resource),
+                $scopes_key => $scopes = list($scopes),
+                "schemaUrl" => schema_url = string,
+            }
+
+            fn $scopes(concat!("a ", stringify!($scope_ty))) -> $scope_ty {
+                "scope" => scope = optional(scope),
+                $records_key => $records = list($record),
+                "schemaUrl" => schema_url = string,
+            }
+        }
+    };
+}
+
 // ---------------------------------------------------------------------------
 // Paths and errors
 
@@ -232,4 +267,15 @@ pub(super) fn top<'j>(tree: &'j J, key: &str) -> Result<&'j J> {
         }
     }
     Ok(found)
+}
+
+/// The request's list of resources, read only once the top-level object is
+/// known to hold no other key.
+pub(super) fn top_list<T>(
+    tree: &J,
+    key: &str,
+    f: impl Fn(&J, &Path<'_>) -> Result<T>,
+) -> Result<Vec<T>> {
+    let root = Path::Root;
+    list(top(tree, key)?, &root.key(key), f)
 }
