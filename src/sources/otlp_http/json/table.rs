@@ -256,7 +256,7 @@ pub(super) fn optional<T>(
 }
 
 /// The top-level object: one key holding the resource list.
-pub(super) fn top<'j>(tree: &'j J, key: &str) -> Result<&'j J> {
+fn top<'j>(tree: &'j J, key: &str) -> Result<&'j J> {
     let root = Path::Root;
     let mut found = &J::Null;
     for (k, v) in object(tree, &root, "an Export*ServiceRequest")? {

@@ -121,3 +121,34 @@ fn many_keys_are_checked_for_duplicates_too() {
     let doc = format!("{{{}}}", keys.join(","));
     assert!(J::parse(doc.as_bytes()).is_ok());
 }
+
+/// `count_records` counts metric data points by `METRIC_KINDS`; they must be
+/// exactly the keys of the `metric` table that fill `Metric.data`, which the
+/// table itself lists in its unknown-key hint.
+#[test]
+fn metric_kinds_are_the_members_of_metric_data() {
+    let doc = |metric: &str| {
+        format!(r#"{{"resourceMetrics":[{{"scopeMetrics":[{{"metrics":[{metric}]}}]}}]}}"#)
+    };
+    let decode = |metric: &str| metrics(&J::parse(doc(metric).as_bytes())?);
+    let e = decode(r#"{"zzzzzzzz":1}"#).expect_err("an unknown key");
+    let (_, keys) = e
+        .problem
+        .split_once("the keys of this object are ")
+        .expect("the hint lists the keys");
+    let keys = keys.split_once(')').map_or(keys, |(k, _)| k);
+    let data_keys: Vec<&str> = keys
+        .split(", ")
+        .filter(|k| {
+            // The other keys refuse an object, or leave the data unset.
+            decode(&format!(r#"{{"{k}":{{}}}}"#)).is_ok_and(|r| {
+                r.resource_metrics[0].scope_metrics[0].metrics[0]
+                    .data
+                    .is_some()
+            })
+        })
+        .collect();
+    assert_eq!(data_keys, METRIC_KINDS);
+    let e = decode(r#"{"gauge":{},"summary":{}}"#).expect_err("two kinds");
+    assert!(e.problem.contains("alternatives"), "{e}");
+}
