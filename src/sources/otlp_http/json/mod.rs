@@ -74,8 +74,8 @@ impl fmt::Display for JsonError {
 
 type Result<T, E = JsonError> = std::result::Result<T, E>;
 
-/// Records in the tree, counted by its shape alone (not by the decoder
-/// above): the elements of `resource.scope.records` arrays for logs and
+/// Records in the tree, counted by its shape alone (not by the message
+/// tables): the elements of `resource.scope.records` arrays for logs and
 /// traces, of every metric kind's `dataPoints` for metrics. Decoding must
 /// arrive at the same number, or the request is refused.
 pub(crate) fn count_records(tree: &J, signal: crate::event::Signal) -> u64 {

@@ -1,6 +1,7 @@
 /*!
-How a message table becomes a decoder: the [`messages!`] macro and what the
-code it writes relies on (JSON paths for errors, the unknown-key hint, the
+How a message table becomes a decoder: the `messages!` macro (and
+`signal!`, the envelopes every signal shares, written with it) and what the
+code they write relies on (JSON paths for errors, the unknown-key hint, the
 oneof guard, the object and array shapes).
 */
 
