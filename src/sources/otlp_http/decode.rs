@@ -1,7 +1,7 @@
 /*!
 From a request's headers and body bytes to a decoded OTLP request: which
 encoding and compression it declares, decompression with a hard cap, and
-decoding (prost for protobuf, `json.rs` for JSON) with the record count
+decoding (prost for protobuf, `json/` for JSON) with the record count
 verified.
 
 Decompression is streamed from the received bytes into a buffer that stops

@@ -6,7 +6,7 @@ request's records are durable in the log.
  client ── POST /v1/{logs,traces,metrics} ──▶ server.rs   listener, connection permits, TLS
                                                handler.rs route → auth → draining? → headers
                                                body.rs    read with caps, deadline, memory budget
-                                               decode.rs  decompress (capped) → protobuf | json.rs
+                                               decode.rs  decompress (capped) → protobuf | json/
                                                split.rs   one request → one Batch of Envelopes
                                                Log::append_timeout  (durable under fsync policy)
         ◀── 200 Export*ServiceResponse ─────── response.rs (or a google.rpc.Status and a status code)
@@ -44,7 +44,7 @@ request's records are durable in the log.
 # Faithfulness
 
 Protobuf is decoded with prost. JSON is decoded by our own strict decoder
-(`json.rs`), never by the serde derive of `opentelemetry-proto`, which drops
+(`json/`), never by the serde derive of `opentelemetry-proto`, which drops
 unknown keys, snake_case keys and malformed oneof members without a word:
 a request answered 200 would then have lost records. The strict decoder
 rejects (400) every key it does not know, duplicate keys, two members of one
