@@ -43,7 +43,7 @@ pub(crate) fn file_phase(
         }
         if last_poll.elapsed() > Duration::from_millis(100) {
             if let Some((200, text)) = http_get(api, "/metrics") {
-                in_flight += metric(&text, "holdfast_sink_in_flight");
+                in_flight += metric(&text, "holdfast_sink_in_flight_requests");
                 limit += metric(&text, "holdfast_sink_concurrency_limit");
                 samples += 1;
             }

@@ -621,7 +621,7 @@ impl Log {
 
     /// Segments, bytes, positions, per-consumer lag and the counters.
     pub fn stats(&self) -> LogStats {
-        stats::collect(&mut self.inner.shared.lock())
+        stats::collect(&mut self.inner.shared.lock(), !self.inner.read_only)
     }
 
     /// Writes what is queued, syncs, persists every cursor and stops the

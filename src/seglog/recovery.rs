@@ -168,6 +168,7 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
             format,
             file: Arc::new(file),
             map: None,
+            marks: Vec::new(),
         });
     }
 
@@ -284,6 +285,7 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
         format,
         file: Arc::new(read_handle),
         map: kept_image,
+        marks: Vec::new(),
     });
 
     let floor = segments.front().map_or(next_seq, |s| s.base_seq);

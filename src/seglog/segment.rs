@@ -54,7 +54,22 @@ pub struct Segment {
     /// segment it covers the whole file; for the active one it may be shorter
     /// than `readable_len` and is replaced when a reader needs more.
     pub map: Option<Bytes>,
+    /// Frames found by earlier lookups ([`crate::seglog::stats`]), about
+    /// one per [`MARK_STEP`] bytes, in order: a later lookup walks from
+    /// the nearest one instead of the segment's start.
+    pub marks: Vec<Mark>,
 }
+
+/// Where a frame starts, for lookups by sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    pub first_seq: u64,
+    pub offset: u64,
+}
+
+/// The least distance between two [`Mark`]s: a lookup walks at most this
+/// much of frame headers past the nearest mark.
+pub const MARK_STEP: u64 = 1 << 20;
 
 impl Segment {
     /// A map covering at least `readable_len`, reusing the cached one.

@@ -1,6 +1,7 @@
 //! A point-in-time picture of the log for `holdfast inspect` and metrics.
 
 use super::format::{self, SEGMENT_HEADER_LEN};
+use super::segment::{self, Mark, MARK_STEP};
 use super::state::{Counters, LossReason, State};
 
 /// The log as a whole.
@@ -55,29 +56,67 @@ pub struct ConsumerStats {
 
 /// Where the frame holding `seq` starts, and its append time. Hops over frame
 /// headers without checking CRCs; good enough to measure lag.
-fn locate(st: &mut State, seq: u64) -> Option<(usize, u64, u64)> {
+///
+/// Every scrape of the metrics asks this for the oldest event and each
+/// consumer's position, so it must neither walk a whole segment each time
+/// nor leave the pages it walked resident: it starts from the nearest
+/// [`Mark`] (set by earlier walks, about one per [`MARK_STEP`]) and gives
+/// the pages it passed back to the page cache (a walk from a segment's
+/// start, the first time, would otherwise make all of it resident).
+/// `release`: false for a read-only log, whose active segment is an image
+/// in memory, not a map of the file.
+fn locate(st: &mut State, seq: u64, release: bool) -> Option<(usize, u64, u64)> {
     if seq >= st.next_seq {
         return None;
     }
     let i = st.index_containing(seq);
-    let map = st.segments[i].map().ok()?;
-    let version = st.segments[i].format;
-    let mut at = SEGMENT_HEADER_LEN;
+    let seg = &mut st.segments[i];
+    let map = seg.map().ok()?;
+    let version = seg.format;
+    let k = seg.marks.partition_point(|m| m.first_seq <= seq);
+    let mut at = match k {
+        0 => SEGMENT_HEADER_LEN,
+        _ => seg.marks[k - 1].offset as usize,
+    };
+    let mut released = at;
     // `get`: a damaged sealed segment may be shorter than its header.
-    while let Some((h, len)) = map.get(at..).and_then(|b| format::peek_frame(b, version)) {
+    let found = loop {
+        let Some((h, len)) = map.get(at..).and_then(|b| format::peek_frame(b, version)) else {
+            break None;
+        };
+        let due = seg
+            .marks
+            .last()
+            .is_none_or(|m| at as u64 >= m.offset + MARK_STEP);
+        if due {
+            seg.marks.push(Mark {
+                first_seq: h.first_seq,
+                offset: at as u64,
+            });
+        }
         if h.end_seq() > seq {
-            return Some((i, at as u64, h.append_ms));
+            break Some((i, at as u64, h.append_ms));
         }
         at += len;
+        if release && at >= released + MARK_STEP as usize {
+            segment::release_pages(&map, at);
+            released = at;
+        }
+    };
+    if release && at > released {
+        segment::release_pages(&map, at);
+    }
+    if found.is_some() {
+        return found;
     }
     // Damage hides the frame: count from the segment start.
-    let start = (SEGMENT_HEADER_LEN as u64).min(st.segments[i].readable_len);
-    Some((i, start, st.segments[i].created_ms))
+    let start = (SEGMENT_HEADER_LEN as u64).min(seg.readable_len);
+    Some((i, start, seg.created_ms))
 }
 
-pub(crate) fn collect(st: &mut State) -> LogStats {
+pub(crate) fn collect(st: &mut State, release: bool) -> LogStats {
     let first_seq = st.floor();
-    let oldest_append_ms = locate(st, first_seq).map(|(_, _, ms)| ms);
+    let oldest_append_ms = locate(st, first_seq, release).map(|(_, _, ms)| ms);
     let names: Vec<(String, u64)> = st
         .consumers
         .iter()
@@ -85,7 +124,7 @@ pub(crate) fn collect(st: &mut State) -> LogStats {
         .collect();
     let mut consumers = Vec::with_capacity(names.len());
     for (name, committed) in names {
-        let (lag_bytes, oldest_unread_ms) = match locate(st, committed) {
+        let (lag_bytes, oldest_unread_ms) = match locate(st, committed, release) {
             Some((i, offset, ms)) => {
                 let rest: u64 = st.segments.iter().skip(i + 1).map(|s| s.readable_len).sum();
                 (st.segments[i].readable_len - offset + rest, Some(ms))
@@ -126,5 +165,54 @@ pub(crate) fn collect(st: &mut State) -> LogStats {
                 sealed: s.sealed,
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seglog::{Batch, Compression, FsyncPolicy, Log, LogOptions};
+
+    #[test]
+    fn lookups_from_marks_find_what_a_walk_from_the_start_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = LogOptions {
+            fsync: FsyncPolicy::Never,
+            compression: Compression::None,
+            ..LogOptions::default()
+        };
+        let log = Log::open(dir.path(), opts).unwrap();
+        // About 4 MiB of frames in the one segment: several marks.
+        let payload = vec![b'x'; 4000];
+        for _ in 0..1000 {
+            let mut b = Batch::new();
+            b.push(&payload);
+            b.push(&payload[..100]);
+            log.append_blocking(b).unwrap();
+        }
+        let end = log.next_seq();
+        let mut st = log.shared().lock();
+        let from_start = |st: &mut State, seq| {
+            st.segments[0].marks.clear();
+            locate(st, seq, true)
+        };
+        let seqs: Vec<u64> = (0..end).step_by(97).chain([end - 1, 1, 0]).collect();
+        let expected: Vec<_> = seqs.iter().map(|&s| from_start(&mut st, s)).collect();
+        // Marks are set along the way; lookups in any order use them.
+        st.segments[0].marks.clear();
+        for (&s, want) in seqs.iter().zip(&expected).rev() {
+            assert_eq!(locate(&mut st, s, true), *want, "seq {s}");
+        }
+        let marks = st.segments[0].marks.clone();
+        assert!(marks.len() >= 3, "{marks:?}");
+        assert!(marks
+            .windows(2)
+            .all(|w| w[0].first_seq < w[1].first_seq && w[1].offset >= w[0].offset + MARK_STEP));
+        for (&s, want) in seqs.iter().zip(&expected) {
+            assert_eq!(locate(&mut st, s, true), *want, "seq {s}");
+        }
+        assert_eq!(locate(&mut st, end, true), None);
+        drop(st);
+        log.close_blocking().unwrap();
     }
 }

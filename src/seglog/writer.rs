@@ -469,6 +469,7 @@ impl Writer {
                 format: super::format::FORMAT_VERSION,
                 file: Arc::new(read_handle),
                 map: None,
+                marks: Vec::new(),
             });
             st.total_bytes += SEGMENT_HEADER_LEN as u64;
         }
