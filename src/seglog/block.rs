@@ -23,6 +23,7 @@
 
 use std::cell::RefCell;
 use std::ops::Range;
+use std::sync::Mutex;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -150,8 +151,17 @@ impl Body {
 
 thread_local! {
     static ZSTD_D: RefCell<Option<zstd::zstd_safe::DCtx<'static>>> = const { RefCell::new(None) };
-    static ZSTD_C: RefCell<Option<zstd::zstd_safe::CCtx<'static>>> = const { RefCell::new(None) };
 }
+
+/// Compression contexts not in use. A context is big (about 1 MiB at level
+/// 1 for a 512 KiB chunk: its window and tables) and worth keeping, since
+/// making one costs more than compressing a small batch. Shared by all
+/// threads, not one per thread: appends compress without awaiting, so the
+/// contexts that ever exist are the compressions that ever ran at the same
+/// time (one per source appending at once), not every runtime thread an
+/// appender's task was ever scheduled on (docs/configuration.md, "Memory").
+static ZSTD_C: Mutex<Vec<zstd::zstd_safe::CCtx<'static>>> = Mutex::new(Vec::new());
+const ZSTD_WINDOW_LOG: u32 = 17;
 
 /// Decompresses and checks a block's body. `stored` is the body as stored
 /// (a slice of the segment's map: for `none` it is used as it is, copying
@@ -297,41 +307,58 @@ pub fn encode(context: &[u8], framed: Bytes, count: u32, compression: Compressio
     }
 }
 
-/// Streams the pieces through this thread's zstd context (made once per
-/// thread: creating one costs more than compressing a small batch).
+/// Streams the pieces through a zstd context from the shared pool.
 fn zstd_compress(pieces: &[&[u8]], raw_len: usize, level: i32) -> Option<Vec<u8>> {
-    use zstd::zstd_safe::{CCtx, CParameter, InBuffer, OutBuffer, ResetDirective};
-    ZSTD_C.with(|c| {
-        let mut c = c.borrow_mut();
-        let cctx = c.get_or_insert_with(CCtx::create);
-        cctx.reset(ResetDirective::SessionOnly).ok()?;
-        cctx.set_parameter(CParameter::CompressionLevel(level))
-            .ok()?;
-        cctx.set_pledged_src_size(Some(raw_len as u64)).ok()?;
-        let mut out: Vec<u8> =
-            Vec::with_capacity(BLOCK_HEADER_LEN + zstd::zstd_safe::compress_bound(raw_len));
-        out.resize(BLOCK_HEADER_LEN, 0);
-        for p in pieces {
-            let mut input = InBuffer::around(p);
-            while input.pos() < p.len() {
-                let pos = out.len();
-                let mut output = OutBuffer::around_pos(&mut out, pos);
-                cctx.compress_stream(&mut output, &mut input).ok()?;
-            }
-        }
-        loop {
+    // A poisoned pool only means a compression panicked while taking or
+    // returning a context; the contexts in it are still whole.
+    let taken = ZSTD_C.lock().unwrap_or_else(|p| p.into_inner()).pop();
+    let mut cctx = taken.unwrap_or_else(zstd::zstd_safe::CCtx::create);
+    let out = zstd_compress_with(&mut cctx, pieces, raw_len, level);
+    ZSTD_C.lock().unwrap_or_else(|p| p.into_inner()).push(cctx);
+    out
+}
+
+fn zstd_compress_with(
+    cctx: &mut zstd::zstd_safe::CCtx<'static>,
+    pieces: &[&[u8]],
+    raw_len: usize,
+    level: i32,
+) -> Option<Vec<u8>> {
+    use zstd::zstd_safe::{CParameter, InBuffer, OutBuffer, ResetDirective};
+    cctx.reset(ResetDirective::SessionOnly).ok()?;
+    cctx.set_parameter(CParameter::CompressionLevel(level))
+        .ok()?;
+    // A 128 KiB window, not the 512 KiB level 1 picks for a full chunk:
+    // the context buffers a window plus a block of input, so this takes
+    // about 0.4 MiB off each context, and log lines repeat what is near
+    // them (few matches reach further back). Readers decompress in one shot
+    // and are not limited by it.
+    cctx.set_parameter(CParameter::WindowLog(ZSTD_WINDOW_LOG))
+        .ok()?;
+    cctx.set_pledged_src_size(Some(raw_len as u64)).ok()?;
+    let mut out: Vec<u8> =
+        Vec::with_capacity(BLOCK_HEADER_LEN + zstd::zstd_safe::compress_bound(raw_len));
+    out.resize(BLOCK_HEADER_LEN, 0);
+    for p in pieces {
+        let mut input = InBuffer::around(p);
+        while input.pos() < p.len() {
             let pos = out.len();
             let mut output = OutBuffer::around_pos(&mut out, pos);
-            let left = cctx.end_stream(&mut output).ok()?;
-            if left == 0 {
-                break;
-            }
-            if out.len() == out.capacity() {
-                out.reserve(left);
-            }
+            cctx.compress_stream(&mut output, &mut input).ok()?;
         }
-        Some(out)
-    })
+    }
+    loop {
+        let pos = out.len();
+        let mut output = OutBuffer::around_pos(&mut out, pos);
+        let left = cctx.end_stream(&mut output).ok()?;
+        if left == 0 {
+            break;
+        }
+        if out.len() == out.capacity() {
+            out.reserve(left);
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
