@@ -56,6 +56,7 @@ mod check;
 mod describe;
 mod environment;
 mod error;
+mod log;
 mod network_sinks;
 mod raw;
 mod serde_messages;
