@@ -61,6 +61,7 @@ mod network_sinks;
 mod raw;
 mod serde_messages;
 mod settings;
+mod sink_auth;
 mod sinks;
 mod sources;
 mod text;
