@@ -11,7 +11,11 @@ two stages, the way `holdfast check` and `holdfast run` both use it.
    resolved (relative ones against the config file's directory), bounds and
    cross-references checked, the `[log]` table turned into the
    [`LogOptions`](crate::seglog::LogOptions) that
-   [`Log::open`](crate::seglog::Log::open) takes.
+   [`Log::open`](crate::seglog::Log::open) takes (`log.rs`), a network
+   sink's `auth` into its scheme (`sink_auth.rs`). The machinery between the
+   stages: `check.rs` (the checker that collects every problem), `text.rs`
+   (positions and key paths), `serde_messages.rs` (serde's messages in the
+   config's terms).
 
 Every problem is a [`Diagnostic`] naming the file, line, column and key path
 and saying what to change, for example
