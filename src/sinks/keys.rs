@@ -27,15 +27,19 @@ pub(crate) fn idempotency_key(ev: &Stored, out: &mut String) -> bool {
             push_hex(out, &s.span_id);
             false
         }
-        Some(Record::Metric(m)) if point(m).is_some() => {
-            if let Some(p) = point(m) {
+        Some(Record::Metric(m)) => match point(m) {
+            Some(p) => {
                 let series = series_identity(ev, m, p.attributes);
                 push_hex(out, &series.to_be_bytes());
                 out.push('-');
                 out.push_str(&p.time_unix_nano.to_string());
+                false
             }
-            false
-        }
+            None => {
+                push_hex(out, &id.0);
+                true
+            }
+        },
         _ => {
             push_hex(out, &id.0);
             true
