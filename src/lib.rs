@@ -29,6 +29,9 @@ Components:
   drain on SIGTERM. [`logging`] sets up `tracing` for terminal or journal.
 * [`inspect`] — `holdfast inspect` and `dump`, over a read-only view of the log.
 * [`cli`] — the operator's other subcommands: `holdfast quarantine`.
+* [`pool`] — bounded reuse of the data path's large buffers (chunks,
+  blocks, request bodies), so they neither fault in fresh pages nor leave
+  holes in the heap.
 */
 
 pub mod api;
@@ -40,6 +43,7 @@ pub mod fuzzing;
 pub mod inspect;
 pub mod logging;
 pub mod metrics;
+pub mod pool;
 pub mod seglog;
 pub mod sinks;
 pub mod sources;

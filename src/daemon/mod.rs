@@ -16,6 +16,7 @@ everything acknowledged is already on disk, and cursor progress since the
 last sync is replayed next time (duplicates, never loss).
 */
 
+mod startup_pages;
 pub mod supervisor;
 pub mod systemd;
 
@@ -214,6 +215,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     );
     systemd::ready(&status);
     info!("{status}");
+    // Start-up is over: what it alone ran need not stay resident.
+    startup_pages::release();
 
     // The main loop: wait for a signal, pinging the watchdog meanwhile. A
     // ping is sent only if the log's state can still be read, so a wedged

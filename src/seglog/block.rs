@@ -29,6 +29,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::format::{u32_at, EventIter, EVENT_HEADER_LEN, MAX_FRAME_PAYLOAD};
 use super::options::Compression;
+use crate::pool;
 
 pub const BLOCK_HEADER_LEN: usize = 16;
 /// A body never decompresses to more than this: a reader's memory per
@@ -171,7 +172,7 @@ pub fn open(h: &BlockHeader, stored: Bytes) -> Result<Body, BlockError> {
     let bytes = match h.codec {
         CODEC_NONE => stored,
         CODEC_ZSTD => {
-            let mut out: Vec<u8> = Vec::with_capacity(raw);
+            let mut out = pool::BLOCKS.take_with(raw);
             let n = ZSTD_D.with(|d| {
                 let mut d = d.borrow_mut();
                 let dctx = d.get_or_insert_with(zstd::zstd_safe::DCtx::create);
@@ -182,16 +183,17 @@ pub fn open(h: &BlockHeader, stored: Bytes) -> Result<Body, BlockError> {
             if n != raw {
                 return Err(BlockError::RawLength { got: n, want: raw });
             }
-            Bytes::from(out)
+            pool::BLOCKS.freeze(out)
         }
         CODEC_LZ4 => {
-            let mut out = vec![0u8; raw];
+            let mut out = pool::BLOCKS.take_with(raw);
+            out.resize(raw, 0);
             let n = lz4_flex::block::decompress_into(&stored, &mut out)
                 .map_err(|e| BlockError::Decompress(e.to_string()))?;
             if n != raw {
                 return Err(BlockError::RawLength { got: n, want: raw });
             }
-            Bytes::from(out)
+            pool::BLOCKS.freeze(out)
         }
         _ => return Err(BlockError::Layout),
     };
@@ -255,27 +257,33 @@ pub fn encode(context: &[u8], framed: Bytes, count: u32, compression: Compressio
             zstd_compress(&pieces, raw_len, level).map(|b| (CODEC_ZSTD, b))
         }
         Compression::Lz4 => {
-            let mut input = Vec::with_capacity(raw_len);
+            let mut input = pool::COMPRESS.take_with(raw_len);
             for p in pieces {
                 input.extend_from_slice(p);
             }
-            let mut out =
-                vec![0u8; BLOCK_HEADER_LEN + lz4_flex::block::get_maximum_output_size(raw_len)];
-            lz4_flex::block::compress_into(&input, &mut out[BLOCK_HEADER_LEN..])
-                .ok()
-                .map(|n| {
+            let mut out = pool::COMPRESS.take();
+            out.resize(
+                BLOCK_HEADER_LEN + lz4_flex::block::get_maximum_output_size(raw_len),
+                0,
+            );
+            let n = lz4_flex::block::compress_into(&input, &mut out[BLOCK_HEADER_LEN..]);
+            pool::COMPRESS.give(input);
+            match n {
+                Ok(n) => {
                     out.truncate(BLOCK_HEADER_LEN + n);
-                    (CODEC_LZ4, out)
-                })
+                    Some((CODEC_LZ4, out))
+                }
+                Err(_) => {
+                    pool::COMPRESS.give(out);
+                    None
+                }
+            }
         }
     };
     match compressed {
         // Stored as it is when compression does not pay: never larger
         // than the raw bytes plus a header.
         Some((codec, mut out)) if out.len() - BLOCK_HEADER_LEN < raw_len => {
-            // Room reserved for the worst case goes back before the block
-            // waits in the writer's queue.
-            out.shrink_to_fit();
             let h = BlockHeader {
                 stored_len: (out.len() - BLOCK_HEADER_LEN) as u32,
                 count,
@@ -283,12 +291,20 @@ pub fn encode(context: &[u8], framed: Bytes, count: u32, compression: Compressio
                 codec,
             };
             out[..BLOCK_HEADER_LEN].copy_from_slice(&h.encode());
+            // Copied out at its size, so that a block waiting in the
+            // writer's queue holds none of the room reserved for the worst
+            // case, and the scratch buffer serves the next block at once.
+            let body = Bytes::copy_from_slice(&out);
+            pool::COMPRESS.give(out);
             Encoded {
                 head: Bytes::new(),
-                body: Bytes::from(out),
+                body,
             }
         }
-        _ => {
+        compressed => {
+            if let Some((_, out)) = compressed {
+                pool::COMPRESS.give(out);
+            }
             let h = BlockHeader {
                 stored_len: raw_len as u32,
                 count,
@@ -336,8 +352,8 @@ fn zstd_compress_with(
     cctx.set_parameter(CParameter::WindowLog(ZSTD_WINDOW_LOG))
         .ok()?;
     cctx.set_pledged_src_size(Some(raw_len as u64)).ok()?;
-    let mut out: Vec<u8> =
-        Vec::with_capacity(BLOCK_HEADER_LEN + zstd::zstd_safe::compress_bound(raw_len));
+    let mut out =
+        pool::COMPRESS.take_with(BLOCK_HEADER_LEN + zstd::zstd_safe::compress_bound(raw_len));
     out.resize(BLOCK_HEADER_LEN, 0);
     for p in pieces {
         let mut input = InBuffer::around(p);

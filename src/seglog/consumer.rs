@@ -76,15 +76,19 @@ pub struct Consumer {
     released: (u64, usize),
 }
 
-/// A reader gives back the pages it has passed every this many bytes...
-const RELEASE_STEP: usize = 1 << 20;
+/// A reader gives back the pages it has passed every this many bytes
+/// (a `madvise` call each: about a hundred a second while draining a
+/// backlog at full speed)...
+const RELEASE_STEP: usize = 256 << 10;
 /// ...except the last this many. So a reader keeps at most
 /// `RELEASE_LAG + RELEASE_STEP` bytes of its segment mapped (plus the frame
 /// it is in): the mapped-window budget in docs/configuration.md ("Memory").
 /// A format-2 block is decompressed once into its own buffer, so what a
 /// sink decodes later is seldom in the map: the lag matters for format 1
-/// and for blocks stored plain.
-const RELEASE_LAG: usize = 1 << 20;
+/// and for blocks stored plain, whose events a sink decodes within a
+/// batch or two of reading them (a page given back too early only costs a
+/// minor fault).
+const RELEASE_LAG: usize = 256 << 10;
 
 impl Consumer {
     pub(crate) fn new(log: Log, name: String, at: u64) -> Consumer {

@@ -58,6 +58,7 @@ use super::retry::{Decision, Outcome, Policy, Verdict};
 use super::retry_queue::Waiting;
 use crate::event::Decoder;
 use crate::metrics::{Metrics, SinkLabels, SinkReasonLabels, SinkStatusLabels};
+use crate::pool::{Items, Pool};
 use crate::seglog::{Ledger, Outcome as LogOutcome};
 
 /// An event handed to a delivery task, not yet decoded.
@@ -265,9 +266,15 @@ pub(super) enum Which {
     Quarantined,
 }
 
+/// The vectors requests' items are gathered in: a thousand decoded events
+/// take most of a MiB, worth reusing rather than asking the allocator for
+/// again with every request (src/pool.rs).
+static ITEMS: Pool<Items<Item>> = Pool::new(8);
+
 /// Delivers one batch to its end (or until the sink stops).
 pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
-    let mut items = Vec::with_capacity(raw.len());
+    let mut items = ITEMS.take().0;
+    items.reserve(raw.len());
     let mut invalid = Vec::new();
     // One decoder for the batch: the events of one log batch share their
     // context, decoded once here and borrowed by each event.
@@ -462,26 +469,26 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                     }
                     finished.push(item.pos);
                 }
-                let unfinished = batch.len() - finished.len();
-                for (mut item, v) in batch.into_iter().zip(verdicts) {
-                    if unfinished == 0 {
-                        break;
-                    }
-                    match v {
-                        Verdict::Delivered | Verdict::Duplicate => {}
-                        Verdict::Retry { reason, counted } => {
-                            sh.count(Which::Retries, reason, 1);
-                            retry_reason = reason;
-                            if counted {
-                                item.retries += 1;
+                if finished.len() == batch.len() {
+                    ITEMS.give(Items(batch));
+                } else {
+                    for (mut item, v) in batch.into_iter().zip(verdicts) {
+                        match v {
+                            Verdict::Delivered | Verdict::Duplicate => {}
+                            Verdict::Retry { reason, counted } => {
+                                sh.count(Which::Retries, reason, 1);
+                                retry_reason = reason;
+                                if counted {
+                                    item.retries += 1;
+                                }
+                                if reason == "item_429" {
+                                    busy.push(item);
+                                } else {
+                                    again.push(item);
+                                }
                             }
-                            if reason == "item_429" {
-                                busy.push(item);
-                            } else {
-                                again.push(item);
-                            }
+                            Verdict::Reject(r) => rejected.push((item, r)),
                         }
-                        Verdict::Reject(r) => rejected.push((item, r)),
                     }
                 }
                 if matches!(outcome, Outcome::Success { .. }) {

@@ -73,7 +73,8 @@ impl Protocol for Elasticsearch {
         // Documents run about twice the size of a whole (format-1) event,
         // plus the action; a format-2 event's own bytes leave out what its
         // batch shares, some 200 bytes.
-        let mut body = Vec::with_capacity(items.iter().map(|i| i.data.len() * 3 + 360).sum());
+        let mut body =
+            crate::pool::BODIES.take_with(items.iter().map(|i| i.data.len() * 3 + 360).sum());
         let mut cache = Rendered::default();
         let mut key = String::with_capacity(66);
         let mut shared = document::Shared::default();

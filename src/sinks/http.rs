@@ -11,6 +11,8 @@ use anyhow::Context;
 use bytes::Bytes;
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 
+use crate::pool;
+
 use super::options::{Auth, Compression, HttpSinkOptions};
 use super::protocol::Request;
 use super::retry::{parse_retry_after, TransportKind};
@@ -78,8 +80,12 @@ impl Client {
     /// Sends one request; returns the answer and the bytes put on the wire.
     pub async fn send(&self, req: Request) -> (Answer, usize) {
         let (body, encoding) = match self.compression {
-            Compression::None => (Bytes::from(req.body), None),
-            Compression::Gzip => (Bytes::from(gzip(&req.body)), Some("gzip")),
+            Compression::None => (pool::BODIES.freeze(req.body), None),
+            Compression::Gzip => {
+                let zipped = gzip(&req.body);
+                pool::BODIES.give(req.body);
+                (pool::BODIES.freeze(zipped), Some("gzip"))
+            }
         };
         let wire = body.len();
         let mut r = self
@@ -108,7 +114,7 @@ impl Client {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let mut buf = Vec::new();
+        let mut buf = pool::BODIES.take();
         let mut truncated = false;
         loop {
             match resp.chunk().await {
@@ -128,7 +134,7 @@ impl Client {
                 status,
                 retry_after,
                 content_type,
-                body: Bytes::from(buf),
+                body: pool::BODIES.freeze(buf),
                 truncated,
             },
             wire,
@@ -158,7 +164,7 @@ fn transport(e: &reqwest::Error) -> Answer {
 /// Level 1: most of gzip's gain on telemetry for a fraction of its cost.
 pub(crate) fn gzip(data: &[u8]) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(
-        Vec::with_capacity(data.len() / 4 + 64),
+        pool::BODIES.take_with(data.len() / 4 + 64),
         flate2::Compression::fast(),
     );
     // Writing to a Vec cannot fail.

@@ -310,7 +310,7 @@ fn encode_protobuf(groups: &[Group<'_>]) -> Vec<u8> {
         group_lens.push(glen);
     }
     let total: usize = group_lens.iter().map(|&l| field_len(1, l)).sum();
-    let mut buf = Vec::with_capacity(total);
+    let mut buf = crate::pool::BODIES.take_with(total);
     let (mut ri, mut si) = (0, 0);
     for (g, &glen) in groups.iter().zip(&group_lens) {
         put_header(1, glen, &mut buf);

@@ -314,7 +314,7 @@ impl Appender {
                 Event::Received(Some(Update::Chunk(mut chunk))) => {
                     let floor = self.log.next_seq();
                     let payload_bytes = chunk.payload_bytes();
-                    let framed = Bytes::from(std::mem::take(&mut chunk.data));
+                    let framed = crate::pool::CHUNKS.freeze(std::mem::take(&mut chunk.data));
                     let context = std::mem::take(&mut chunk.context);
                     let state = if chunk.events == 0 {
                         State::Done

@@ -364,9 +364,9 @@ impl Out {
         self.flush_records();
         if !self.chunk.is_empty() {
             let mut c = std::mem::take(&mut self.chunk);
-            // A chunk cut short (a quiet file, a stop) gives back the room it
-            // did not use; the allocator shrinks it in place.
-            c.data.shrink_to_fit();
+            // The next chunk fills a buffer the log is done with: room for a
+            // full chunk and the line that passes its size.
+            self.chunk.data = crate::pool::CHUNKS.take_with(self.chunk_bytes + (64 << 10));
             c.seal();
             self.send(Update::Chunk(c));
         }
