@@ -2,6 +2,19 @@
 //! them through rotation, reads and splits their lines and encodes them into
 //! chunks for the appender.
 //!
+//! | file | holds |
+//! |------|-------|
+//! | `mod.rs` | the settings, the run loop (scan, read, timers, flush) and detaching |
+//! | `protocol.rs` | what the appender is sent (`Update`, `Chunk`) and the shared counters |
+//! | `chunk.rs` | a chunk being filled: its events and format-2 groups |
+//! | `out.rs` | the output side: lines encoded into the chunk, record updates, sending |
+//! | `stream.rs` | one stream: positions, held line and event, last bytes read |
+//! | `table.rs` | the stream table and its indexes (inode, path, prefixes, keys, detached) |
+//! | `rotation.rs` | rotation identity: what a file seen on disk means, as decision values |
+//! | `scan.rs` | acting on scans: new files, copies, renames, rotated-away files, reopening, generations |
+//! | `read.rs` | reading open files and checking their first bytes after each read |
+//! | `timers.rs` | quiet lines and events, the end of a drain, idle files, forgetting |
+//!
 //! # Streams
 //!
 //! A *stream* is one generation of one file: a key (see `identity.rs`), a

@@ -14,11 +14,15 @@
 //!   again as a possible copy; a prefix that grew);
 //! * [`copy_of`]: is a new file a copy of a detached stream's file
 //!   (copytruncate's `app.log.1`), to continue or already read;
-//! * [`identity::judge`](super::super::identity::judge): a closed stream's
-//!   file opened again (same, truncated, or its inode reused).
+//! * [`reopened`]: a closed stream's path opened again (another file now,
+//!   the same, truncated in place, or its inode reused by a new file; the
+//!   last three as [`judge`] says, which also vets a file found again by
+//!   inode after it left the globs).
+
+use std::io;
 
 use super::super::discovery::FoundFile;
-use super::super::identity::Prefix;
+use super::super::identity::{judge, FileMeta, Prefix, Verdict};
 use super::stream::Stream;
 
 /// What a scan's sighting of a followed file (by its inode, at a path the
@@ -158,6 +162,41 @@ pub(super) fn copy_of(
         read_at(b, s.tail_end - s.tail.len() as u64) && *b == s.tail[..]
     };
     ok.then_some(Copy::Continues)
+}
+
+/// What a closed stream's path leads to, opened again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reopened {
+    /// Another inode: the file was replaced at its path (renamed away and a
+    /// new one created, or deleted and created again). A scan sorts out
+    /// both files.
+    OtherFile,
+    /// The stream's file, at least as long as what was read: read on.
+    Same,
+    /// The stream's inode, truncated or rewritten in place: the next
+    /// generation, from offset 0.
+    Truncated,
+    /// The stream's inode with another birth time: the file was deleted and
+    /// its inode reused by a new file. The stream ends; the file is new.
+    Replaced,
+}
+
+/// Judges the file the closed stream `s`'s path now leads to (`now`, as
+/// `stat` saw it). `prefix_ok` reads whether the file still starts with
+/// the stream's prefix; it is asked only of the stream's own inode.
+pub(super) fn reopened(
+    s: &Stream,
+    now: &FileMeta,
+    prefix_ok: impl FnOnce() -> io::Result<bool>,
+) -> io::Result<Reopened> {
+    if now.inode() != s.meta.inode() {
+        return Ok(Reopened::OtherFile);
+    }
+    Ok(match judge(s.meta.btime, s.read_pos, now, prefix_ok()?) {
+        Verdict::Same => Reopened::Same,
+        Verdict::Truncated => Reopened::Truncated,
+        Verdict::Replaced => Reopened::Replaced,
+    })
 }
 
 #[cfg(test)]
@@ -415,5 +454,46 @@ mod tests {
         // Nothing emitted: any copy continues it from its start.
         s.emitted = 0;
         assert_eq!(copy_of(&s, p, 40, FP, reader(b"")), Some(Copy::Continues));
+    }
+
+    #[test]
+    fn a_reopened_path_is_judged_by_inode_birth_time_and_first_bytes() {
+        let s = stream(b"01234567", 100);
+        let ok = || Ok(true);
+        assert_eq!(reopened(&s, &meta(100), ok).ok(), Some(Reopened::Same));
+        assert_eq!(reopened(&s, &meta(150), ok).ok(), Some(Reopened::Same));
+        // Replaced by a new inode at the same path (rename and create):
+        // its first bytes are not even read.
+        let other = FileMeta {
+            ino: 3,
+            ..meta(150)
+        };
+        let unread = || -> io::Result<bool> { panic!("read another file's first bytes") };
+        assert_eq!(reopened(&s, &other, unread).ok(), Some(Reopened::OtherFile));
+        // Truncated in place (copytruncate, `> file`).
+        assert_eq!(reopened(&s, &meta(10), ok).ok(), Some(Reopened::Truncated));
+        // Rewritten in place past what was read: a fingerprint mismatch.
+        let changed = || Ok(false);
+        assert_eq!(
+            reopened(&s, &meta(150), changed).ok(),
+            Some(Reopened::Truncated)
+        );
+        // The same inode reused by a new file: another birth time.
+        let reborn = FileMeta {
+            btime: Some(8),
+            ..meta(150)
+        };
+        assert_eq!(reopened(&s, &reborn, ok).ok(), Some(Reopened::Replaced));
+        // Without birth times only the content can tell.
+        let mut unknown = stream(b"01234567", 100);
+        unknown.meta.btime = None;
+        assert_eq!(reopened(&unknown, &reborn, ok).ok(), Some(Reopened::Same));
+        assert_eq!(
+            reopened(&unknown, &reborn, changed).ok(),
+            Some(Reopened::Truncated)
+        );
+        // A failed read is the caller's to report.
+        let failed = || Err(io::Error::other("EIO"));
+        assert!(reopened(&s, &meta(150), failed).is_err());
     }
 }

@@ -11,9 +11,9 @@ use std::time::{Instant, SystemTime};
 use tracing::{debug, info};
 
 use super::super::discovery::FoundFile;
-use super::super::identity::{self, judge, FileMeta, Prefix, Verdict};
+use super::super::identity::{self, FileMeta, Prefix};
 use super::super::StartAt;
-use super::rotation::{self, Copy, Next};
+use super::rotation::{self, Copy, Next, Reopened};
 use super::stream::TAIL_BYTES;
 use super::{unix_ms, Stream, StreamId, Tailer};
 
@@ -459,18 +459,16 @@ impl Tailer {
         let Some(s) = self.streams.get(id) else {
             return;
         };
-        if meta.inode() != s.meta.inode() {
-            // The path leads to another file now: a scan sorts it out.
-            self.rescan = true;
-            return;
-        }
-        let ok = match identity::prefix_matches(&file, s.prefix, &mut self.pbuf) {
-            Ok(ok) => ok,
-            Err(e) => return self.read_error("cannot read a followed file", &path, &e),
-        };
-        match judge(s.meta.btime, s.read_pos, &meta, ok) {
-            Verdict::Same => {
-                let pos = s.read_pos;
+        let pbuf = &mut self.pbuf;
+        let prefix_ok = || identity::prefix_matches(&file, s.prefix, pbuf);
+        let pos = s.read_pos;
+        match rotation::reopened(s, &meta, prefix_ok) {
+            Err(e) => self.read_error("cannot read a followed file", &path, &e),
+            Ok(Reopened::OtherFile) => {
+                // A scan sorts it out.
+                self.rescan = true;
+            }
+            Ok(Reopened::Same) => {
                 if let Err(e) = file.seek(SeekFrom::Start(pos)) {
                     return self.read_error("cannot seek in a followed file", &path, &e);
                 }
@@ -482,8 +480,8 @@ impl Tailer {
                 self.open += 1;
                 self.make_room(id);
             }
-            Verdict::Truncated => self.new_generation(id, file, meta, now),
-            Verdict::Replaced => {
+            Ok(Reopened::Truncated) => self.new_generation(id, file, meta, now),
+            Ok(Reopened::Replaced) => {
                 info!(source = %self.s.name, path = %path.display(), "inode reused by a new file");
                 self.detach(id, now);
                 self.discover(FoundFile { path, meta }, now);
