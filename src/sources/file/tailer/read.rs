@@ -3,7 +3,7 @@
 use std::io::{self, Read};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use super::super::identity::{self, FileMeta, Prefix};
+use super::super::identity::{self, FileMeta};
 use super::rotation::{self, FirstBytes};
 use super::{Lines, StreamId, Tailer, READ_BUDGET};
 
@@ -139,13 +139,7 @@ impl Tailer {
                 let Some(s) = self.streams.get(id) else {
                     return false;
                 };
-                let streams = &self.streams;
-                let like_followed = |first: Prefix| {
-                    streams.has_full_prefix(first.hash)
-                        || streams
-                            .detached()
-                            .any(|(_, d)| d.truncated_away && d.prefix == first)
-                };
+                let like_followed = |first| self.streams.starts_like_followed(first);
                 match rotation::first_bytes(s, &self.pbuf, fp, like_followed) {
                     FirstBytes::Same => {}
                     FirstBytes::Changed => {

@@ -204,7 +204,6 @@ mod tests {
     use std::path::PathBuf;
     use std::time::Instant;
 
-    use super::super::super::encode::Encoder;
     use super::super::super::identity::FileMeta;
     use super::*;
 
@@ -222,20 +221,7 @@ mod tests {
     /// A stream of `app.log` with first bytes `first`, read (and emitted)
     /// up to `pos`.
     fn stream(first: &[u8], pos: u64) -> Stream {
-        let path = PathBuf::from("/var/log/app.log");
-        let template = Encoder::new("app", "box").template(&path);
-        let mut s = Stream::new(
-            9,
-            0,
-            path,
-            template,
-            meta(pos),
-            Prefix::of(first),
-            pos,
-            Instant::now(),
-        );
-        s.attached = true;
-        s
+        Stream::sample("/var/log/app.log", 2, first, pos)
     }
 
     fn found(path: &str, len: u64) -> FoundFile {

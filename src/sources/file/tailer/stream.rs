@@ -178,3 +178,24 @@ impl Stream {
         }
     }
 }
+
+#[cfg(test)]
+impl Stream {
+    /// A stream for tests: key `ino`, the file at `path` on inode (1, `ino`)
+    /// born at 7, first bytes `first`, read and emitted up to `pos`,
+    /// attached.
+    pub(super) fn sample(path: &str, ino: u64, first: &[u8], pos: u64) -> Stream {
+        let path = PathBuf::from(path);
+        let template = super::super::encode::Encoder::new("app", "box").template(&path);
+        let meta = FileMeta {
+            dev: 1,
+            ino,
+            btime: Some(7),
+            len: pos,
+        };
+        let now = Instant::now();
+        let mut s = Stream::new(ino, 0, path, template, meta, Prefix::of(first), pos, now);
+        s.attached = true;
+        s
+    }
+}

@@ -98,6 +98,17 @@ impl Streams {
         self.full_prefixes.contains_key(&hash)
     }
 
+    /// Whether a file whose full prefix is `prefix` starts like a followed
+    /// file (an attached stream's full prefix) or like one just truncated
+    /// away: only then may it be a copy still being made. A file that
+    /// starts like one rotated away long ago is not held against it.
+    pub(super) fn starts_like_followed(&self, prefix: Prefix) -> bool {
+        self.has_full_prefix(prefix.hash)
+            || self
+                .detached()
+                .any(|(_, d)| d.truncated_away && d.prefix == prefix)
+    }
+
     pub(super) fn key_in_use(&self, key: u64) -> bool {
         self.keys.contains_key(&key)
     }
@@ -211,7 +222,8 @@ impl Streams {
     }
 
     /// The stream's prefix grew with its file to `prefix`; once full, an
-    /// attached stream is counted among the full prefixes.
+    /// attached stream is counted among the full prefixes. A full prefix
+    /// never grows (it is read up to `fingerprint_bytes` only).
     pub(super) fn grow_prefix(&mut self, id: StreamId, prefix: Prefix) {
         let Some(s) = self.all.get_mut(&id) else {
             return;
@@ -230,5 +242,139 @@ impl Streams {
                 self.full_prefixes.remove(&hash);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    const FP: usize = 8;
+
+    fn at() -> (Instant, u64) {
+        (Instant::now(), 1)
+    }
+
+    #[test]
+    fn an_attached_stream_is_found_by_inode_path_prefix_and_key() {
+        let mut t = Streams::new(FP);
+        t.insert(1, Stream::sample("/l/a.log", 10, b"01234567", 0));
+        assert_eq!(t.with_inode((1, 10)), Some(1));
+        assert_eq!(t.at_path(Path::new("/l/a.log")), Some(1));
+        assert_eq!(t.attached_files(), 1);
+        assert!(t.has_full_prefix(Prefix::of(b"01234567").hash));
+        assert!(t.starts_like_followed(Prefix::of(b"01234567")));
+        assert!(t.key_in_use(10));
+        assert_eq!(t.next_generation(10), 1);
+        assert_eq!(t.detached().count(), 0);
+    }
+
+    #[test]
+    fn a_detached_stream_leaves_every_index_but_its_key() {
+        let mut t = Streams::new(FP);
+        let mut s = Stream::sample("/l/a.log", 10, b"01234567", 5);
+        s.file = Some(std::fs::File::open("/dev/null").expect("/dev/null opens"));
+        t.insert(1, s);
+        let gone = t.detach(1, at()).expect("it was attached");
+        assert!(gone.had_file);
+        assert_eq!(gone.path, Path::new("/l/a.log"));
+        assert_eq!(gone.record.offset, 5);
+        assert_eq!(gone.record.detached_unix_ms, Some(1));
+        assert_eq!(t.with_inode((1, 10)), None);
+        assert_eq!(t.at_path(Path::new("/l/a.log")), None);
+        assert!(!t.has_full_prefix(Prefix::of(b"01234567").hash));
+        assert_eq!(t.detached().map(|d| d.0).collect::<Vec<_>>(), vec![1]);
+        assert!(t.key_in_use(10));
+        // Detached once only.
+        assert!(t.detach(1, at()).is_none());
+        // Truncated away, its first bytes still mark a possible copy.
+        assert!(!t.starts_like_followed(Prefix::of(b"01234567")));
+        if let Some(s) = t.get_mut(1) {
+            s.truncated_away = true;
+        }
+        assert!(t.starts_like_followed(Prefix::of(b"01234567")));
+        // Its copy adopts it: attached again, indexed again.
+        t.attach(1);
+        assert_eq!(t.with_inode((1, 10)), Some(1));
+        assert!(t.has_full_prefix(Prefix::of(b"01234567").hash));
+        assert_eq!(t.detached().count(), 0);
+        assert!(t
+            .get(1)
+            .is_some_and(|s| !s.truncated_away && s.detached_at.is_none()));
+    }
+
+    #[test]
+    fn a_stream_from_the_checkpoint_may_start_detached() {
+        let mut t = Streams::new(FP);
+        let mut s = Stream::sample("/l/a.log.1", 10, b"01234567", 5);
+        s.attached = false;
+        s.detached_at = Some(at());
+        t.insert(1, s);
+        assert_eq!(t.with_inode((1, 10)), None);
+        assert_eq!(t.detached().count(), 1);
+        assert!(t.key_in_use(10));
+    }
+
+    #[test]
+    fn removing_a_stream_releases_its_key_and_generations() {
+        let mut t = Streams::new(FP);
+        t.insert(1, Stream::sample("/l/a.log", 10, b"01234567", 0));
+        let mut next = Stream::sample("/l/a.log", 10, b"abcdefgh", 0);
+        next.generation = 3;
+        t.detach(1, at());
+        t.insert(2, next);
+        assert_eq!(t.next_generation(10), 4);
+        assert!(t.remove(1).is_some());
+        assert!(t.remove(1).is_none());
+        assert!(t.key_in_use(10));
+        assert!(t.remove(2).is_some());
+        assert!(!t.key_in_use(10));
+        assert_eq!(t.next_generation(10), 1);
+        assert_eq!(t.attached_files(), 0);
+        assert!(!t.has_full_prefix(Prefix::of(b"abcdefgh").hash));
+    }
+
+    #[test]
+    fn an_index_entry_belongs_to_the_stream_that_took_it_last() {
+        let mut t = Streams::new(FP);
+        t.insert(1, Stream::sample("/l/a.log", 10, b"01234567", 0));
+        // The next generation of the same file takes its inode and path.
+        t.insert(2, Stream::sample("/l/a.log", 10, b"abcdefgh", 0));
+        t.detach(1, at());
+        assert_eq!(t.with_inode((1, 10)), Some(2));
+        assert_eq!(t.at_path(Path::new("/l/a.log")), Some(2));
+        t.remove(1);
+        assert_eq!(t.with_inode((1, 10)), Some(2));
+    }
+
+    #[test]
+    fn renames_and_growing_prefixes_keep_the_indexes() {
+        let mut t = Streams::new(FP);
+        t.insert(1, Stream::sample("/l/a.log", 10, b"0123", 4));
+        assert!(!t.has_full_prefix(Prefix::of(b"0123").hash));
+        t.grow_prefix(1, Prefix::of(b"01234567"));
+        assert!(t.has_full_prefix(Prefix::of(b"01234567").hash));
+        t.detach(1, at());
+        assert!(!t.has_full_prefix(Prefix::of(b"01234567").hash));
+        t.attach(1);
+        t.rename(1, PathBuf::from("/l/a.log.1"));
+        assert_eq!(t.at_path(Path::new("/l/a.log")), None);
+        assert_eq!(t.at_path(Path::new("/l/a.log.1")), Some(1));
+        assert!(t.get(1).is_some_and(|s| s.path == Path::new("/l/a.log.1")));
+    }
+
+    #[test]
+    fn a_missing_id_is_an_answer_not_a_panic() {
+        let mut t = Streams::new(FP);
+        assert!(t.get(7).is_none() && t.get_mut(7).is_none());
+        assert!(t.detach(7, at()).is_none());
+        assert!(t.remove(7).is_none());
+        t.attach(7);
+        t.rename(7, PathBuf::from("/l/x"));
+        t.grow_prefix(7, Prefix::of(b"01234567"));
+        assert_eq!(t.attached_files(), 0);
+        assert_eq!(t.at_path(Path::new("/l/x")), None);
     }
 }
