@@ -14,15 +14,20 @@
 //!   again as a possible copy; a prefix that grew);
 //! * [`copy_of`]: is a new file a copy of a detached stream's file
 //!   (copytruncate's `app.log.1`), to continue or already read;
+//! * [`unattached`]: what a new file whose first bytes are those of a
+//!   stream is (a copy to continue, lines already read, set aside as a
+//!   possible copy still being made, or new);
 //! * [`reopened`]: a closed stream's path opened again (another file now,
 //!   the same, truncated in place, or its inode reused by a new file; the
 //!   last three as [`judge`] says, which also vets a file found again by
 //!   inode after it left the globs).
 
 use std::io;
+use std::time::Duration;
 
 use super::super::discovery::FoundFile;
 use super::super::identity::{judge, FileMeta, Prefix, Verdict};
+use super::protocol::StreamId;
 use super::stream::Stream;
 
 /// What a scan's sighting of a followed file (by its inode, at a path the
@@ -162,6 +167,39 @@ pub(super) fn copy_of(
         read_at(b, s.tail_end - s.tail.len() as u64) && *b == s.tail[..]
     };
     ok.then_some(Copy::Continues)
+}
+
+/// What a file no stream is attached to, with a full prefix, is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unattached {
+    /// A copy of this detached stream's file: the stream continues in it.
+    Continues(StreamId),
+    /// It may be the copy of a followed file about to be truncated
+    /// (copytruncate copies first): set aside, judged again at the next
+    /// scan, for up to `rotate_wait`.
+    SetAside,
+    /// A new stream; from the file's end if it holds only lines already
+    /// read (a copy taken before its original was read to its end).
+    New { already_read: bool },
+}
+
+/// Judges a file with a full prefix no stream is attached to: `copy` is
+/// what it is to the detached streams ([`copy_of`]); `set_aside_for`, asked
+/// only if it is no copy of theirs, says for how long it has been set
+/// aside as a possible copy of a followed file (`None` if it cannot be one).
+pub(super) fn unattached(
+    copy: Option<(StreamId, Copy)>,
+    rotate_wait: Duration,
+    set_aside_for: impl FnOnce() -> Option<Duration>,
+) -> Unattached {
+    match copy {
+        Some((id, Copy::Continues)) => Unattached::Continues(id),
+        Some((_, Copy::AlreadyRead)) => Unattached::New { already_read: true },
+        None if set_aside_for().is_some_and(|d| d < rotate_wait) => Unattached::SetAside,
+        None => Unattached::New {
+            already_read: false,
+        },
+    }
 }
 
 /// What a closed stream's path leads to, opened again.
@@ -481,5 +519,29 @@ mod tests {
         // A failed read is the caller's to report.
         let failed = || Err(io::Error::other("EIO"));
         assert!(reopened(&s, &meta(150), failed).is_err());
+    }
+
+    #[test]
+    fn a_new_file_like_a_followed_one_is_a_copy_set_aside_or_new() {
+        let wait = Duration::from_secs(5);
+        let never = || -> Option<Duration> { panic!("a copy is not set aside") };
+        assert_eq!(
+            unattached(Some((4, Copy::Continues)), wait, never),
+            Unattached::Continues(4)
+        );
+        assert_eq!(
+            unattached(Some((4, Copy::AlreadyRead)), wait, never),
+            Unattached::New { already_read: true }
+        );
+        // Copytruncate's copy made before the truncation: waited for.
+        let new = Unattached::New {
+            already_read: false,
+        };
+        let set_aside = |secs| move || Some(Duration::from_secs(secs));
+        assert_eq!(unattached(None, wait, set_aside(0)), Unattached::SetAside);
+        assert_eq!(unattached(None, wait, set_aside(4)), Unattached::SetAside);
+        // Not truncated within rotate_wait: a file that only starts the same.
+        assert_eq!(unattached(None, wait, set_aside(5)), new);
+        assert_eq!(unattached(None, wait, || None), new);
     }
 }

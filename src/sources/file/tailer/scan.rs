@@ -13,9 +13,9 @@ use tracing::{debug, info};
 use super::super::discovery::FoundFile;
 use super::super::identity::{self, FileMeta, Prefix};
 use super::super::StartAt;
-use super::rotation::{self, Copy, Next, Reopened};
+use super::rotation::{self, Copy, Next, Reopened, Unattached};
 use super::stream::TAIL_BYTES;
-use super::{unix_ms, Stream, StreamId, Tailer};
+use super::{unix_ms, Stream, StreamId, Streams, Tailer};
 
 impl Tailer {
     pub(super) fn scan(&mut self, now: Instant) {
@@ -210,27 +210,29 @@ impl Tailer {
                     return self.read_error("cannot read a matched file", &path, &e);
                 }
             }
-            match self.find_copy_of(prefix, &file, meta.len) {
-                Some((oid, Copy::Continues)) => return self.adopt(oid, path, meta, file, now),
-                Some((oid, Copy::AlreadyRead)) => {
-                    if let Some(o) = self.streams.get(oid) {
+            let copy = self.find_copy_of(prefix, &file, meta.len);
+            let rotate_wait = self.s.opts.rotate_wait;
+            let set_aside_for = || {
+                (self.streams.has_full_prefix(prefix.hash)
+                    && may_be_copy_of_live(&self.streams, prefix, &file, meta.len))
+                .then(|| now.duration_since(*self.deferred.entry(meta.inode()).or_insert(now)))
+            };
+            match rotation::unattached(copy, rotate_wait, set_aside_for) {
+                Unattached::Continues(oid) => return self.adopt(oid, path, meta, file, now),
+                Unattached::SetAside => {
+                    debug!(source = %self.s.name, path = %path.display(),
+                        "new file starts like a followed one: waiting to see whether it is a copy");
+                    return;
+                }
+                Unattached::New {
+                    already_read: from_end,
+                } => {
+                    if let Some(o) = copy.and_then(|(oid, _)| self.streams.get(oid)) {
                         info!(source = %self.s.name, path = %path.display(), was = %o.path.display(),
                             len = meta.len, emitted = o.emitted, read_pos = o.read_pos,
                             "a copy of lines already read; following it from its end");
                     }
-                    already_read = true;
-                }
-                None => {}
-            }
-            if !already_read
-                && self.streams.has_full_prefix(prefix.hash)
-                && self.may_be_copy_of_live(prefix, &file, meta.len)
-            {
-                let since = *self.deferred.entry(meta.inode()).or_insert(now);
-                if now.duration_since(since) < self.s.opts.rotate_wait {
-                    debug!(source = %self.s.name, path = %path.display(),
-                        "new file starts like a followed one: waiting to see whether it is a copy");
-                    return;
+                    already_read = from_end;
                 }
             }
         }
@@ -347,30 +349,6 @@ impl Tailer {
         self.streams.detached().find_map(|(id, s)| {
             let read_at = |b: &mut [u8], at: u64| file.read_exact_at(b, at).is_ok();
             rotation::copy_of(s, prefix, len, fp, read_at).map(|c| (id, c))
-        })
-    }
-
-    /// Whether `file` could be a copy, still being made or not yet followed
-    /// by the truncation, of a followed file with the same first bytes:
-    /// its last bytes equal that file's bytes at the same offset. A file
-    /// that merely starts the same (a common header) is not held back.
-    fn may_be_copy_of_live(&self, prefix: Prefix, file: &File, len: u64) -> bool {
-        let n = (TAIL_BYTES as u64).min(len) as usize;
-        let mut ours = [0u8; TAIL_BYTES];
-        if file.read_exact_at(&mut ours[..n], len - n as u64).is_err() {
-            return true;
-        }
-        let mut theirs = [0u8; TAIL_BYTES];
-        self.streams.iter().any(|(_, s)| {
-            s.attached
-                && s.prefix == prefix
-                && match &s.file {
-                    Some(f) => {
-                        f.read_exact_at(&mut theirs[..n], len - n as u64).is_ok()
-                            && ours[..n] == theirs[..n]
-                    }
-                    None => true,
-                }
         })
     }
 
@@ -536,4 +514,28 @@ impl Tailer {
             self.rescan = true;
         }
     }
+}
+
+/// Whether `file` could be a copy, still being made or not yet followed
+/// by the truncation, of a followed file with the same first bytes:
+/// its last bytes equal that file's bytes at the same offset. A file
+/// that merely starts the same (a common header) is not held back.
+fn may_be_copy_of_live(streams: &Streams, prefix: Prefix, file: &File, len: u64) -> bool {
+    let n = (TAIL_BYTES as u64).min(len) as usize;
+    let mut ours = [0u8; TAIL_BYTES];
+    if file.read_exact_at(&mut ours[..n], len - n as u64).is_err() {
+        return true;
+    }
+    let mut theirs = [0u8; TAIL_BYTES];
+    streams.iter().any(|(_, s)| {
+        s.attached
+            && s.prefix == prefix
+            && match &s.file {
+                Some(f) => {
+                    f.read_exact_at(&mut theirs[..n], len - n as u64).is_ok()
+                        && ours[..n] == theirs[..n]
+                }
+                None => true,
+            }
+    })
 }
