@@ -121,23 +121,40 @@ pub enum Record {
     Metric(Metric),
 }
 
-/// The position of a file record, kept for quarantine reports and debugging.
-#[derive(Clone, PartialEq, Message)]
-pub struct FileOrigin {
-    #[prost(string, tag = "1")]
-    pub path: String,
-    #[prost(fixed64, tag = "2")]
-    pub fingerprint: u64,
-    #[prost(uint32, tag = "3")]
-    pub generation: u32,
-    /// Byte offset of the record's first byte.
-    #[prost(uint64, tag = "4")]
-    pub offset: u64,
-    /// Byte offset just past the record (where the next one starts): a
-    /// line's end cannot be derived from its body (truncation, CRLF, lossy
-    /// UTF-8, multiline), and the file source needs it to resume exactly.
-    #[prost(uint64, tag = "5")]
-    pub end_offset: u64,
+/// Declares a message with a file origin's numbers (fingerprint,
+/// generation, offsets) after the fields given, so that every message that
+/// decodes them (the full [`FileOrigin`]; the file source's recovery, which
+/// skips the path) has them under the same tags.
+macro_rules! file_origin_message {
+    ($(#[$attr:meta])* pub struct $name:ident { $($fields:tt)* }) => {
+        $(#[$attr])*
+        #[derive(Clone, PartialEq, ::prost::Message)]
+        pub struct $name {
+            $($fields)*
+            #[prost(fixed64, tag = "2")]
+            pub fingerprint: u64,
+            #[prost(uint32, tag = "3")]
+            pub generation: u32,
+            /// Byte offset of the record's first byte.
+            #[prost(uint64, tag = "4")]
+            pub offset: u64,
+            /// Byte offset just past the record (where the next one
+            /// starts): a line's end cannot be derived from its body
+            /// (truncation, CRLF, lossy UTF-8, multiline), and the file
+            /// source needs it to resume exactly.
+            #[prost(uint64, tag = "5")]
+            pub end_offset: u64,
+        }
+    };
+}
+pub(crate) use file_origin_message;
+
+file_origin_message! {
+    /// The position of a file record, kept for quarantine reports and debugging.
+    pub struct FileOrigin {
+        #[prost(string, tag = "1")]
+        pub path: String,
+    }
 }
 
 /// The signal an envelope carries, for metrics labels and routing.

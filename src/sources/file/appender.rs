@@ -52,7 +52,7 @@ use tracing::{error, info, warn};
 
 use super::checkpoint::{self, Checkpoint, Record};
 use super::discovery::Wake;
-use super::tailer::{Chunk, Counters, StreamId, Update};
+use super::tailer::protocol::{Chunk, Counters, StreamId, Update};
 use crate::seglog::{Batch, Hold, Log, LogError, SeqRange};
 
 /// Appends in flight at once.

@@ -271,13 +271,7 @@ impl Encoder {
         out.put_u32_le(total as u32);
         let before = out.len();
         // 8: the log record (its observed time is the envelope's)
-        encode_key(8, WireType::LengthDelimited, out);
-        encode_varint(rec_len as u64, out);
-        encode_key(5, WireType::LengthDelimited, out);
-        encode_varint(any_len as u64, out);
-        encode_key(1, WireType::LengthDelimited, out);
-        encode_varint(body.len() as u64, out);
-        out.put_slice(body.as_bytes());
+        put_record_start(rec_len, any_len, body, out);
         self.put_marks(m, out);
         // 11: the origin's offset and length (path, fingerprint,
         // generation: the group's)
@@ -335,13 +329,7 @@ impl Encoder {
         encode_key(3, WireType::SixtyFourBit, out);
         out.put_u64_le(m.observed_ns);
         // 8: the log record
-        encode_key(8, WireType::LengthDelimited, out);
-        encode_varint(rec_len as u64, out);
-        encode_key(5, WireType::LengthDelimited, out);
-        encode_varint(any_len as u64, out);
-        encode_key(1, WireType::LengthDelimited, out);
-        encode_varint(body.len() as u64, out);
-        out.put_slice(body.as_bytes());
+        put_record_start(rec_len, any_len, body, out);
         out.put_slice(&t.attrs);
         self.put_marks(m, out);
         encode_key(11, WireType::SixtyFourBit, out);
@@ -360,6 +348,18 @@ impl Encoder {
         debug_assert_eq!(out.len() - before, total);
         total
     }
+}
+
+/// Starts the log record (envelope field 8, `rec_len` bytes) with its body,
+/// a string `AnyValue` of `any_len` bytes; the record's other fields follow.
+fn put_record_start(rec_len: usize, any_len: usize, body: &str, out: &mut Vec<u8>) {
+    encode_key(8, WireType::LengthDelimited, out);
+    encode_varint(rec_len as u64, out);
+    encode_key(5, WireType::LengthDelimited, out);
+    encode_varint(any_len as u64, out);
+    encode_key(1, WireType::LengthDelimited, out);
+    encode_varint(body.len() as u64, out);
+    out.put_slice(body.as_bytes());
 }
 
 /// The `log.record.original_bytes` attribute (`LogRecord` field 6, a

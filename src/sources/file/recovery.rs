@@ -59,17 +59,10 @@ pub struct GroupView {
     pub origin: Option<OriginNumbers>,
 }
 
-/// `FileOrigin` without its path, with the `end` field (see `encode.rs`).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OriginNumbers {
-    #[prost(fixed64, tag = "2")]
-    pub fingerprint: u64,
-    #[prost(uint32, tag = "3")]
-    pub generation: u32,
-    #[prost(uint64, tag = "4")]
-    pub offset: u64,
-    #[prost(uint64, tag = "5")]
-    pub end: u64,
+crate::event::file_origin_message! {
+    /// `FileOrigin` without its path (see `encode.rs`). In format 2 an
+    /// event's own `offset` and `end_offset` count from its group's offset.
+    pub struct OriginNumbers {}
 }
 
 pub fn decode_origin(bytes: &[u8]) -> Result<OriginView, prost::DecodeError> {
@@ -111,11 +104,11 @@ impl Peeker {
                 return Peeked::Other;
             }
             return match view.origin {
-                Some(o) if o.end > o.offset => Peeked::Line {
+                Some(o) if o.end_offset > o.offset => Peeked::Line {
                     key: o.fingerprint,
                     generation: o.generation,
                     offset: o.offset,
-                    end: o.end,
+                    end: o.end_offset,
                 },
                 _ => Peeked::Unusable,
             };
@@ -140,13 +133,13 @@ impl Peeker {
         }
         // Format 2 stores the offset from the group's and the length.
         match (&g.origin, view.origin) {
-            (Some(go), Some(o)) if o.end > 0 => {
+            (Some(go), Some(o)) if o.end_offset > 0 => {
                 let offset = go.offset.wrapping_add(o.offset);
                 Peeked::Line {
                     key: go.fingerprint,
                     generation: go.generation,
                     offset,
-                    end: offset.wrapping_add(o.end),
+                    end: offset.wrapping_add(o.end_offset),
                 }
             }
             _ => Peeked::Unusable,

@@ -117,7 +117,7 @@ fn hand_encoding_decodes_to_the_same_envelope() {
         assert_eq!(back.source, "app");
         let o = back.origin.unwrap();
         assert_eq!(
-            (o.fingerprint, o.generation, o.offset, o.end),
+            (o.fingerprint, o.generation, o.offset, o.end_offset),
             (m.key, m.generation, m.offset, m.end)
         );
     }

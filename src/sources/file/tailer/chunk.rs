@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use prost::Message;
 
-use super::{Ids, StreamId};
+use super::out::Ids;
+use super::protocol::StreamId;
 use crate::event::Context;
 use crate::sources::file::encode::{Encoder, InGroup};
 

@@ -2,6 +2,19 @@
 //! them through rotation, reads and splits their lines and encodes them into
 //! chunks for the appender.
 //!
+//! | file | holds |
+//! |------|-------|
+//! | `mod.rs` | the settings, the run loop (scan, read, timers, flush) and detaching |
+//! | `protocol.rs` | what the appender is sent (`Update`, `Chunk`) and the shared counters |
+//! | `chunk.rs` | a chunk being filled: its events and format-2 groups |
+//! | `out.rs` | the output side: lines encoded into the chunk, record updates, sending |
+//! | `stream.rs` | one stream: positions, held line and event, last bytes read |
+//! | `table.rs` | the stream table and its indexes (inode, path, prefixes, keys, detached) |
+//! | `rotation.rs` | rotation identity: what a file seen on disk means, as decision values |
+//! | `scan.rs` | acting on scans: new files, copies, renames, rotated-away files, reopening, generations |
+//! | `read.rs` | reading open files and checking their first bytes after each read |
+//! | `timers.rs` | quiet lines and events, the end of a drain, idle files, forgetting |
+//!
 //! # Streams
 //!
 //! A *stream* is one generation of one file: a key (see `identity.rs`), a
@@ -70,109 +83,46 @@
 //! Chunks are bounded in bytes and the channel to the appender in chunks, so
 //! when the log pushes back the tailer blocks and reading pauses.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::fs::File;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::checkpoint::{self, Record};
 use super::discovery::{Patterns, Wake, Watch, Woken};
-use super::encode::{Encoder, LineMeta, Template};
+use super::encode::Encoder;
 use super::identity::{FileMeta, Prefix};
-use super::lines::{Line, Splitter};
-use super::multiline::{self, Group};
 use super::recovery::Found;
 use super::FileSourceOptions;
-use crate::metrics::Metrics;
 
 mod chunk;
+mod out;
+pub mod protocol;
 mod read;
+mod rotation;
 mod scan;
+mod stream;
+mod table;
 mod timers;
 
-pub use chunk::Chunk;
-
-pub type StreamId = u64;
+use out::{Lines, Out};
+pub use protocol::Counters;
+use protocol::{Chunk, StreamId, Update};
+use stream::Stream;
+use table::Streams;
 
 /// Detached streams are kept this long for a copy of their file to appear.
 pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 /// Bytes read from one file before the others get a turn.
 const READ_BUDGET: usize = 4 << 20;
-/// Room reserved in a new chunk beyond `chunk_bytes`, for the event that
-/// crosses it (longer events make the chunk grow).
-const CHUNK_SLACK: usize = 16 << 10;
 /// The shared read buffer.
 const READ_BUF: usize = 256 << 10;
-/// Bytes of the last data read kept per stream to recognise copies.
-const TAIL_BYTES: usize = 64;
 /// The fewest milliseconds between two scans that inotify asked for.
 const MIN_RESCAN: Duration = Duration::from_millis(100);
-
-/// What the tailer tells the appender, in order.
-#[derive(Debug)]
-pub enum Update {
-    /// Streams created or changed (`upserts`) and forgotten. With `barrier`,
-    /// the appender writes a checkpoint holding them before it appends any
-    /// later chunk: a stream's key must be durable before its first line is,
-    /// or recovery could not tell whose lines those are.
-    Records {
-        upserts: Vec<(StreamId, Record)>,
-        forget: Vec<StreamId>,
-        barrier: bool,
-    },
-    Chunk(Chunk),
-}
-
-/// The source's metric handles, resolved once.
-#[derive(Clone)]
-pub struct Counters {
-    pub metrics: Arc<Metrics>,
-    pub component: String,
-    pub files_watched: Gauge,
-    pub files_open: Gauge,
-    pub lines: Counter,
-    pub bytes: Counter,
-    pub truncated: Counter,
-    pub invalid_utf8: Counter,
-    pub rotations: Counter,
-    pub truncations: Counter,
-    pub read_errors: Counter,
-    pub checkpoint_errors: Counter,
-    pub events: Counter,
-    pub event_bytes: Counter,
-}
-
-impl Counters {
-    pub fn new(metrics: &Arc<Metrics>, name: &str) -> Counters {
-        let l = crate::metrics::SourceLabels {
-            source: name.to_string(),
-        };
-        let f = &metrics.file_sources;
-        Counters {
-            metrics: metrics.clone(),
-            component: format!("source:{name}"),
-            files_watched: f.files_watched.get_or_create(&l).clone(),
-            files_open: f.files_open.get_or_create(&l).clone(),
-            lines: f.lines.get_or_create(&l).clone(),
-            bytes: f.bytes.get_or_create(&l).clone(),
-            truncated: f.lines_truncated.get_or_create(&l).clone(),
-            invalid_utf8: f.lines_invalid_utf8.get_or_create(&l).clone(),
-            rotations: f.rotations.get_or_create(&l).clone(),
-            truncations: f.truncations.get_or_create(&l).clone(),
-            read_errors: f.read_errors.get_or_create(&l).clone(),
-            checkpoint_errors: f.checkpoint_errors.get_or_create(&l).clone(),
-            events: metrics.sources.events.get_or_create(&l).clone(),
-            event_bytes: metrics.sources.bytes.get_or_create(&l).clone(),
-        }
-    }
-}
 
 /// Fixed settings of a tailer.
 pub struct Settings {
@@ -199,289 +149,9 @@ pub struct Initial {
     pub next_id: StreamId,
 }
 
-struct Stream {
-    key: u64,
-    generation: u32,
-    path: PathBuf,
-    template: Template,
-    meta: FileMeta,
-    prefix: Prefix,
-    read_pos: u64,
-    emitted: u64,
-    file: Option<File>,
-    split: Splitter,
-    group: Option<Group>,
-    /// When bytes last arrived (or the stream was opened).
-    last_data: Instant,
-    /// The last read found nothing new.
-    at_eof: bool,
-    attached: bool,
-    /// Since when the file is not found at any matching path (it is being
-    /// drained, see [`drained`](timers::drained)); the same moment in unix
-    /// milliseconds, for the checkpoint.
-    unseen_since: Option<Instant>,
-    unseen_unix_ms: Option<u64>,
-    detached_at: Option<(Instant, u64)>,
-    /// The last bytes read, ending at `tail_end`.
-    tail: Vec<u8>,
-    tail_end: u64,
-    /// Queued in `wanted`.
-    wanted: bool,
-    /// Open and read to its end, but inotify or a scan says it changed.
-    dirty: bool,
-    /// Detached because its file was truncated in place (copytruncate).
-    truncated_away: bool,
-    /// Spans past `emitted` whose lines are in the log already (recovered
-    /// after an append refused as full was overtaken by a later one): read,
-    /// not appended again.
-    ahead: Vec<(u64, u64)>,
-}
-
-impl Stream {
-    fn record(&self) -> Record {
-        Record {
-            key: self.key,
-            generation: self.generation,
-            path: self.path.to_string_lossy().into_owned(),
-            dev: self.meta.dev,
-            ino: self.meta.ino,
-            btime: self.meta.btime,
-            prefix_len: self.prefix.len,
-            prefix_hash: self.prefix.hash,
-            offset: self.emitted,
-            detached_unix_ms: self.detached_at.map(|d| d.1),
-            rotated_unix_ms: self.unseen_unix_ms,
-            tail: (!self.tail.is_empty()).then(|| checkpoint::Tail {
-                end: self.tail_end,
-                hex: checkpoint::to_hex(&self.tail),
-            }),
-            ahead: self.ahead.clone(),
-        }
-    }
-
-    fn remember_tail(&mut self, data: &[u8]) {
-        if data.len() >= TAIL_BYTES {
-            self.tail.clear();
-            self.tail
-                .extend_from_slice(&data[data.len() - TAIL_BYTES..]);
-        } else {
-            if self.tail_end != self.read_pos {
-                self.tail.clear();
-            }
-            self.tail.extend_from_slice(data);
-            let over = self.tail.len().saturating_sub(TAIL_BYTES);
-            self.tail.drain(..over);
-        }
-        self.tail_end = self.read_pos + data.len() as u64;
-    }
-}
-
-/// The output side: the chunk being filled, pending record updates, and the
-/// channel to the appender.
-struct Out {
-    enc: Encoder,
-    chunk: Chunk,
-    upserts: Vec<(StreamId, Record)>,
-    forget: Vec<StreamId>,
-    barrier: bool,
-    tx: mpsc::Sender<Update>,
-    max_frame: usize,
-    chunk_bytes: usize,
-    max_line: usize,
-    multiline: bool,
-    /// Events are format 2 (see `encode.rs`).
-    format2: bool,
-    observed_ns: u64,
-    /// Lines read since the counter was last updated (one atomic add per
-    /// read, not per line).
-    lines: u64,
-    c: Counters,
-    /// The appender is gone: stop.
-    closed: bool,
-}
-
-/// What a new file is a copy of.
-enum Copy {
-    /// Continue the detached stream from its position in this file.
-    Continues(StreamId),
-    /// Everything in this file was read from the original already.
-    AlreadyRead(StreamId),
-}
-
-/// What an emitted line belongs to.
-struct Ids<'a> {
-    id: StreamId,
-    key: u64,
-    generation: u32,
-    template: &'a Template,
-    /// Spans whose lines are in the log already (see `Stream::ahead`).
-    ahead: &'a [(u64, u64)],
-}
-
-/// Cuts `b` to at most `max` bytes, at a character boundary if the bytes
-/// are valid UTF-8 up to the cut.
-fn cut(b: &[u8], max: usize) -> &[u8] {
-    if b.len() <= max {
-        return b;
-    }
-    let c = &b[..max];
-    match std::str::from_utf8(c) {
-        Err(e) if e.error_len().is_none() => &c[..e.valid_up_to()],
-        _ => c,
-    }
-}
-
 fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-impl Out {
-    fn send(&mut self, u: Update) {
-        if self.closed {
-            return;
-        }
-        if self.tx.blocking_send(u).is_err() {
-            self.closed = true;
-        }
-    }
-
-    fn flush_records(&mut self) {
-        if self.upserts.is_empty() && self.forget.is_empty() {
-            return;
-        }
-        let u = Update::Records {
-            upserts: std::mem::take(&mut self.upserts),
-            forget: std::mem::take(&mut self.forget),
-            barrier: std::mem::take(&mut self.barrier),
-        };
-        self.send(u);
-    }
-
-    /// Sends the record updates, then the chunk.
-    fn flush(&mut self) {
-        self.c.lines.inc_by(std::mem::take(&mut self.lines));
-        self.flush_records();
-        if !self.chunk.is_empty() {
-            let mut c = std::mem::take(&mut self.chunk);
-            // The next chunk fills a buffer the log is done with: room for a
-            // full chunk and the line that passes its size.
-            self.chunk.data = crate::pool::CHUNKS.take_with(self.chunk_bytes + (64 << 10));
-            c.seal();
-            self.send(Update::Chunk(c));
-        }
-    }
-
-    /// Encodes one line into the chunk, unless the chunk would then be more
-    /// than one append can take (events and context): then the chunk is
-    /// left as it was and the answer is false.
-    fn push(&mut self, ids: &Ids<'_>, body: &str, meta: &LineMeta) -> bool {
-        let c = &mut self.chunk;
-        let before = (c.data.len(), c.groups.len(), c.context_len);
-        if before.0 == 0 {
-            // Room for a whole chunk at once: grown by doubling instead, a
-            // chunk would be copied on every growth and end up holding up to
-            // twice its size, while several wait in the channel and in flight.
-            c.data
-                .reserve(self.chunk_bytes + CHUNK_SLACK.min(self.chunk_bytes));
-        }
-        if self.format2 {
-            let g = c.group_of(&self.enc, ids, meta.offset, meta.observed_ns);
-            self.enc.encode_own(body, meta, g, &mut c.data);
-        } else {
-            self.enc.encode(ids.template, body, meta, &mut c.data);
-        }
-        if c.data.len() + c.context_len <= self.max_frame {
-            return true;
-        }
-        c.data.truncate(before.0);
-        c.groups.truncate(before.1);
-        c.context_len = before.2;
-        false
-    }
-
-    /// Encodes one line (or multiline event) and records the stream's new
-    /// position. Lines with nothing in them make no event but move the
-    /// position.
-    fn emit(&mut self, ids: &Ids<'_>, line: Line<'_>, emitted: &mut u64) {
-        *emitted = line.end;
-        if ids
-            .ahead
-            .iter()
-            .any(|&(start, end)| start <= line.start && line.end <= end)
-        {
-            // Appended before a restart, past lines that were not: only
-            // the position moves.
-            self.chunk.set_pos(ids.id, line.end);
-            return;
-        }
-        if line.len == 0 && !self.multiline {
-            self.chunk.set_pos(ids.id, line.end);
-            return;
-        }
-        let truncated = line.len > self.max_line as u64;
-        let bytes = cut(line.bytes, self.max_line);
-        let (body, invalid) = match std::str::from_utf8(bytes) {
-            Ok(s) => (std::borrow::Cow::Borrowed(s), false),
-            Err(_) => (String::from_utf8_lossy(bytes), true),
-        };
-        let meta = LineMeta {
-            key: ids.key,
-            generation: ids.generation,
-            offset: line.start,
-            end: line.end,
-            observed_ns: self.observed_ns,
-            truncated_from: truncated.then_some(line.len),
-            invalid_utf8: invalid,
-        };
-        if !self.push(ids, &body, &meta) {
-            // Not in this chunk: in the next one, or, if even an empty
-            // chunk cannot take it, in none.
-            let fits = self.chunk.events > 0 && {
-                self.flush();
-                self.push(ids, &body, &meta)
-            };
-            if !fits {
-                warn!(source = %self.c.component, offset = line.start, bytes = line.len,
-                    "a line is too large for one log segment even after truncation; dropped (lower max_line_bytes or raise the segment size)");
-                self.c
-                    .metrics
-                    .drop_events(&self.c.component, "too_large", 1);
-                self.chunk.set_pos(ids.id, line.end);
-                return;
-            }
-        }
-        self.chunk.events += 1;
-        self.chunk.set_pos(ids.id, line.end);
-        if truncated {
-            self.c.truncated.inc();
-        }
-        if invalid {
-            self.c.invalid_utf8.inc();
-        }
-        if self.chunk.data.len() >= self.chunk_bytes {
-            self.flush();
-        }
-    }
-}
-
-/// Feeds a completed line through multiline joining (if configured) to `out`.
-#[allow(clippy::too_many_arguments)]
-fn complete_line(
-    out: &mut Out,
-    ml: Option<&super::Multiline>,
-    group: &mut Option<Group>,
-    ids: &Ids<'_>,
-    line: Line<'_>,
-    emitted: &mut u64,
-    keep: usize,
-    now: Instant,
-) {
-    out.lines += 1;
-    match ml {
-        None => out.emit(ids, line, emitted),
-        Some(ml) => multiline::push(ml, group, line, keep, now, |ev| out.emit(ids, ev, emitted)),
-    }
 }
 
 pub struct Tailer {
@@ -491,15 +161,7 @@ pub struct Tailer {
     wake: Arc<Wake>,
     watch: Watch,
     patterns: Patterns,
-    streams: HashMap<StreamId, Stream>,
-    by_inode: HashMap<(u64, u64), StreamId>,
-    by_path: HashMap<PathBuf, StreamId>,
-    /// Full prefixes of attached streams (hash → count): a new file with one
-    /// of them may be a copy whose original is about to be truncated.
-    full_prefixes: HashMap<u64, u32>,
-    /// Keys in use: streams per key and the highest generation.
-    keys: HashMap<u64, (u32, u32)>,
-    detached: HashSet<StreamId>,
+    streams: Streams,
     /// Files set aside as possible copies of a live stream, since when.
     deferred: HashMap<(u64, u64), Instant>,
     /// Directories listed by inode during this scan, for streams looking
@@ -553,18 +215,14 @@ impl Tailer {
             closed: false,
             enc,
         };
+        let streams = Streams::new(s.opts.fingerprint_bytes);
         let mut t = Tailer {
             keep: s.opts.max_line_bytes + 1,
             s,
             wake,
             watch,
             patterns,
-            streams: HashMap::new(),
-            by_inode: HashMap::new(),
-            by_path: HashMap::new(),
-            full_prefixes: HashMap::new(),
-            keys: HashMap::new(),
-            detached: HashSet::new(),
+            streams,
             deferred: HashMap::new(),
             listings: HashMap::new(),
             wanted: VecDeque::new(),
@@ -586,87 +244,38 @@ impl Tailer {
                 .tail
                 .as_ref()
                 .and_then(|t| checkpoint::from_hex(&t.hex).map(|b| (b, t.end)));
-            let st = Stream {
-                key: r.key,
-                generation: r.generation,
-                template: t.out.enc.template(&path),
-                path,
-                meta: FileMeta {
+            let mut st = Stream::new(
+                r.key,
+                r.generation,
+                path.clone(),
+                t.out.enc.template(&path),
+                FileMeta {
                     dev: r.dev,
                     ino: r.ino,
                     btime: r.btime,
                     len: r.offset,
                 },
-                prefix: Prefix {
+                Prefix {
                     len: r.prefix_len,
                     hash: r.prefix_hash,
                 },
-                read_pos: r.offset,
-                emitted: r.offset,
-                file: None,
-                split: Splitter::default(),
-                group: None,
-                last_data: now,
-                at_eof: false,
-                attached: false,
-                unseen_since: None,
-                // The first scan finds it missing again and restarts the
-                // drain's clock (its writer may still be writing).
-                unseen_unix_ms: r.rotated_unix_ms,
-                detached_at: r.detached_unix_ms.map(|ms| (now, ms)),
-                tail: tail.as_ref().map(|t| t.0.clone()).unwrap_or_default(),
-                tail_end: tail.map_or(0, |t| t.1),
-                wanted: false,
-                dirty: false,
-                truncated_away: false,
-                ahead: r.ahead.clone(),
-            };
-            t.insert(id, st);
+                r.offset,
+                now,
+            );
+            // The first scan finds it missing again and restarts the
+            // drain's clock (its writer may still be writing).
+            st.unseen_unix_ms = r.rotated_unix_ms;
+            st.detached_at = r.detached_unix_ms.map(|ms| (now, ms));
+            st.tail = tail.as_ref().map(|t| t.0.clone()).unwrap_or_default();
+            st.tail_end = tail.map_or(0, |t| t.1);
+            st.ahead = r.ahead.clone();
+            t.streams.insert(id, st);
         }
         Ok(t)
     }
 
     fn fp(&self) -> usize {
         self.s.opts.fingerprint_bytes
-    }
-
-    /// Adds a stream to the maps; attached ones by inode and path.
-    fn insert(&mut self, id: StreamId, st: Stream) {
-        let k = self.keys.entry(st.key).or_insert((0, 0));
-        k.0 += 1;
-        k.1 = k.1.max(st.generation);
-        let detached = st.detached_at.is_some();
-        self.streams.insert(id, st);
-        if detached {
-            self.detached.insert(id);
-        } else {
-            self.attach(id);
-        }
-    }
-
-    fn attach(&mut self, id: StreamId) {
-        let fp = self.fp();
-        let s = self.streams.get_mut(&id).unwrap();
-        s.attached = true;
-        s.detached_at = None;
-        s.unseen_since = None;
-        s.unseen_unix_ms = None;
-        s.truncated_away = false;
-        self.detached.remove(&id);
-        self.by_inode.insert(s.meta.inode(), id);
-        self.by_path.insert(s.path.clone(), id);
-        if s.prefix.is_full(fp) {
-            *self.full_prefixes.entry(s.prefix.hash).or_default() += 1;
-        }
-    }
-
-    fn unindex_prefix(&mut self, hash: u64) {
-        if let Some(n) = self.full_prefixes.get_mut(&hash) {
-            *n -= 1;
-            if *n == 0 {
-                self.full_prefixes.remove(&hash);
-            }
-        }
     }
 
     /// The file is gone for this stream: emit what it holds, close it, and
@@ -684,73 +293,34 @@ impl Tailer {
     /// in two pieces. If no copy shows up, they are emitted once quiet for
     /// `line_idle_timeout` (and the multiline timeout), as for any file.
     fn detach_keeping(&mut self, id: StreamId, now: Instant) {
-        let fp = self.fp();
-        let s = self.streams.get_mut(&id).unwrap();
+        let Some(s) = self.streams.get_mut(id) else {
+            return;
+        };
         // Nothing more to read from it: the timers may end what it holds.
         s.at_eof = true;
-        if !s.attached {
+        let at = (now, unix_ms(SystemTime::now()));
+        let Some(gone) = self.streams.detach(id, at) else {
             return;
-        }
-        s.attached = false;
-        s.detached_at = Some((now, unix_ms(SystemTime::now())));
-        let had_file = s.file.take().is_some();
-        let (inode, path, full, hash) = (
-            s.meta.inode(),
-            s.path.clone(),
-            s.prefix.is_full(fp),
-            s.prefix.hash,
-        );
-        let rec = s.record();
-        if had_file {
+        };
+        if gone.had_file {
             self.open -= 1;
         }
-        if self.by_inode.get(&inode) == Some(&id) {
-            self.by_inode.remove(&inode);
-        }
-        if self.by_path.get(&path) == Some(&id) {
-            self.by_path.remove(&path);
-        }
-        if full {
-            self.unindex_prefix(hash);
-        }
-        self.detached.insert(id);
-        self.out.upserts.push((id, rec));
-        debug!(source = %self.s.name, path = %path.display(), "stopped following a file");
+        self.out.upserts.push((id, gone.record));
+        debug!(source = %self.s.name, path = %gone.path.display(), "stopped following a file");
     }
 
     /// Emits a stream's unfinished line and multiline event.
     fn flush_pending(&mut self, id: StreamId, now: Instant) {
-        let keep = self.keep;
-        let ml = self.s.opts.multiline.as_ref();
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
-        let Stream {
-            split,
-            group,
-            key,
-            generation,
-            template,
-            emitted,
-            ahead,
-            ..
-        } = s;
-        let ids = Ids {
-            id,
-            key: *key,
-            generation: *generation,
-            template,
-            ahead,
-        };
-        let out = &mut self.out;
-        split.flush(|line| complete_line(out, ml, group, &ids, line, emitted, keep, now));
-        if let Some(g) = group.take() {
-            out.emit(&ids, g.as_line(), emitted);
-        }
+        let mut to = Lines::new(&mut self.out, &self.s.opts, self.keep, now);
+        s.flush_line(id, &mut to);
+        s.flush_group(id, &mut self.out);
     }
 
     fn want(&mut self, id: StreamId) {
-        if let Some(s) = self.streams.get_mut(&id) {
+        if let Some(s) = self.streams.get_mut(id) {
             if !s.wanted {
                 s.wanted = true;
                 self.wanted.push_back(id);
@@ -818,7 +388,7 @@ impl Tailer {
             };
         }
         self.out.flush();
-        info!(source = %self.s.name, files = self.by_inode.len(), "file source tailer stopped");
+        info!(source = %self.s.name, files = self.streams.attached_files(), "file source tailer stopped");
     }
 
     /// Takes in what inotify reported, scanning first if a scan is due.
@@ -828,8 +398,8 @@ impl Tailer {
             self.scan(now);
         }
         for p in woken.dirty {
-            match self.by_path.get(&p).copied() {
-                Some(id) => match self.streams.get_mut(&id) {
+            match self.streams.at_path(&p) {
+                Some(id) => match self.streams.get_mut(id) {
                     Some(s) if s.file.is_some() => s.dirty = true,
                     Some(_) => self.want(id),
                     None => {}

@@ -3,8 +3,9 @@
 use std::io::{self, Read};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use super::super::identity::{self, FileMeta, Prefix};
-use super::{complete_line, Ids, Stream, StreamId, Tailer, READ_BUDGET};
+use super::super::identity::{self, FileMeta};
+use super::rotation::{self, FirstBytes};
+use super::{Lines, StreamId, Tailer, READ_BUDGET};
 
 impl Tailer {
     /// Opens what is wanted and reads every open file. True if some file has
@@ -22,7 +23,7 @@ impl Tailer {
             let Some(id) = self.wanted.pop_front() else {
                 break;
             };
-            if let Some(s) = self.streams.get_mut(&id) {
+            if let Some(s) = self.streams.get_mut(id) {
                 s.wanted = false;
             }
             self.reopen(id, Instant::now());
@@ -33,7 +34,7 @@ impl Tailer {
         let mut more = !self.wanted.is_empty();
         for id in self.open_ids() {
             // A scan between two reads may have closed or removed it.
-            let Some(s) = self.streams.get_mut(&id) else {
+            let Some(s) = self.streams.get_mut(id) else {
                 continue;
             };
             // A file rotated out of the globs gets no inotify event under a
@@ -60,7 +61,7 @@ impl Tailer {
             .streams
             .iter()
             .filter(|(_, s)| s.file.is_some())
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect();
         v.sort_unstable();
         v
@@ -82,7 +83,7 @@ impl Tailer {
             // while the log is busy), and a line's quiet time counts from
             // when its bytes were really read.
             let now = Instant::now();
-            let Some(s) = self.streams.get_mut(&id) else {
+            let Some(s) = self.streams.get_mut(id) else {
                 return false;
             };
             let Some(file) = s.file.as_mut() else {
@@ -135,48 +136,32 @@ impl Tailer {
                     self.read_error("cannot read a followed file", &p, &e);
                     return false;
                 }
-                let plen = s.prefix.len as usize;
-                if self.pbuf.len() < plen
-                    || xxhash_rust::xxh3::xxh3_64(&self.pbuf[..plen]) != s.prefix.hash
-                {
-                    self.truncated(id, now);
-                    return true;
-                }
-                if plen == 0
-                    && s.read_pos == 0
-                    && s.generation == 0
-                    && s.attached
-                    && s.unseen_since.is_none()
-                    && self.pbuf.len() >= fp
-                {
-                    // Only as a copy of a followed file, or of one just
-                    // truncated: a new file that merely starts like a file
-                    // rotated away long ago is not held against it.
-                    let first = Prefix::of(&self.pbuf);
-                    if self.full_prefixes.contains_key(&first.hash)
-                        || self.detached.iter().any(|d| {
-                            let d = &self.streams[d];
-                            d.truncated_away && d.prefix == first
-                        })
-                    {
+                let Some(s) = self.streams.get(id) else {
+                    return false;
+                };
+                let like_followed = |first| self.streams.starts_like_followed(first);
+                match rotation::first_bytes(s, &self.pbuf, fp, like_followed) {
+                    FirstBytes::Same => {}
+                    FirstBytes::Changed => {
+                        self.truncated(id, now);
+                        return true;
+                    }
+                    FirstBytes::Reidentify => {
                         self.reidentify(id, now);
                         return true;
                     }
-                }
-                let s = self.streams.get_mut(&id).unwrap();
-                if self.pbuf.len() > plen {
-                    // Identity settles as the file grows.
-                    let was_full = s.prefix.is_full(fp);
-                    s.prefix = Prefix::of(&self.pbuf);
-                    let (rec, full, hash, attached) =
-                        (s.record(), s.prefix.is_full(fp), s.prefix.hash, s.attached);
-                    if !was_full && full && attached {
-                        *self.full_prefixes.entry(hash).or_default() += 1;
+                    FirstBytes::Grown(prefix) => {
+                        // Identity settles as the file grows.
+                        self.streams.grow_prefix(id, prefix);
+                        if let Some(s) = self.streams.get(id) {
+                            self.out.upserts.push((id, s.record()));
+                        }
                     }
-                    self.out.upserts.push((id, rec));
                 }
             }
-            let s = self.streams.get_mut(&id).unwrap();
+            let Some(s) = self.streams.get_mut(id) else {
+                return false;
+            };
             self.out.observed_ns = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
@@ -186,28 +171,8 @@ impl Tailer {
             s.remember_tail(data);
             s.read_pos += n as u64;
             self.out.c.bytes.inc_by(n as u64);
-            let ml = self.s.opts.multiline.as_ref();
-            let Stream {
-                split,
-                group,
-                key,
-                generation,
-                template,
-                emitted,
-                ahead,
-                ..
-            } = s;
-            let ids = Ids {
-                id,
-                key: *key,
-                generation: *generation,
-                template,
-                ahead,
-            };
-            let out = &mut self.out;
-            split.feed(data, base, keep, |line| {
-                complete_line(out, ml, group, &ids, line, emitted, keep, now)
-            });
+            let mut to = Lines::new(&mut self.out, &self.s.opts, keep, now);
+            s.feed(id, data, base, &mut to);
             self.out.c.lines.inc_by(std::mem::take(&mut self.out.lines));
             if self.out.closed {
                 return false;
@@ -221,7 +186,9 @@ impl Tailer {
 
     /// An open stream's file was truncated in place.
     pub(super) fn truncated(&mut self, id: StreamId, now: Instant) {
-        let s = self.streams.get_mut(&id).unwrap();
+        let Some(s) = self.streams.get_mut(id) else {
+            return;
+        };
         let Some(file) = s.file.take() else { return };
         self.open -= 1;
         let meta = match file.metadata() {

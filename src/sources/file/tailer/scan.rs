@@ -1,5 +1,6 @@
 //! Finding and identifying files: scans, rotation, copies and new generations.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom};
@@ -10,10 +11,11 @@ use std::time::{Instant, SystemTime};
 use tracing::{debug, info};
 
 use super::super::discovery::FoundFile;
-use super::super::identity::{self, judge, FileMeta, Prefix, Verdict};
-use super::super::lines::Splitter;
+use super::super::identity::{self, FileMeta, Prefix};
 use super::super::StartAt;
-use super::{unix_ms, Copy, Stream, StreamId, Tailer, TAIL_BYTES};
+use super::rotation::{self, Copy, Next, Reopened, Unattached};
+use super::stream::TAIL_BYTES;
+use super::{unix_ms, Stream, StreamId, Streams, Tailer};
 
 impl Tailer {
     pub(super) fn scan(&mut self, now: Instant) {
@@ -24,7 +26,7 @@ impl Tailer {
         let mut seen: HashSet<StreamId> = HashSet::with_capacity(found.len());
         let mut unknown = Vec::new();
         for f in found {
-            match self.by_inode.get(&f.meta.inode()).copied() {
+            match self.streams.with_inode(f.meta.inode()) {
                 Some(id) => {
                     if seen.insert(id) {
                         self.seen_known(id, f);
@@ -37,7 +39,7 @@ impl Tailer {
             .streams
             .iter()
             .filter(|(id, s)| s.attached && !seen.contains(id))
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect();
         for id in missing {
             self.unseen(id, now);
@@ -53,44 +55,41 @@ impl Tailer {
         self.first_start = false;
         // Never needed again once every file has been seen once.
         self.found = None;
-        self.out.c.files_watched.set(self.by_inode.len() as i64);
+        self.out
+            .c
+            .files_watched
+            .set(self.streams.attached_files() as i64);
     }
 
     fn seen_known(&mut self, id: StreamId, f: FoundFile) {
-        let s = self.streams.get_mut(&id).unwrap();
+        let Some(s) = self.streams.get_mut(id) else {
+            return;
+        };
         s.unseen_since = None;
         if s.unseen_unix_ms.take().is_some() {
             // Back in the globs: the checkpoint no longer says it left them.
             self.out.upserts.push((id, s.record()));
         }
-        let mut want = false;
-        if s.path != f.path {
+        let seen = rotation::sighting(s, &f, self.s.opts.fingerprint_bytes);
+        if seen.renamed {
             // Renamed to another matching name (app.log → app.log.1), or
             // found again after a restart under its rotated name.
             info!(source = %self.s.name, from = %s.path.display(), to = %f.path.display(), "followed file renamed");
-            if self.by_path.get(&s.path) == Some(&id) {
-                self.by_path.remove(&s.path);
+            s.template = self.out.enc.template(&f.path);
+            self.streams.rename(id, f.path.clone());
+            if let Some(s) = self.streams.get(id) {
+                self.out.upserts.push((id, s.record()));
             }
-            s.path = f.path.clone();
-            s.template = self.out.enc.template(&s.path);
-            self.by_path.insert(f.path, id);
-            self.out.upserts.push((id, s.record()));
             self.out.c.rotations.inc();
-            want = s.file.is_none();
         }
-        if s.file.is_none()
-            && (f.meta.len != s.read_pos
-                || f.meta.btime != s.meta.btime
-                || (s.prefix.len as u64) < f.meta.len.min(self.s.opts.fingerprint_bytes as u64))
-        {
-            want = true;
-        }
-        if s.file.is_some() && f.meta.len != s.read_pos {
-            s.dirty = true;
-        }
+        let Some(s) = self.streams.get_mut(id) else {
+            return;
+        };
         s.meta.len = f.meta.len;
-        if want {
-            self.want(id);
+        match seen.next {
+            Next::Nothing => {}
+            Next::Read => s.dirty = true,
+            Next::Reopen => self.want(id),
         }
     }
 
@@ -102,7 +101,9 @@ impl Tailer {
     /// in (`app.log.1` when only `app.log` is included); only if it is not
     /// there is the stream detached, its tail unread.
     fn unseen(&mut self, id: StreamId, now: Instant) {
-        let s = self.streams.get_mut(&id).unwrap();
+        let Some(s) = self.streams.get_mut(id) else {
+            return;
+        };
         if s.unseen_since.is_none() {
             s.unseen_since = Some(now);
             s.unseen_unix_ms = s.unseen_unix_ms.or(Some(unix_ms(SystemTime::now())));
@@ -112,7 +113,7 @@ impl Tailer {
             let rec = s.record();
             self.out.upserts.push((id, rec));
         }
-        if self.streams[&id].file.is_none() && !self.find_moved(id, now) {
+        if s.file.is_none() && !self.find_moved(id, now) {
             // Nothing left to read it by.
             self.detach(id, now);
         }
@@ -122,7 +123,9 @@ impl Tailer {
     /// found again by identity in its last directory, and positions it where
     /// reading stopped. True if found.
     fn find_moved(&mut self, id: StreamId, now: Instant) -> bool {
-        let s = &self.streams[&id];
+        let Some(s) = self.streams.get(id) else {
+            return false;
+        };
         let Some(dir) = s.path.parent().map(|d| d.to_path_buf()) else {
             return false;
         };
@@ -133,16 +136,17 @@ impl Tailer {
             prefix: s.prefix,
             read_pos: s.read_pos,
         };
-        if !self.listings.contains_key(&dir) {
-            match identity::list_inodes(&dir) {
-                Ok(l) => self.listings.insert(dir.clone(), l),
+        let listing = match self.listings.entry(dir.clone()) {
+            Entry::Occupied(l) => l.into_mut(),
+            Entry::Vacant(v) => match identity::list_inodes(&dir) {
+                Ok(l) => v.insert(l),
                 Err(e) => {
                     self.read_error("cannot look for a rotated file in its directory", &dir, &e);
                     return false;
                 }
-            };
-        }
-        let found = match identity::open_moved(&self.listings[&dir], &known, &mut self.pbuf) {
+            },
+        };
+        let found = match identity::open_moved(listing, &known, &mut self.pbuf) {
             Ok(Some(m)) => m,
             Ok(None) => return false,
             Err(e) => {
@@ -151,7 +155,9 @@ impl Tailer {
             }
         };
         let mut file = found.file;
-        let s = self.streams.get_mut(&id).unwrap();
+        let Some(s) = self.streams.get_mut(id) else {
+            return false;
+        };
         if let Err(e) = file.seek(SeekFrom::Start(s.read_pos)) {
             self.read_error("cannot seek in a rotated file", &found.path, &e);
             return false;
@@ -181,7 +187,7 @@ impl Tailer {
             Ok(m) => FileMeta::of(&m),
             Err(e) => return self.read_error("cannot stat a matched file", &f.path, &e),
         };
-        if meta.inode() != f.meta.inode() || self.by_inode.contains_key(&meta.inode()) {
+        if meta.inode() != f.meta.inode() || self.streams.with_inode(meta.inode()).is_some() {
             self.rescan = true;
             return;
         }
@@ -198,37 +204,40 @@ impl Tailer {
         let prefix = Prefix::of(&self.pbuf);
         let mut already_read = false;
         if prefix.is_full(fp) {
-            if self.full_prefixes.contains_key(&prefix.hash) && self.settle_truncations(prefix, now)
-            {
+            if self.streams.has_full_prefix(prefix.hash) && self.settle_truncations(prefix, now) {
                 // Settling read other first bytes into the buffer.
                 if let Err(e) = identity::read_prefix(&file, fp, &mut self.pbuf) {
                     return self.read_error("cannot read a matched file", &path, &e);
                 }
             }
-            match self.find_copy_of(prefix, &file, meta.len) {
-                Some(Copy::Continues(oid)) => return self.adopt(oid, path, meta, file, now),
-                Some(Copy::AlreadyRead(oid)) => {
-                    info!(source = %self.s.name, path = %path.display(), was = %self.streams[&oid].path.display(),
-                        len = meta.len, emitted = self.streams[&oid].emitted, read_pos = self.streams[&oid].read_pos,
-                        "a copy of lines already read; following it from its end");
-                    already_read = true;
-                }
-                None => {}
-            }
-            if !already_read
-                && self.full_prefixes.contains_key(&prefix.hash)
-                && self.may_be_copy_of_live(prefix, &file, meta.len)
-            {
-                let since = *self.deferred.entry(meta.inode()).or_insert(now);
-                if now.duration_since(since) < self.s.opts.rotate_wait {
+            let copy = self.find_copy_of(prefix, &file, meta.len);
+            let rotate_wait = self.s.opts.rotate_wait;
+            let set_aside_for = || {
+                (self.streams.has_full_prefix(prefix.hash)
+                    && may_be_copy_of_live(&self.streams, prefix, &file, meta.len))
+                .then(|| now.duration_since(*self.deferred.entry(meta.inode()).or_insert(now)))
+            };
+            match rotation::unattached(copy, rotate_wait, set_aside_for) {
+                Unattached::Continues(oid) => return self.adopt(oid, path, meta, file, now),
+                Unattached::SetAside => {
                     debug!(source = %self.s.name, path = %path.display(),
                         "new file starts like a followed one: waiting to see whether it is a copy");
                     return;
                 }
+                Unattached::New {
+                    already_read: from_end,
+                } => {
+                    if let Some(o) = copy.and_then(|(oid, _)| self.streams.get(oid)) {
+                        info!(source = %self.s.name, path = %path.display(), was = %o.path.display(),
+                            len = meta.len, emitted = o.emitted, read_pos = o.read_pos,
+                            "a copy of lines already read; following it from its end");
+                    }
+                    already_read = from_end;
+                }
             }
         }
         let mut key = identity::derive_key(&meta, &self.pbuf);
-        while key == 0 || self.keys.contains_key(&key) {
+        while key == 0 || self.streams.key_in_use(key) {
             key = xxhash_rust::xxh3::xxh3_64(&key.to_le_bytes());
         }
         let mut start = 0;
@@ -250,34 +259,13 @@ impl Tailer {
                 return self.read_error("cannot seek in a matched file", &path, &e);
             }
         }
-        let st = Stream {
-            key,
-            generation: 0,
-            template: self.out.enc.template(&path),
-            path: path.clone(),
-            meta,
-            prefix,
-            read_pos: start,
-            emitted: start,
-            file: Some(file),
-            split: Splitter::default(),
-            group: None,
-            last_data: now,
-            at_eof: false,
-            attached: false,
-            unseen_since: None,
-            unseen_unix_ms: None,
-            detached_at: None,
-            tail: Vec::new(),
-            tail_end: 0,
-            wanted: false,
-            dirty: false,
-            truncated_away: false,
-            ahead,
-        };
+        let template = self.out.enc.template(&path);
+        let mut st = Stream::new(key, 0, path.clone(), template, meta, prefix, start, now);
+        st.file = Some(file);
+        st.ahead = ahead;
         self.out.upserts.push((id, st.record()));
         self.out.barrier = true;
-        self.insert(id, st);
+        self.streams.insert(id, st);
         self.open += 1;
         debug!(source = %self.s.name, path = %path.display(), ino = meta.ino, len = meta.len, prefix_len = prefix.len, offset = start, "following a new file");
         self.make_room(id);
@@ -295,11 +283,13 @@ impl Tailer {
             .streams
             .iter()
             .filter(|(_, s)| s.attached && s.file.is_some() && s.prefix == prefix)
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect();
         let mut any = false;
         for id in ids {
-            let s = &self.streams[&id];
+            let Some(s) = self.streams.get(id) else {
+                continue;
+            };
             let Some(file) = s.file.as_ref() else {
                 continue;
             };
@@ -344,23 +334,7 @@ impl Tailer {
 
     /// Forgets a stream at once (its record goes from the checkpoint too).
     pub(super) fn remove(&mut self, id: StreamId) -> Option<Stream> {
-        let s = self.streams.remove(&id)?;
-        self.detached.remove(&id);
-        if self.by_inode.get(&s.meta.inode()) == Some(&id) {
-            self.by_inode.remove(&s.meta.inode());
-        }
-        if self.by_path.get(&s.path) == Some(&id) {
-            self.by_path.remove(&s.path);
-        }
-        if s.attached && s.prefix.is_full(self.fp()) {
-            self.unindex_prefix(s.prefix.hash);
-        }
-        if let Some(k) = self.keys.get_mut(&s.key) {
-            k.0 -= 1;
-            if k.0 == 0 {
-                self.keys.remove(&s.key);
-            }
-        }
+        let s = self.streams.remove(id)?;
         if s.file.is_some() {
             self.open -= 1;
         }
@@ -368,68 +342,20 @@ impl Tailer {
         Some(s)
     }
 
-    /// Whether `file` (first bytes `prefix`, `len` long) is a copy of a
-    /// detached stream's file: copytruncate's `app.log.1`, or a file moved
-    /// across file systems. It must start with the stream's full prefix.
-    /// If it is longer than what was read of the stream, the bytes just
-    /// before the stream's position must match the last bytes read (or, for
-    /// a stream restored from a checkpoint without them, be a line end); if
-    /// it is shorter, the copy was taken before the stream was read to its
-    /// end (the lines of copytruncate's window were read from the original)
-    /// and holds nothing new.
-    fn find_copy_of(&mut self, prefix: Prefix, file: &File, len: u64) -> Option<Copy> {
+    /// The detached stream `file` (first bytes `prefix`, `len` long) is a
+    /// copy of, if any, and what it is to it (see [`rotation::copy_of`]).
+    fn find_copy_of(&self, prefix: Prefix, file: &File, len: u64) -> Option<(StreamId, Copy)> {
         let fp = self.fp();
-        let mut buf = [0u8; TAIL_BYTES];
-        for &id in &self.detached {
-            let s = &self.streams[&id];
-            if s.prefix != prefix || !s.prefix.is_full(fp) {
-                continue;
-            }
-            if len < s.emitted {
-                return Some(Copy::AlreadyRead(id));
-            }
-            let ok = if s.tail.is_empty() || len < s.tail_end || s.tail_end < s.tail.len() as u64 {
-                let b = &mut buf[..1];
-                s.emitted == 0 || (file.read_exact_at(b, s.emitted - 1).is_ok() && b[0] == b'\n')
-            } else {
-                let b = &mut buf[..s.tail.len()];
-                file.read_exact_at(b, s.tail_end - s.tail.len() as u64)
-                    .is_ok()
-                    && *b == s.tail[..]
-            };
-            if ok {
-                return Some(Copy::Continues(id));
-            }
-        }
-        None
-    }
-
-    /// Whether `file` could be a copy, still being made or not yet followed
-    /// by the truncation, of a followed file with the same first bytes:
-    /// its last bytes equal that file's bytes at the same offset. A file
-    /// that merely starts the same (a common header) is not held back.
-    fn may_be_copy_of_live(&self, prefix: Prefix, file: &File, len: u64) -> bool {
-        let n = (TAIL_BYTES as u64).min(len) as usize;
-        let mut ours = [0u8; TAIL_BYTES];
-        if file.read_exact_at(&mut ours[..n], len - n as u64).is_err() {
-            return true;
-        }
-        let mut theirs = [0u8; TAIL_BYTES];
-        self.streams.values().any(|s| {
-            s.attached
-                && s.prefix == prefix
-                && match &s.file {
-                    Some(f) => {
-                        f.read_exact_at(&mut theirs[..n], len - n as u64).is_ok()
-                            && ours[..n] == theirs[..n]
-                    }
-                    None => true,
-                }
+        self.streams.detached().find_map(|(id, s)| {
+            let read_at = |b: &mut [u8], at: u64| file.read_exact_at(b, at).is_ok();
+            rotation::copy_of(s, prefix, len, fp, read_at).map(|c| (id, c))
         })
     }
 
     fn adopt(&mut self, id: StreamId, path: PathBuf, meta: FileMeta, mut file: File, now: Instant) {
-        let s = self.streams.get_mut(&id).unwrap();
+        let Some(s) = self.streams.get_mut(id) else {
+            return;
+        };
         if let Err(e) = file.seek(SeekFrom::Start(s.emitted)) {
             let p = s.path.clone();
             return self.read_error("cannot seek in a matched file", &p, &e);
@@ -446,9 +372,10 @@ impl Tailer {
         s.at_eof = false;
         s.last_data = now;
         self.open += 1;
-        self.attach(id);
-        let rec = self.streams[&id].record();
-        self.out.upserts.push((id, rec));
+        self.streams.attach(id);
+        if let Some(s) = self.streams.get(id) {
+            self.out.upserts.push((id, s.record()));
+        }
         self.out.barrier = true;
         self.make_room(id);
     }
@@ -465,15 +392,17 @@ impl Tailer {
         let mut idle: Vec<(bool, Instant, StreamId)> = self
             .streams
             .iter()
-            .filter(|(id, s)| **id != keep && s.file.is_some() && s.unseen_since.is_none())
-            .map(|(id, s)| (!s.at_eof, s.last_data, *id))
+            .filter(|(id, s)| *id != keep && s.file.is_some() && s.unseen_since.is_none())
+            .map(|(id, s)| (!s.at_eof, s.last_data, id))
             .collect();
         idle.sort_unstable();
         for (_, _, id) in idle {
             if self.open <= target {
                 break;
             }
-            let s = self.streams.get_mut(&id).unwrap();
+            let Some(s) = self.streams.get_mut(id) else {
+                continue;
+            };
             let pending = !s.at_eof;
             s.file = None;
             self.open -= 1;
@@ -486,7 +415,7 @@ impl Tailer {
     /// Opens a closed, attached stream again, checking that its path still
     /// leads to its file and that the file is still what was read.
     pub(super) fn reopen(&mut self, id: StreamId, now: Instant) {
-        let Some(s) = self.streams.get(&id) else {
+        let Some(s) = self.streams.get(id) else {
             return;
         };
         if s.file.is_some() || !s.attached {
@@ -505,30 +434,32 @@ impl Tailer {
             Ok(m) => FileMeta::of(&m),
             Err(e) => return self.read_error("cannot stat a followed file", &path, &e),
         };
-        let s = &self.streams[&id];
-        if meta.inode() != s.meta.inode() {
-            // The path leads to another file now: a scan sorts it out.
-            self.rescan = true;
+        let Some(s) = self.streams.get(id) else {
             return;
-        }
-        let ok = match identity::prefix_matches(&file, s.prefix, &mut self.pbuf) {
-            Ok(ok) => ok,
-            Err(e) => return self.read_error("cannot read a followed file", &path, &e),
         };
-        match judge(s.meta.btime, s.read_pos, &meta, ok) {
-            Verdict::Same => {
-                let pos = s.read_pos;
+        let pbuf = &mut self.pbuf;
+        let prefix_ok = || identity::prefix_matches(&file, s.prefix, pbuf);
+        let pos = s.read_pos;
+        match rotation::reopened(s, &meta, prefix_ok) {
+            Err(e) => self.read_error("cannot read a followed file", &path, &e),
+            Ok(Reopened::OtherFile) => {
+                // A scan sorts it out.
+                self.rescan = true;
+            }
+            Ok(Reopened::Same) => {
                 if let Err(e) = file.seek(SeekFrom::Start(pos)) {
                     return self.read_error("cannot seek in a followed file", &path, &e);
                 }
-                let s = self.streams.get_mut(&id).unwrap();
+                let Some(s) = self.streams.get_mut(id) else {
+                    return;
+                };
                 s.file = Some(file);
                 s.at_eof = false;
                 self.open += 1;
                 self.make_room(id);
             }
-            Verdict::Truncated => self.new_generation(id, file, meta, now),
-            Verdict::Replaced => {
+            Ok(Reopened::Truncated) => self.new_generation(id, file, meta, now),
+            Ok(Reopened::Replaced) => {
                 info!(source = %self.s.name, path = %path.display(), "inode reused by a new file");
                 self.detach(id, now);
                 self.discover(FoundFile { path, meta }, now);
@@ -547,13 +478,17 @@ impl Tailer {
         now: Instant,
     ) {
         self.out.c.truncations.inc();
-        let had_file = self.streams[&id].file.is_some();
+        let Some(had_file) = self.streams.get(id).map(|s| s.file.is_some()) else {
+            return;
+        };
         self.detach_keeping(id, now);
-        self.streams.get_mut(&id).unwrap().truncated_away = true;
-        let s = &self.streams[&id];
-        let (key, path) = (s.key, s.path.clone());
-        let generation = self.keys.get(&key).map_or(0, |k| k.1) + 1;
-        info!(source = %self.s.name, path = %path.display(), read = s.read_pos, now = meta.len, generation,
+        let Some(s) = self.streams.get_mut(id) else {
+            return;
+        };
+        s.truncated_away = true;
+        let (key, path, read) = (s.key, s.path.clone(), s.read_pos);
+        let generation = self.streams.next_generation(key);
+        info!(source = %self.s.name, path = %path.display(), read, now = meta.len, generation,
             "file truncated in place; reading it from the start as a new generation");
         let fp = self.fp();
         if let Err(e) = identity::read_prefix(&file, fp, &mut self.pbuf) {
@@ -563,34 +498,13 @@ impl Tailer {
             return self.read_error("cannot seek in a followed file", &path, &e);
         }
         let nid = self.new_id();
-        let st = Stream {
-            key,
-            generation,
-            template: self.out.enc.template(&path),
-            path,
-            meta,
-            prefix: Prefix::of(&self.pbuf),
-            read_pos: 0,
-            emitted: 0,
-            file: Some(file),
-            split: Splitter::default(),
-            group: None,
-            last_data: now,
-            at_eof: false,
-            attached: false,
-            unseen_since: None,
-            unseen_unix_ms: None,
-            detached_at: None,
-            tail: Vec::new(),
-            tail_end: 0,
-            wanted: false,
-            dirty: false,
-            truncated_away: false,
-            ahead: Vec::new(),
-        };
+        let template = self.out.enc.template(&path);
+        let prefix = Prefix::of(&self.pbuf);
+        let mut st = Stream::new(key, generation, path, template, meta, prefix, 0, now);
+        st.file = Some(file);
         self.out.upserts.push((nid, st.record()));
         self.out.barrier = true;
-        self.insert(nid, st);
+        self.streams.insert(nid, st);
         self.open += 1;
         if !had_file {
             self.make_room(nid);
@@ -600,4 +514,28 @@ impl Tailer {
             self.rescan = true;
         }
     }
+}
+
+/// Whether `file` could be a copy, still being made or not yet followed
+/// by the truncation, of a followed file with the same first bytes:
+/// its last bytes equal that file's bytes at the same offset. A file
+/// that merely starts the same (a common header) is not held back.
+fn may_be_copy_of_live(streams: &Streams, prefix: Prefix, file: &File, len: u64) -> bool {
+    let n = (TAIL_BYTES as u64).min(len) as usize;
+    let mut ours = [0u8; TAIL_BYTES];
+    if file.read_exact_at(&mut ours[..n], len - n as u64).is_err() {
+        return true;
+    }
+    let mut theirs = [0u8; TAIL_BYTES];
+    streams.iter().any(|(_, s)| {
+        s.attached
+            && s.prefix == prefix
+            && match &s.file {
+                Some(f) => {
+                    f.read_exact_at(&mut theirs[..n], len - n as u64).is_ok()
+                        && ours[..n] == theirs[..n]
+                }
+                None => true,
+            }
+    })
 }

@@ -1,7 +1,11 @@
 use prost::Message;
 
+use super::super::encode::{Encoder, LineMeta, Template};
+use super::super::lines::Line;
+use super::out::{cut, Ids, Out};
 use super::*;
 use crate::event::Context;
+use crate::metrics::Metrics;
 
 #[test]
 fn cut_respects_characters() {

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use tracing::debug;
 
-use super::{complete_line, Ids, Stream, Tailer, FORGET_AFTER};
+use super::{Lines, Stream, Tailer, FORGET_AFTER};
 
 impl Tailer {
     /// Emits unfinished lines and multiline events of quiet files, stops
@@ -30,7 +30,7 @@ impl Tailer {
                 .as_ref()
                 .is_some_and(|f| f.metadata().is_ok_and(|m| m.len() != s.read_pos))
         };
-        for (id, s) in &self.streams {
+        for (id, s) in self.streams.iter() {
             let quiet = now.duration_since(s.last_data);
             let line_due = s.split.has_partial() && quiet >= idle_line && s.at_eof && !s.wanted;
             let group_due = match (&s.group, ml_timeout) {
@@ -42,82 +42,58 @@ impl Tailer {
                     .is_some_and(|since| drained(since, s.last_data, now, rotate_wait))
                 && (s.at_eof || s.file.is_none());
             if (line_due || group_due || finish_due) && behind(s) {
-                unread.push(*id);
+                unread.push(id);
                 continue;
             }
             if line_due {
-                flush.push(*id);
+                flush.push(id);
             }
             if group_due {
-                flush_group.push(*id);
+                flush_group.push(id);
             }
             if s.attached {
                 if s.unseen_since.is_some() {
                     if finish_due {
-                        finish.push(*id);
+                        finish.push(id);
                         continue;
                     }
                 } else if s.file.is_some() && s.at_eof && quiet >= idle_close {
-                    close.push(*id);
+                    close.push(id);
                 }
             } else if let Some((at, _)) = s.detached_at {
                 if now.duration_since(at) >= FORGET_AFTER {
-                    forget.push(*id);
+                    forget.push(id);
                 }
             }
         }
-        let keep = self.keep;
-        let ml = self.s.opts.multiline.as_ref();
         for id in flush {
-            let s = self.streams.get_mut(&id).unwrap();
+            let Some(s) = self.streams.get_mut(id) else {
+                continue;
+            };
             debug!(source = %self.s.name, path = %s.path.display(), read_pos = s.read_pos,
                 quiet_ms = now.duration_since(s.last_data).as_millis() as u64,
                 "the file ends in an unfinished line and was quiet for line_idle_timeout: emitting it");
-            let Stream {
-                split,
-                group,
-                key,
-                generation,
-                template,
-                emitted,
-                ahead,
-                ..
-            } = s;
-            let ids = Ids {
-                id,
-                key: *key,
-                generation: *generation,
-                template,
-                ahead,
-            };
-            let out = &mut self.out;
-            split.flush(|line| complete_line(out, ml, group, &ids, line, emitted, keep, now));
+            let mut to = Lines::new(&mut self.out, &self.s.opts, self.keep, now);
+            s.flush_line(id, &mut to);
         }
         for id in flush_group {
-            let s = self.streams.get_mut(&id).unwrap();
-            if let Some(g) = s.group.take() {
-                let ids = Ids {
-                    id,
-                    key: s.key,
-                    generation: s.generation,
-                    template: &s.template,
-                    ahead: &s.ahead,
-                };
-                self.out.emit(&ids, g.as_line(), &mut s.emitted);
+            if let Some(s) = self.streams.get_mut(id) {
+                s.flush_group(id, &mut self.out);
             }
         }
         for id in finish {
             self.detach(id, now);
         }
         for id in close {
-            let s = self.streams.get_mut(&id).unwrap();
-            s.file = None;
-            self.open -= 1;
+            if let Some(s) = self.streams.get_mut(id) {
+                s.file = None;
+                self.open -= 1;
+            }
         }
         for id in forget {
             self.remove(id);
         }
-        for id in &unread {
+        for &id in &unread {
             if let Some(s) = self.streams.get_mut(id) {
                 s.dirty = true;
             }
