@@ -40,6 +40,7 @@ pub mod fuzzing;
 pub mod inspect;
 pub mod logging;
 pub mod metrics;
+pub mod registry;
 pub mod seglog;
 pub mod sinks;
 pub mod sources;

@@ -7,7 +7,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::*;
+use crate::registry::{SinkKind, SourceKind, SINK_TYPES, SOURCE_TYPES};
 use crate::seglog::{FsyncPolicy, WhenFull};
+use crate::sources::file::StartAt;
 
 const FILE: &str = "/etc/holdfast/holdfast.toml";
 
@@ -167,7 +169,7 @@ inputs = ["app", "otlp"]
         panic!()
     };
     assert_eq!(app.include, ["/etc/holdfast/logs/*.log"]);
-    assert_eq!(app.start_at, FileStartAt::End);
+    assert_eq!(app.start_at, StartAt::End);
     assert_eq!(app.max_line_bytes, 256 << 10);
     let m = app.multiline.as_ref().unwrap();
     assert!(m.start_pattern.is_match("first") && !m.start_pattern.is_match("  continued"));

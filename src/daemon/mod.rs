@@ -29,12 +29,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::api::{self, Health, Phase};
-use crate::config::{FileSourceSettings, FileStartAt};
-use crate::config::{Settings, SinkKind, SourceKind};
+use crate::config::Settings;
 use crate::metrics::Metrics;
+use crate::registry::{ComponentContext, Run};
 use crate::seglog::Log;
-use crate::sinks;
-use crate::sources;
 
 /// How `run` ended, for the process exit code.
 #[derive(Debug, PartialEq, Eq)]
@@ -62,8 +60,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     let holds: Vec<String> = settings
         .sources
         .iter()
-        .filter(|(_, s)| matches!(s.kind, SourceKind::File(_)))
-        .map(|(name, _)| sources::file::hold_name(name))
+        .filter_map(|(name, s)| s.kind.component().hold(name))
         .collect();
     let log = tokio::task::spawn_blocking(move || {
         let holds: Vec<&str> = holds.iter().map(String::as_str).collect();
@@ -98,110 +95,37 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
         api_stop.clone(),
     ));
 
+    let context = |name: &str, stop: &CancellationToken| ComponentContext {
+        name: name.to_string(),
+        log: log.clone(),
+        metrics: metrics.clone(),
+        health: health.clone(),
+        stop: stop.clone(),
+    };
     let sinks_stop = CancellationToken::new();
     let mut sink_tasks: Vec<(String, JoinHandle<()>)> = Vec::new();
     for (name, sink) in &settings.sinks {
-        let task = match &sink.kind {
-            SinkKind::File(opts) => {
-                let (name, opts, log, metrics2, stop) = (
-                    name.clone(),
-                    opts.clone(),
-                    log.clone(),
-                    metrics.clone(),
-                    sinks_stop.clone(),
-                );
-                supervisor::spawn(
-                    format!("sink:{name}"),
-                    metrics.clone(),
-                    sinks_stop.clone(),
-                    move || {
-                        sinks::file::run(
-                            name.clone(),
-                            opts.clone(),
-                            log.clone(),
-                            metrics2.clone(),
-                            stop.clone(),
-                        )
-                    },
-                )
-            }
-            SinkKind::OtlpHttp(_) | SinkKind::Elasticsearch(_) | SinkKind::OpenObserve(_) => {
-                let (name, kind, log, metrics2, stop) = (
-                    name.clone(),
-                    sink.kind.clone(),
-                    log.clone(),
-                    metrics.clone(),
-                    sinks_stop.clone(),
-                );
-                supervisor::spawn(
-                    format!("sink:{name}"),
-                    metrics.clone(),
-                    sinks_stop.clone(),
-                    move || {
-                        sinks::run_network(
-                            name.clone(),
-                            kind.clone(),
-                            log.clone(),
-                            metrics2.clone(),
-                            stop.clone(),
-                        )
-                    },
-                )
-            }
-        };
+        let kind = sink.kind.clone();
+        let task = supervise(
+            format!("sink:{name}"),
+            context(name, &sinks_stop),
+            false,
+            move |ctx| kind.run(ctx),
+        );
         sink_tasks.push((name.clone(), task));
     }
 
     let sources_stop = CancellationToken::new();
     let mut source_tasks: Vec<(String, JoinHandle<()>)> = Vec::new();
     for (name, source) in &settings.sources {
-        let task_name = format!("source:{name}");
-        let (name, log, m, stop) = (
-            name.clone(),
-            log.clone(),
-            metrics.clone(),
-            sources_stop.clone(),
+        let kind = source.kind.clone();
+        // A source that cannot take input is listed in /readyz.
+        let task = supervise(
+            format!("source:{name}"),
+            context(name, &sources_stop),
+            true,
+            move |ctx| kind.run(ctx),
         );
-        let task = match &source.kind {
-            SourceKind::File(s) => {
-                let opts =
-                    file_source_options(s, &settings.data_dir.join("checkpoints").join(&name));
-                supervisor::spawn_watched(
-                    task_name,
-                    metrics.clone(),
-                    Some(health.clone()),
-                    sources_stop.clone(),
-                    move || {
-                        sources::file::run(
-                            name.clone(),
-                            opts.clone(),
-                            log.clone(),
-                            m.clone(),
-                            stop.clone(),
-                        )
-                    },
-                )
-            }
-            SourceKind::OtlpHttp(s) => {
-                let (opts, health) = (s.clone(), health.clone());
-                supervisor::spawn_watched(
-                    task_name,
-                    metrics.clone(),
-                    Some(health.clone()),
-                    sources_stop.clone(),
-                    move || {
-                        sources::otlp_http::run(
-                            name.clone(),
-                            opts.clone(),
-                            log.clone(),
-                            m.clone(),
-                            health.clone(),
-                            stop.clone(),
-                        )
-                    },
-                )
-            }
-        };
         source_tasks.push((source.name.clone(), task));
     }
     health.set(Phase::Ready);
@@ -333,28 +257,20 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
-/// The file source's runtime options from its validated settings.
-fn file_source_options(
-    s: &FileSourceSettings,
-    checkpoint_dir: &std::path::Path,
-) -> sources::file::FileSourceOptions {
-    sources::file::FileSourceOptions {
-        include: s.include.clone(),
-        exclude: s.exclude.clone(),
-        start_at: match s.start_at {
-            FileStartAt::Beginning => sources::file::StartAt::Beginning,
-            FileStartAt::End => sources::file::StartAt::End,
-        },
-        scan_interval: s.scan_interval,
-        fingerprint_bytes: s.fingerprint_bytes as usize,
-        rotate_wait: s.rotate_wait,
-        idle_close: s.idle_close,
-        max_line_bytes: s.max_line_bytes as usize,
-        line_idle_timeout: s.line_idle_timeout,
-        multiline: s.multiline.as_ref().map(|m| sources::file::Multiline {
-            start_pattern: m.start_pattern.clone(),
-            timeout: m.timeout,
-        }),
-        checkpoint_dir: checkpoint_dir.to_path_buf(),
-    }
+/// Runs a component under the supervisor, with its context; a `watched`
+/// one is listed in `/readyz` while it fails.
+fn supervise(
+    task: String,
+    ctx: ComponentContext,
+    watched: bool,
+    run: impl Fn(&ComponentContext) -> Run + Send + 'static,
+) -> JoinHandle<()> {
+    let health = watched.then(|| ctx.health.clone());
+    supervisor::spawn_watched(
+        task,
+        ctx.metrics.clone(),
+        health,
+        ctx.stop.clone(),
+        move || run(&ctx),
+    )
 }

@@ -39,6 +39,7 @@ pub mod file;
 mod http;
 mod keys;
 mod limit;
+mod network_config;
 pub mod openobserve;
 pub mod options;
 pub mod otlp_http;
@@ -54,46 +55,8 @@ pub mod template;
 mod test_events;
 mod watermark;
 
-use std::sync::Arc;
-
-use tokio_util::sync::CancellationToken;
-
-use crate::config::SinkKind;
-use crate::metrics::Metrics;
-use crate::seglog::Log;
-
 pub use elasticsearch::ElasticsearchOptions;
 pub use openobserve::OpenObserveOptions;
 pub use options::{Auth, Compression, HttpSinkOptions, QuarantineFull, QuarantineOptions};
 pub use otlp_http::{OtlpEncoding, OtlpHttpSinkOptions};
 pub use template::Template;
-
-/// Runs a network sink until `stop` is cancelled; the daemon's supervisor
-/// restarts it on error. `kind` must be a network kind (`otlp_http`,
-/// `elasticsearch`, `openobserve`); the `file` sink has its own
-/// [`file::run`].
-pub async fn run_network(
-    name: String,
-    kind: SinkKind,
-    log: Log,
-    metrics: Arc<Metrics>,
-    stop: CancellationToken,
-) -> anyhow::Result<()> {
-    match kind {
-        SinkKind::OtlpHttp(o) => {
-            let p = otlp_http::OtlpHttp::new(&o);
-            runtime::run(name, o.common, p, log, metrics, stop).await
-        }
-        SinkKind::Elasticsearch(o) => {
-            let p = elasticsearch::Elasticsearch::new(&o);
-            runtime::run(name, o.common, p, log, metrics, stop).await
-        }
-        SinkKind::OpenObserve(o) => {
-            let p = openobserve::OpenObserve::new(&o);
-            runtime::run(name, o.common, p, log, metrics, stop).await
-        }
-        SinkKind::File(_) => {
-            anyhow::bail!("sink {name} is a file sink: run it with sinks::file::run")
-        }
-    }
-}

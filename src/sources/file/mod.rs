@@ -64,6 +64,7 @@ the log: see `recovery.rs` for how the lines past it are not repeated.
 
 mod appender;
 pub mod checkpoint;
+mod config;
 mod discovery;
 mod encode;
 mod identity;

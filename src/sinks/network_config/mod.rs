@@ -1,28 +1,34 @@
-//! `[sinks.<name>]` of the network types: `otlp_http`, `elasticsearch`,
-//! `openobserve`. They share most keys (batching, concurrency, timeouts,
+//! The config keys every network sink shares (`otlp_http`, `elasticsearch`,
+//! `openobserve`, each with its own `config.rs`): they share most keys (batching, concurrency, timeouts,
 //! retries, compression, `auth.*`, `tls.*`, `quarantine.*`); since serde's
 //! `flatten` and `deny_unknown_fields` do not mix, a macro writes the shared
-//! fields into each raw struct, and [`Common`] checks them once.
+//! fields into each raw struct, and [`Common`] checks them once;
+//! [`NetworkSink`] makes each network sink a [`Sink`] from what is its own.
 //!
 //! Credentials are never written in the config: `auth.password`,
 //! `auth.bearer_token` and `auth.api_key` exist only to be refused with the
 //! reason and the key to use instead.
 
+use std::fmt::{self, Write};
 use std::path::{Path, PathBuf};
 
-use serde::de::IgnoredAny;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::check::{Checker, NamedTable};
-use super::raw::one_of;
-use super::sink_auth::{self, RawAuth};
-use super::units::{format_duration, Count, Dur, Size};
-use crate::sinks::elasticsearch::{ElasticsearchOptions, DEFAULT_INDEX};
-use crate::sinks::openobserve::{OpenObserveOptions, DEFAULT_ORG, DEFAULT_STREAM};
-use crate::sinks::options::defaults as d;
-use crate::sinks::otlp_http::{OtlpEncoding, OtlpHttpSinkOptions};
-use crate::sinks::{Auth, Compression, HttpSinkOptions, QuarantineFull, Template};
+use self::auth::RawAuth;
+use super::options::defaults as d;
+use super::protocol::Protocol;
+use super::runtime;
+use super::{Auth, Compression, HttpSinkOptions, QuarantineFull, Template};
+use crate::config::check::{Checker, NamedTable};
+use crate::config::environment::Env;
+use crate::config::raw::one_of;
+use crate::config::units::{format_duration, format_size, Count, Dur, Size};
+use crate::config::SinkEnv;
+use crate::registry::{ComponentContext, Run, Sink};
+
+pub(crate) mod auth;
 
 /// `compression`.
 #[derive(Debug, Clone, Copy)]
@@ -56,22 +62,6 @@ impl<'de> Deserialize<'de> for RawWhenQuarantineFull {
     }
 }
 
-/// `encoding` of an `otlp_http` sink.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RawOtlpEncoding(OtlpEncoding);
-
-impl<'de> Deserialize<'de> for RawOtlpEncoding {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        one_of(
-            d,
-            &[
-                ("protobuf", RawOtlpEncoding(OtlpEncoding::Protobuf)),
-                ("json", RawOtlpEncoding(OtlpEncoding::Json)),
-            ],
-        )
-    }
-}
-
 /// `tls.*` of a network sink.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a table with ca_file")]
@@ -97,47 +87,51 @@ pub(crate) struct RawQuarantine {
 macro_rules! network_sink {
     ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
         $(#[$meta])*
-        #[derive(Debug, Deserialize)]
+        #[derive(Debug, serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         pub(crate) struct $name {
             /// The type (already read to choose this struct).
             #[serde(rename = "type")]
-            _type: IgnoredAny,
+            _type: serde::de::IgnoredAny,
             /// Source names. Required, non-empty.
-            pub inputs: Option<Spanned<Vec<Spanned<String>>>>,
+            inputs: Option<toml::Spanned<Vec<toml::Spanned<String>>>>,
             /// Default 1000; 1 to 100 000.
-            batch_max_events: Option<Spanned<Count>>,
+            batch_max_events: Option<toml::Spanned<$crate::config::units::Count>>,
             /// Default `"5MiB"`; 1 KiB to 256 MiB.
-            batch_max_bytes: Option<Spanned<Size>>,
+            batch_max_bytes: Option<toml::Spanned<$crate::config::units::Size>>,
             /// Default `"1s"`.
-            batch_timeout: Option<Spanned<Dur>>,
+            batch_timeout: Option<toml::Spanned<$crate::config::units::Dur>>,
             /// Default 2; 1 to 64. The most requests in flight.
-            concurrency: Option<Spanned<Count>>,
+            concurrency: Option<toml::Spanned<$crate::config::units::Count>>,
             /// Default `true`: the requests in flight follow the receiver,
             /// between 1 and `concurrency`.
-            adaptive_concurrency: Option<Spanned<bool>>,
+            adaptive_concurrency: Option<toml::Spanned<bool>>,
             /// Default `"30s"`.
-            request_timeout: Option<Spanned<Dur>>,
+            request_timeout: Option<toml::Spanned<$crate::config::units::Dur>>,
             /// Default 5; 1 to 1000.
-            max_attempts: Option<Spanned<Count>>,
+            max_attempts: Option<toml::Spanned<$crate::config::units::Count>>,
             /// Default `"500ms"`.
-            backoff_initial: Option<Spanned<Dur>>,
+            backoff_initial: Option<toml::Spanned<$crate::config::units::Dur>>,
             /// Default `"60s"`; at least `backoff_initial`.
-            backoff_max: Option<Spanned<Dur>>,
+            backoff_max: Option<toml::Spanned<$crate::config::units::Dur>>,
             /// `"gzip"` or `"none"`. Default `"gzip"`.
-            compression: Option<Spanned<RawCompression>>,
+            compression: Option<toml::Spanned<$crate::sinks::network_config::RawCompression>>,
             /// Default: absent, no credentials.
-            auth: Option<Spanned<RawAuth>>,
+            auth: Option<toml::Spanned<$crate::sinks::network_config::auth::RawAuth>>,
             /// Default: absent, the system's CA certificates only.
-            tls: Option<Spanned<RawSinkTls>>,
+            tls: Option<toml::Spanned<$crate::sinks::network_config::RawSinkTls>>,
             /// Default: every key at its default.
-            quarantine: Option<Spanned<RawQuarantine>>,
+            quarantine: Option<toml::Spanned<$crate::sinks::network_config::RawQuarantine>>,
             $($(#[$fmeta])* $field: $ty,)*
         }
 
-        impl $name {
-            fn common(&self) -> Common<'_> {
-                Common {
+        impl $crate::sinks::network_config::RawNetworkSink for $name {
+            fn inputs(&self) -> Option<&toml::Spanned<Vec<toml::Spanned<String>>>> {
+                self.inputs.as_ref()
+            }
+
+            fn common(&self) -> $crate::sinks::network_config::Common<'_> {
+                $crate::sinks::network_config::Common {
                     batch_max_events: self.batch_max_events.as_ref(),
                     batch_max_bytes: self.batch_max_bytes.as_ref(),
                     batch_timeout: self.batch_timeout.as_ref(),
@@ -157,62 +151,50 @@ macro_rules! network_sink {
     };
 }
 
-network_sink! {
-    /// `[sinks.<name>]` with `type = "otlp_http"`, as written.
-    RawOtlpHttpSink {
-        /// Base URL; `/v1/logs`, `/v1/traces`, `/v1/metrics` are appended.
-        /// Required unless all three signal endpoints are set.
-        endpoint: Option<Spanned<String>>,
-        /// Full URL for logs. Default `<endpoint>/v1/logs`.
-        logs_endpoint: Option<Spanned<String>>,
-        /// Full URL for traces. Default `<endpoint>/v1/traces`.
-        traces_endpoint: Option<Spanned<String>>,
-        /// Full URL for metrics. Default `<endpoint>/v1/metrics`.
-        metrics_endpoint: Option<Spanned<String>>,
-        /// `"protobuf"` or `"json"`. Default `"protobuf"`.
-        encoding: Option<Spanned<RawOtlpEncoding>>,
-    }
+pub(crate) use network_sink;
+
+/// What [`check_network`] needs of a raw network sink struct (written by
+/// [`network_sink!`]).
+pub(crate) trait RawNetworkSink {
+    fn inputs(&self) -> Option<&Spanned<Vec<Spanned<String>>>>;
+    fn common(&self) -> Common<'_>;
 }
 
-network_sink! {
-    /// `[sinks.<name>]` with `type = "elasticsearch"`, as written.
-    RawElasticsearchSink {
-        /// Base URL; `/_bulk` is appended. This or `endpoints` is required.
-        endpoint: Option<Spanned<String>>,
-        /// Several base URLs, used in turn.
-        endpoints: Option<Spanned<Vec<Spanned<String>>>>,
-        /// Index name template. Default `"holdfast-{signal}-{date}"`.
-        index: Option<Spanned<String>>,
-    }
-}
-
-network_sink! {
-    /// `[sinks.<name>]` with `type = "openobserve"`, as written.
-    RawOpenObserveSink {
-        /// The server's base URL. Required.
-        endpoint: Option<Spanned<String>>,
-        /// The organization. Default `"default"`.
-        org: Option<Spanned<String>>,
-        /// Stream name template. Default `"{signal}"`.
-        stream: Option<Spanned<String>>,
-    }
+/// A network sink's table: deserialized, its `inputs` checked, then its
+/// own keys by `check` (which checks the shared ones with [`Common`]).
+pub(crate) fn check_network<'a, R: DeserializeOwned + RawNetworkSink, O>(
+    cx: &mut Checker<'a>,
+    t: &NamedTable<'a>,
+    env: &SinkEnv<'_>,
+    check: impl FnOnce(R, &mut Checker<'_>, &Place<'_, '_>) -> O,
+) -> Option<O> {
+    cx.deserialize::<R>(&t.key, t.value).map(|raw| {
+        let inputs = env.check_inputs(cx, t, raw.inputs());
+        let place = Place {
+            t,
+            data_dir: env.data_dir,
+            inputs,
+            config_hash: env.config_hash,
+        };
+        check(raw, cx, &place)
+    })
 }
 
 /// The shared keys of a raw network sink.
 pub(crate) struct Common<'a> {
-    batch_max_events: Option<&'a Spanned<Count>>,
-    batch_max_bytes: Option<&'a Spanned<Size>>,
-    batch_timeout: Option<&'a Spanned<Dur>>,
-    concurrency: Option<&'a Spanned<Count>>,
-    adaptive_concurrency: Option<&'a Spanned<bool>>,
-    request_timeout: Option<&'a Spanned<Dur>>,
-    max_attempts: Option<&'a Spanned<Count>>,
-    backoff_initial: Option<&'a Spanned<Dur>>,
-    backoff_max: Option<&'a Spanned<Dur>>,
-    compression: Option<&'a Spanned<RawCompression>>,
-    auth: Option<&'a Spanned<RawAuth>>,
-    tls: Option<&'a Spanned<RawSinkTls>>,
-    quarantine: Option<&'a Spanned<RawQuarantine>>,
+    pub(crate) batch_max_events: Option<&'a Spanned<Count>>,
+    pub(crate) batch_max_bytes: Option<&'a Spanned<Size>>,
+    pub(crate) batch_timeout: Option<&'a Spanned<Dur>>,
+    pub(crate) concurrency: Option<&'a Spanned<Count>>,
+    pub(crate) adaptive_concurrency: Option<&'a Spanned<bool>>,
+    pub(crate) request_timeout: Option<&'a Spanned<Dur>>,
+    pub(crate) max_attempts: Option<&'a Spanned<Count>>,
+    pub(crate) backoff_initial: Option<&'a Spanned<Dur>>,
+    pub(crate) backoff_max: Option<&'a Spanned<Dur>>,
+    pub(crate) compression: Option<&'a Spanned<RawCompression>>,
+    pub(crate) auth: Option<&'a Spanned<RawAuth>>,
+    pub(crate) tls: Option<&'a Spanned<RawSinkTls>>,
+    pub(crate) quarantine: Option<&'a Spanned<RawQuarantine>>,
 }
 
 /// What the checks of one table need besides the raw struct.
@@ -224,13 +206,13 @@ pub(crate) struct Place<'a, 'b> {
 }
 
 impl Place<'_, '_> {
-    pub(super) fn key(&self, k: &str) -> String {
+    pub(crate) fn key(&self, k: &str) -> String {
         format!("{}.{k}", self.t.key)
     }
 }
 
 impl Common<'_> {
-    fn check(
+    pub(crate) fn check(
         &self,
         cx: &mut Checker<'_>,
         p: &Place<'_, '_>,
@@ -323,9 +305,7 @@ impl Common<'_> {
             cx.note(&key("compression"), c);
             o.compression = c.get_ref().0;
         }
-        o.auth = self
-            .auth
-            .and_then(|a| sink_auth::check_auth(cx, p, a, api_keys));
+        o.auth = self.auth.and_then(|a| auth::check_auth(cx, p, a, api_keys));
         if let Some(tls) = self.tls {
             o.ca_file = cx.path(&key("tls.ca_file"), tls.get_ref().ca_file.as_ref());
         }
@@ -374,8 +354,20 @@ fn is_loopback(u: &reqwest::Url) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// `base` with `path` appended as its last segment(s).
+pub(crate) fn join(base: &reqwest::Url, path: &str) -> reqwest::Url {
+    let mut u = base.clone();
+    let p = format!("{}/{}", u.path().trim_end_matches('/'), path);
+    u.set_path(&p);
+    u
+}
+
 /// An endpoint URL: http or https, with a host, without credentials.
-fn check_url(cx: &mut Checker<'_>, key: &str, v: &Spanned<String>) -> Option<reqwest::Url> {
+pub(crate) fn check_url(
+    cx: &mut Checker<'_>,
+    key: &str,
+    v: &Spanned<String>,
+) -> Option<reqwest::Url> {
     cx.note(key, v);
     let text = v.get_ref().trim();
     let problem = match reqwest::Url::parse(text) {
@@ -400,7 +392,7 @@ fn check_url(cx: &mut Checker<'_>, key: &str, v: &Spanned<String>) -> Option<req
     None
 }
 
-fn required_endpoint(
+pub(crate) fn required_endpoint(
     cx: &mut Checker<'_>,
     p: &Place<'_, '_>,
     v: Option<&Spanned<String>>,
@@ -420,7 +412,7 @@ fn required_endpoint(
 }
 
 /// A name template whose literal parts use only `allowed` characters.
-fn check_template(
+pub(crate) fn check_template(
     cx: &mut Checker<'_>,
     key: &str,
     v: Option<&Spanned<String>>,
@@ -460,167 +452,86 @@ fn check_template(
     }
 }
 
-impl RawOtlpHttpSink {
-    pub(crate) fn check(self, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> OtlpHttpSinkOptions {
-        let base = self
-            .endpoint
-            .as_ref()
-            .and_then(|v| check_url(cx, &p.key("endpoint"), v));
-        let mut urls = Vec::new();
-        for (field, path) in [
-            (&self.logs_endpoint, "logs"),
-            (&self.traces_endpoint, "traces"),
-            (&self.metrics_endpoint, "metrics"),
-        ] {
-            let url = match field {
-                Some(v) => check_url(cx, &p.key(&format!("{path}_endpoint")), v),
-                None => base
-                    .as_ref()
-                    .map(|b| crate::sinks::elasticsearch::join(b, &format!("v1/{path}"))),
-            };
-            urls.push(url);
+/// The lines every network sink shares: batching, retries, credentials,
+/// the quarantine.
+fn describe_network(out: &mut String, o: &HttpSinkOptions) -> fmt::Result {
+    let compression = match o.compression {
+        Compression::Gzip => "gzip",
+        Compression::None => "no compression",
+    };
+    let auth = match &o.auth {
+        None => "no credentials".to_string(),
+        Some(Auth::Basic {
+            user,
+            password_file,
+        }) => format!(
+            "basic auth as \"{user}\" (password in {})",
+            password_file.display()
+        ),
+        Some(Auth::Bearer { token_file }) => {
+            format!("a bearer token from {}", token_file.display())
         }
-        if self.endpoint.is_none() && urls.iter().any(Option::is_none) {
-            cx.error(
-                Some(p.t.span()),
-                &p.t.key,
-                "missing `endpoint`: the collector's base URL, like endpoint = \
-                 \"http://collector:4318\" (/v1/logs, /v1/traces and /v1/metrics are appended)",
-            );
+        Some(Auth::ApiKey { key_file }) => format!("an API key from {}", key_file.display()),
+    };
+    let in_flight = if o.adaptive_concurrency && o.concurrency > 1 {
+        format!(
+            "1 to {} request(s) in flight, adapting to the receiver",
+            o.concurrency
+        )
+    } else {
+        format!("{} request(s) in flight", o.concurrency)
+    };
+    writeln!(
+        out,
+        "    batches of up to {} events or {}, sent at least every {}; {in_flight}, \
+         each within {}; {compression}; {auth}",
+        o.batch_max_events,
+        format_size(o.batch_max_bytes as u64),
+        format_duration(o.batch_timeout),
+        format_duration(o.request_timeout)
+    )?;
+    writeln!(
+        out,
+        "    the cursor moves only past events the receiver accepted (per event, not per request) \
+         or that are quarantined"
+    )?;
+    writeln!(
+        out,
+        "    retries: connection errors, timeouts, 408/429/5xx and per-event 429 without limit, \
+         waiting {} doubling up to {} (full jitter, Retry-After honoured; a probe each second \
+         ends the wait once the receiver is back); an event the receiver asks to retry is tried \
+         {} time(s), then quarantined; 401/403 keep every event and retry every {}-{}",
+        format_duration(o.backoff_initial),
+        format_duration(o.backoff_max),
+        o.max_attempts,
+        format_duration(o.backoff_max / 2),
+        format_duration(o.backoff_max)
+    )?;
+    let full = match o.quarantine.when_full {
+        QuarantineFull::Block => {
+            "when full, the cursor stops at the next rejected event until there is room"
         }
-        let placeholder =
-            || reqwest::Url::parse("http://127.0.0.1:4318/").unwrap_or_else(|_| unreachable!());
-        let present: Vec<reqwest::Url> = urls.iter().flatten().cloned().collect();
-        let common = self.common().check(cx, p, false, &present);
-        let mut urls = urls.into_iter().map(|u| u.unwrap_or_else(placeholder));
-        let encoding = match &self.encoding {
-            Some(e) => {
-                cx.note(&p.key("encoding"), e);
-                e.get_ref().0
-            }
-            None => OtlpEncoding::Protobuf,
-        };
-        OtlpHttpSinkOptions {
-            common,
-            logs_url: urls.next().unwrap_or_else(placeholder),
-            traces_url: urls.next().unwrap_or_else(placeholder),
-            metrics_url: urls.next().unwrap_or_else(placeholder),
-            encoding,
-        }
+        QuarantineFull::Drop => "when full, further rejected events are dropped and counted",
+    };
+    writeln!(
+        out,
+        "    events rejected for good go to the quarantine {} (at most {}; {full})",
+        o.quarantine.dir.display(),
+        format_size(o.quarantine.max_bytes)
+    )?;
+    if let Some(ca) = &o.ca_file {
+        writeln!(
+            out,
+            "    trusts the CA certificates in {} besides the system's",
+            ca.display()
+        )?;
     }
-}
-
-fn es_index_char(c: char) -> bool {
-    !(c.is_ascii_uppercase() || "\\/*?\"<>| ,#:".contains(c))
-}
-
-fn oo_stream_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_' || c == '-'
-}
-
-impl RawElasticsearchSink {
-    pub(crate) fn check(self, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> ElasticsearchOptions {
-        let mut endpoints = Vec::new();
-        match (&self.endpoint, &self.endpoints) {
-            (Some(_), Some(list)) => cx.error(
-                Some(list.span()),
-                &p.key("endpoints"),
-                "set endpoint or endpoints, not both",
-            ),
-            (Some(v), None) => endpoints.extend(check_url(cx, &p.key("endpoint"), v)),
-            (None, Some(list)) => {
-                if list.get_ref().is_empty() {
-                    cx.error(
-                        Some(list.span()),
-                        &p.key("endpoints"),
-                        "the endpoints list is empty: name at least one URL",
-                    );
-                }
-                for (i, v) in list.get_ref().iter().enumerate() {
-                    endpoints.extend(check_url(cx, &p.key(&format!("endpoints[{i}]")), v));
-                }
-            }
-            (None, None) => {
-                required_endpoint(cx, p, None, "https://elasticsearch:9200");
-            }
-        }
-        let common = self.common().check(cx, p, true, &endpoints);
-        let index = check_template(
-            cx,
-            &p.key("index"),
-            self.index.as_ref(),
-            DEFAULT_INDEX,
-            "index name",
-            es_index_char,
-            "Elasticsearch index names are lower case, without \\ / * ? \" < > | , # : or spaces",
-        );
-        if endpoints.is_empty() {
-            endpoints.push(
-                reqwest::Url::parse("http://127.0.0.1:9200/").unwrap_or_else(|_| unreachable!()),
-            );
-        }
-        ElasticsearchOptions {
-            common,
-            endpoints,
-            index,
-        }
-    }
-}
-
-impl RawOpenObserveSink {
-    pub(crate) fn check(self, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> OpenObserveOptions {
-        let endpoint = required_endpoint(cx, p, self.endpoint.as_ref(), "http://openobserve:5080");
-        let present: Vec<reqwest::Url> = endpoint.iter().cloned().collect();
-        let common = self.common().check(cx, p, false, &present);
-        let org = match &self.org {
-            Some(v) => {
-                cx.note(&p.key("org"), v);
-                let o = v.get_ref();
-                if o.is_empty() || !o.chars().all(oo_stream_char) {
-                    cx.error(
-                        Some(v.span()),
-                        &p.key("org"),
-                        format!(
-                            "\"{o}\" is not an organization name: use letters, digits, '_' and '-'"
-                        ),
-                    );
-                }
-                o.clone()
-            }
-            None => DEFAULT_ORG.to_string(),
-        };
-        let stream = check_template(
-            cx,
-            &p.key("stream"),
-            self.stream.as_ref(),
-            DEFAULT_STREAM,
-            "stream name",
-            oo_stream_char,
-            "stream names use letters, digits, '_' and '-'",
-        );
-        OpenObserveOptions {
-            common,
-            endpoint: endpoint.unwrap_or_else(|| {
-                reqwest::Url::parse("http://127.0.0.1:5080/").unwrap_or_else(|_| unreachable!())
-            }),
-            org,
-            stream,
-        }
-    }
-}
-
-/// A short hash of the config text, stored with quarantined events so an
-/// operator can tell which config rejected them.
-pub(crate) fn config_hash(text: &str) -> String {
-    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+    Ok(())
 }
 
 /// Paths of the secret and CA files of a network sink, for the machine
 /// checks: (key, path, what).
-pub(crate) fn files_to_check(
-    name: &str,
-    o: &HttpSinkOptions,
-) -> Vec<(String, PathBuf, &'static str)> {
+fn files_to_check(name: &str, o: &HttpSinkOptions) -> Vec<(String, PathBuf, &'static str)> {
     let key = |k: &str| format!("sinks.{name}.{k}");
     let mut out = Vec::new();
     match &o.auth {
@@ -639,4 +550,59 @@ pub(crate) fn files_to_check(
         out.push((key("tls.ca_file"), ca.clone(), "CA"));
     }
     out
+}
+
+/// A network sink type: its options, with the shared ones in `common`.
+/// Every such type is a [`Sink`] through the impl below, so a new network
+/// sink writes only what is its own.
+pub(crate) trait NetworkSink: Clone + fmt::Debug + Send + Sync + 'static {
+    /// The table as written (declared with [`network_sink!`]).
+    type Raw: DeserializeOwned + RawNetworkSink;
+    /// The receiver API it speaks.
+    type Protocol: Protocol;
+    /// Checks the sink's own keys and, through [`Common`], the shared ones.
+    fn check_raw(raw: Self::Raw, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> Self;
+    /// The options every network sink shares.
+    fn common(&self) -> &HttpSinkOptions;
+    /// The line saying where it sends, for `holdfast check`.
+    fn describe_target(&self, out: &mut String) -> fmt::Result;
+    /// The protocol it speaks, built for one run.
+    fn protocol(&self) -> Self::Protocol;
+}
+
+impl<T: NetworkSink> Sink for T {
+    fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>, env: &SinkEnv<'_>) -> Option<Self> {
+        check_network(cx, t, env, T::check_raw)
+    }
+
+    fn inputs(&self) -> &[String] {
+        &self.common().inputs
+    }
+
+    fn describe(&self, out: &mut String) -> fmt::Result {
+        self.describe_target(out)?;
+        describe_network(out, self.common())
+    }
+
+    fn run(&self, ctx: &ComponentContext) -> Run {
+        let ctx = ctx.clone();
+        Box::pin(runtime::run(
+            ctx.name,
+            self.common().clone(),
+            self.protocol(),
+            ctx.log,
+            ctx.metrics,
+            ctx.stop,
+        ))
+    }
+
+    fn check_environment(&self, name: &str, env: &mut Env<'_>) {
+        for (key, path, what) in files_to_check(name, self.common()) {
+            if what == "CA" {
+                env.pem_file(&key, &path, "CERTIFICATE");
+            } else {
+                env.secret_file(&key, &path, what);
+            }
+        }
+    }
 }

@@ -16,6 +16,8 @@
 //! An answer accounting for fewer events than were sent proves nothing and
 //! is retried (counted toward `max_attempts`).
 
+mod config;
+
 use std::io::Write;
 
 use serde::Deserialize;
@@ -91,7 +93,7 @@ impl Protocol for OpenObserve {
         }
         body.push(b']');
         let url =
-            super::elasticsearch::join(&self.base, &format!("api/{}/{}/_json", self.org, stream));
+            super::network_config::join(&self.base, &format!("api/{}/{}/_json", self.org, stream));
         Request {
             url,
             content_type: "application/json",
