@@ -9,9 +9,9 @@ use toml::Spanned;
 use super::{Elasticsearch, ElasticsearchOptions, DEFAULT_INDEX};
 use crate::config::check::Checker;
 use crate::sinks::network_config::{
-    check_template, check_url, network_sink, required_endpoint, NetworkSink, Place, RawNetworkSink,
+    check_template, check_url, network_sink, network_sink_types, required_endpoint, NetworkSink,
+    Place, RawNetworkSink,
 };
-use crate::sinks::HttpSinkOptions;
 
 network_sink! {
     /// `[sinks.<name>]` with `type = "elasticsearch"`, as written.
@@ -79,20 +79,10 @@ impl RawElasticsearchSink {
 }
 
 impl NetworkSink for ElasticsearchOptions {
-    type Raw = RawElasticsearchSink;
-    type Protocol = Elasticsearch;
-
-    fn check_raw(raw: Self::Raw, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> Self {
-        raw.check(cx, p)
-    }
-
-    fn common(&self) -> &HttpSinkOptions {
-        &self.common
-    }
+    network_sink_types!(RawElasticsearchSink, Elasticsearch);
 
     fn describe_target(&self, out: &mut String) -> fmt::Result {
         let o = self;
-
         let urls: Vec<String> = o.endpoints.iter().map(|u| u.to_string()).collect();
         writeln!(
             out,
@@ -102,9 +92,5 @@ impl NetworkSink for ElasticsearchOptions {
             o.index.as_str()
         )?;
         Ok(())
-    }
-
-    fn protocol(&self) -> Elasticsearch {
-        Elasticsearch::new(self)
     }
 }

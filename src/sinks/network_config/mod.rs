@@ -570,6 +570,32 @@ pub(crate) trait NetworkSink: Clone + fmt::Debug + Send + Sync + 'static {
     fn protocol(&self) -> Self::Protocol;
 }
 
+/// The items of a [`NetworkSink`] impl that only name its types: the raw
+/// struct (with its `check`) and the protocol (with its `new`).
+macro_rules! network_sink_types {
+    ($raw:ident, $protocol:ident) => {
+        type Raw = $raw;
+        type Protocol = $protocol;
+
+        fn check_raw(
+            raw: $raw,
+            cx: &mut $crate::config::check::Checker<'_>,
+            p: &$crate::sinks::network_config::Place<'_, '_>,
+        ) -> Self {
+            raw.check(cx, p)
+        }
+
+        fn common(&self) -> &$crate::sinks::HttpSinkOptions {
+            &self.common
+        }
+
+        fn protocol(&self) -> $protocol {
+            $protocol::new(self)
+        }
+    };
+}
+pub(crate) use network_sink_types;
+
 impl<T: NetworkSink> Sink for T {
     fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>, env: &SinkEnv<'_>) -> Option<Self> {
         check_network(cx, t, env, T::check_raw)

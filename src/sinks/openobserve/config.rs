@@ -9,9 +9,9 @@ use toml::Spanned;
 use super::{OpenObserve, OpenObserveOptions, DEFAULT_ORG, DEFAULT_STREAM};
 use crate::config::check::Checker;
 use crate::sinks::network_config::{
-    check_template, network_sink, required_endpoint, NetworkSink, Place, RawNetworkSink,
+    check_template, network_sink, network_sink_types, required_endpoint, NetworkSink, Place,
+    RawNetworkSink,
 };
-use crate::sinks::HttpSinkOptions;
 
 network_sink! {
     /// `[sinks.<name>]` with `type = "openobserve"`, as written.
@@ -72,20 +72,10 @@ impl RawOpenObserveSink {
 }
 
 impl NetworkSink for OpenObserveOptions {
-    type Raw = RawOpenObserveSink;
-    type Protocol = OpenObserve;
-
-    fn check_raw(raw: Self::Raw, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> Self {
-        raw.check(cx, p)
-    }
-
-    fn common(&self) -> &HttpSinkOptions {
-        &self.common
-    }
+    network_sink_types!(RawOpenObserveSink, OpenObserve);
 
     fn describe_target(&self, out: &mut String) -> fmt::Result {
         let o = self;
-
         writeln!(
             out,
             "    sends JSON to {} (organization \"{}\", stream \"{}\")",
@@ -94,9 +84,5 @@ impl NetworkSink for OpenObserveOptions {
             o.stream.as_str()
         )?;
         Ok(())
-    }
-
-    fn protocol(&self) -> OpenObserve {
-        OpenObserve::new(self)
     }
 }

@@ -12,9 +12,8 @@ use super::{OtlpEncoding, OtlpHttp, OtlpHttpSinkOptions};
 use crate::config::check::Checker;
 use crate::config::raw::one_of;
 use crate::sinks::network_config::{
-    check_url, join, network_sink, NetworkSink, Place, RawNetworkSink,
+    check_url, join, network_sink, network_sink_types, NetworkSink, Place, RawNetworkSink,
 };
-use crate::sinks::HttpSinkOptions;
 
 /// `encoding` of an `otlp_http` sink.
 #[derive(Debug, Clone, Copy)]
@@ -98,20 +97,10 @@ impl RawOtlpHttpSink {
 }
 
 impl NetworkSink for OtlpHttpSinkOptions {
-    type Raw = RawOtlpHttpSink;
-    type Protocol = OtlpHttp;
-
-    fn check_raw(raw: Self::Raw, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> Self {
-        raw.check(cx, p)
-    }
-
-    fn common(&self) -> &HttpSinkOptions {
-        &self.common
-    }
+    network_sink_types!(RawOtlpHttpSink, OtlpHttp);
 
     fn describe_target(&self, out: &mut String) -> fmt::Result {
         let o = self;
-
         let enc = match o.encoding {
             OtlpEncoding::Protobuf => "protobuf",
             OtlpEncoding::Json => "JSON",
@@ -122,9 +111,5 @@ impl NetworkSink for OtlpHttpSinkOptions {
             o.logs_url, o.traces_url, o.metrics_url
         )?;
         Ok(())
-    }
-
-    fn protocol(&self) -> OtlpHttp {
-        OtlpHttp::new(self)
     }
 }

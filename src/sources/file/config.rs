@@ -321,14 +321,8 @@ impl Source for FileSourceOptions {
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {
-        let ctx = ctx.clone();
-        Box::pin(super::run(
-            ctx.name,
-            self.clone(),
-            ctx.log,
-            ctx.metrics,
-            ctx.stop,
-        ))
+        let c = ctx.clone();
+        Box::pin(super::run(c.name, self.clone(), c.log, c.metrics, c.stop))
     }
 
     fn check_environment(&self, name: &str, env: &mut Env<'_>) {

@@ -258,14 +258,14 @@ impl Source for OtlpHttpSourceSettings {
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {
-        let ctx = ctx.clone();
+        let c = ctx.clone();
         Box::pin(super::run(
-            ctx.name,
+            c.name,
             self.clone(),
-            ctx.log,
-            ctx.metrics,
-            ctx.health,
-            ctx.stop,
+            c.log,
+            c.metrics,
+            c.health,
+            c.stop,
         ))
     }
 
