@@ -4,7 +4,7 @@ and commits only what is finished, so a restart resumes exactly where
 delivery stopped.
 
 * [`file`] — NDJSON files in a directory, for air-gapped devices and the
-  default configuration.
+  default configuration (`file/config.rs`: its table).
 * Network sinks, all run by one shared runtime:
   [`otlp_http`] (OTLP/HTTP, protobuf or JSON), [`elasticsearch`] (the
   `_bulk` API), [`openobserve`] (its `_json` ingestion).
@@ -20,10 +20,11 @@ A network sink, piece by piece (one concept per file):
 | `limit.rs` | adaptive concurrency: additive increase, multiplicative decrease of the requests in flight on pushback and rising latency |
 | `retry.rs` | the retry policy: per-event verdicts for every outcome, backoff with full jitter, `Retry-After` |
 | `protocol.rs` | the seam each receiver API implements: build a request, read a 2xx body |
-| `otlp_http.rs`, `elasticsearch.rs`, `openobserve.rs` | the three receiver APIs |
+| `otlp_http/`, `elasticsearch/`, `openobserve/` | the three receiver APIs; each folder's `config.rs` its keys, check and description |
+| `network_config/` | the keys every network sink shares (batching, retries, `auth`, `tls`, `quarantine`): raw structs, check, description, machine checks, once; `NetworkSink` makes each a registry sink |
 | `document.rs`, `template.rs`, `keys.rs` | JSON documents, index/stream names, idempotency keys |
 | `http.rs` | the HTTP client: rustls, timeouts, gzip, credentials from files |
-| `quarantine.rs` | durable storage of rejected events, and the operator tools over it |
+| `quarantine.rs` | durable storage of rejected events (the operator tools are in `src/cli/`) |
 | `options.rs` | the options every network sink shares |
 
 An event is finished when the receiver accepted it (or already had it), or

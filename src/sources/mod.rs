@@ -8,6 +8,9 @@ append is durable.
   without losing or repeating a line.
 * [`otlp_http`] — an OTLP/HTTP receiver (protobuf and JSON) that answers 200
   only once a request's records are durable.
+
+Each source's folder holds its own table (`config.rs`: raw keys, check,
+description); `crate::registry` lists the types.
 */
 
 /// Whether sources append format-2 events: each event only its own fields,
