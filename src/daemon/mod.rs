@@ -31,7 +31,7 @@ use tracing::{error, info, warn};
 use crate::api::{self, Health, Phase};
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::registry::{ComponentContext, Run};
+use crate::registry::ComponentContext;
 use crate::seglog::Log;
 
 /// How `run` ended, for the process exit code.
@@ -106,7 +106,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     let mut sink_tasks: Vec<(String, JoinHandle<()>)> = Vec::new();
     for (name, sink) in &settings.sinks {
         let kind = sink.kind.clone();
-        let task = supervise(
+        let task = supervisor::spawn_component(
             format!("sink:{name}"),
             context(name, &sinks_stop),
             false,
@@ -120,7 +120,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     for (name, source) in &settings.sources {
         let kind = source.kind.clone();
         // A source that cannot take input is listed in /readyz.
-        let task = supervise(
+        let task = supervisor::spawn_component(
             format!("source:{name}"),
             context(name, &sources_stop),
             true,
@@ -255,22 +255,4 @@ pub fn human_bytes(n: u64) -> String {
     } else {
         format!("{v:.1} {}", UNITS[u])
     }
-}
-
-/// Runs a component under the supervisor, with its context; a `watched`
-/// one is listed in `/readyz` while it fails.
-fn supervise(
-    task: String,
-    ctx: ComponentContext,
-    watched: bool,
-    run: impl Fn(&ComponentContext) -> Run + Send + 'static,
-) -> JoinHandle<()> {
-    let health = watched.then(|| ctx.health.clone());
-    supervisor::spawn_watched(
-        task,
-        ctx.metrics.clone(),
-        health,
-        ctx.stop.clone(),
-        move || run(&ctx),
-    )
 }

@@ -12,6 +12,7 @@ use tracing::{error, info};
 
 use crate::api::Health;
 use crate::metrics::{Metrics, TaskLabels};
+use crate::registry::{ComponentContext, Run};
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -105,6 +106,24 @@ where
             info!(task = %name, "restarting task");
         }
     })
+}
+
+/// Runs a component under the supervisor, with its context; a `watched`
+/// one is listed in `/readyz` while it fails.
+pub fn spawn_component(
+    task: String,
+    ctx: ComponentContext,
+    watched: bool,
+    run: impl Fn(&ComponentContext) -> Run + Send + 'static,
+) -> JoinHandle<()> {
+    let health = watched.then(|| ctx.health.clone());
+    spawn_watched(
+        task,
+        ctx.metrics.clone(),
+        health,
+        ctx.stop.clone(),
+        move || run(&ctx),
+    )
 }
 
 #[cfg(test)]
