@@ -4,9 +4,9 @@ name, the component's options type, which checks its table, describes itself
 for `holdfast check` and starts the component. The config, `describe`,
 `check` and the daemon all read this list; nothing else names a component.
 
-Each component implements [`Source`] or [`Sink`] in its own folder (its
+Each component implements `Source` or `Sink` in its own folder (its
 `config.rs` holds the raw TOML structs and the check); adding one is that
-folder plus one line in [`components!`] below. `src/config` only imports
+folder plus one line in the `components!` lists below. `src/config` only imports
 this module, never a component.
 */
 

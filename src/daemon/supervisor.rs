@@ -38,7 +38,7 @@ where
 }
 
 /// [`spawn`], and while the task fails (from a failure until a restart has
-/// run for [`SETTLED`]) it is listed in `health`, so `/readyz` says so.
+/// run for `SETTLED`) it is listed in `health`, so `/readyz` says so.
 pub fn spawn_watched<F, Fut>(
     name: String,
     metrics: Arc<Metrics>,

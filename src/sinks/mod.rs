@@ -3,7 +3,7 @@ Sinks: the log's consumers. Each sink reads from its own cursor, delivers,
 and commits only what is finished, so a restart resumes exactly where
 delivery stopped.
 
-* [`file`] — NDJSON files in a directory, for air-gapped devices and the
+* [`file`](mod@file) — NDJSON files in a directory, for air-gapped devices and the
   default configuration (`file/config.rs`: its table).
 * Network sinks, all run by one shared runtime:
   [`otlp_http`] (OTLP/HTTP, protobuf or JSON), [`elasticsearch`] (the

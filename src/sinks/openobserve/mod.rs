@@ -75,7 +75,7 @@ impl Protocol for OpenObserve {
 
     fn encode(&self, items: &[Item], _request: usize) -> Request {
         let stream = self.stream_of(&items[0].ev);
-        // As for `_bulk` (see elasticsearch.rs).
+        // As for `_bulk` (see elasticsearch/mod.rs).
         let mut body = Vec::with_capacity(items.iter().map(|i| i.data.len() * 3 + 264).sum());
         let mut doc = Vec::with_capacity(1024);
         let mut shared = document::Shared::default();
