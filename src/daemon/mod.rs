@@ -31,7 +31,7 @@ use tracing::{error, info, warn};
 use crate::api::{self, Health, Phase};
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::registry::ComponentContext;
+use crate::registry::{ComponentContext, Run, SinkKind, SourceKind};
 use crate::seglog::Log;
 
 /// How `run` ended, for the process exit code.
@@ -103,31 +103,22 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
         stop: stop.clone(),
     };
     let sinks_stop = CancellationToken::new();
-    let mut sink_tasks: Vec<(String, JoinHandle<()>)> = Vec::new();
-    for (name, sink) in &settings.sinks {
-        let kind = sink.kind.clone();
-        let task = supervisor::spawn_component(
-            format!("sink:{name}"),
-            context(name, &sinks_stop),
-            false,
-            move |ctx| kind.run(ctx),
-        );
-        sink_tasks.push((name.clone(), task));
-    }
-
+    let sink_tasks = start_all(
+        "sink",
+        settings.sinks.iter().map(|(name, s)| (name, &s.kind)),
+        |name| context(name, &sinks_stop),
+        false,
+        SinkKind::run,
+    );
+    // A source that cannot take input is listed in /readyz (watched).
     let sources_stop = CancellationToken::new();
-    let mut source_tasks: Vec<(String, JoinHandle<()>)> = Vec::new();
-    for (name, source) in &settings.sources {
-        let kind = source.kind.clone();
-        // A source that cannot take input is listed in /readyz.
-        let task = supervisor::spawn_component(
-            format!("source:{name}"),
-            context(name, &sources_stop),
-            true,
-            move |ctx| kind.run(ctx),
-        );
-        source_tasks.push((source.name.clone(), task));
-    }
+    let source_tasks = start_all(
+        "source",
+        settings.sources.iter().map(|(name, s)| (name, &s.kind)),
+        |name| context(name, &sources_stop),
+        true,
+        SourceKind::run,
+    );
     health.set(Phase::Ready);
     let status = format!(
         "running: {} source(s), {} sink(s), log {} in {} segment(s)",
@@ -192,6 +183,29 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
             Ok(Exit::Interrupted)
         }
     }
+}
+
+/// Starts each component (`what`: "sink" or "source") under the
+/// supervisor, named `what:name`.
+fn start_all<'a, K: Clone + Send + 'static>(
+    what: &str,
+    components: impl Iterator<Item = (&'a String, &'a K)>,
+    context: impl Fn(&str) -> ComponentContext,
+    watched: bool,
+    run: fn(&K, &ComponentContext) -> Run,
+) -> Vec<(String, JoinHandle<()>)> {
+    components
+        .map(|(name, kind)| {
+            let kind = kind.clone();
+            let task = supervisor::spawn_component(
+                format!("{what}:{name}"),
+                context(name),
+                watched,
+                move |ctx| run(&kind, ctx),
+            );
+            (name.clone(), task)
+        })
+        .collect()
 }
 
 /// Waits for tasks until `deadline`, then abandons the rest (aborting them).

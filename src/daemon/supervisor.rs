@@ -131,24 +131,34 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
 
+    /// A task that fails its first `failures` runs with `why`, then runs
+    /// until `stop`; `runs` counts its starts.
+    fn flaky(
+        runs: &Arc<AtomicU32>,
+        stop: &CancellationToken,
+        failures: u32,
+        why: &'static str,
+    ) -> impl Fn() -> Run + Send + 'static {
+        let (r, s) = (runs.clone(), stop.clone());
+        move || {
+            let (r, s) = (r.clone(), s.clone());
+            Box::pin(async move {
+                if r.fetch_add(1, Ordering::SeqCst) < failures {
+                    anyhow::bail!(why);
+                }
+                s.cancelled().await;
+                Ok(())
+            })
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_failing_task_is_restarted_until_stopped() {
         let metrics = Arc::new(Metrics::new(None));
         let stop = CancellationToken::new();
         let runs = Arc::new(AtomicU32::new(0));
-        let r = runs.clone();
-        let s = stop.clone();
-        let h = spawn("t".into(), metrics.clone(), stop.clone(), move || {
-            let r = r.clone();
-            let s = s.clone();
-            async move {
-                if r.fetch_add(1, Ordering::SeqCst) < 3 {
-                    anyhow::bail!("boom");
-                }
-                s.cancelled().await;
-                Ok(())
-            }
-        });
+        let make = flaky(&runs, &stop, 3, "boom");
+        let h = spawn("t".into(), metrics.clone(), stop.clone(), make);
         while runs.load(Ordering::SeqCst) < 4 {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -167,24 +177,13 @@ mod tests {
         let health = Arc::new(Health::default());
         let stop = CancellationToken::new();
         let runs = Arc::new(AtomicU32::new(0));
-        let r = runs.clone();
-        let s = stop.clone();
+        let make = flaky(&runs, &stop, 2, "cannot bind");
         let h = spawn_watched(
             "source:t".into(),
             metrics,
             Some(health.clone()),
             stop.clone(),
-            move || {
-                let r = r.clone();
-                let s = s.clone();
-                async move {
-                    if r.fetch_add(1, Ordering::SeqCst) < 2 {
-                        anyhow::bail!("cannot bind");
-                    }
-                    s.cancelled().await;
-                    Ok(())
-                }
-            },
+            make,
         );
         while runs.load(Ordering::SeqCst) < 1 {
             tokio::time::sleep(Duration::from_millis(10)).await;
