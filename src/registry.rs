@@ -62,6 +62,22 @@ impl ComponentContext {
     }
 }
 
+impl ComponentContext {
+    /// The task of a component whose `run` takes its name, options, the
+    /// log, metrics and stop (no health).
+    pub(crate) fn start<O, F>(
+        &self,
+        options: O,
+        run: impl FnOnce(String, O, Log, Arc<Metrics>, CancellationToken) -> F,
+    ) -> Run
+    where
+        F: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let c = self.clone();
+        Box::pin(run(c.name, options, c.log, c.metrics, c.stop))
+    }
+}
+
 /// A source type: implemented by the options its check produces.
 pub(crate) trait Source: fmt::Debug + Send + Sync {
     /// Checks the `[sources.<name>]` table `t` (its `type` already read).

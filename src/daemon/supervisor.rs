@@ -23,22 +23,9 @@ const HEALTHY_RUN: Duration = Duration::from_secs(60);
 const SETTLED: Duration = Duration::from_secs(1);
 
 /// Runs `make()` until it returns `Ok` after `stop` was cancelled, restarting
-/// it with exponential backoff whenever it fails.
-pub fn spawn<F, Fut>(
-    name: String,
-    metrics: Arc<Metrics>,
-    stop: CancellationToken,
-    make: F,
-) -> JoinHandle<()>
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
-{
-    spawn_watched(name, metrics, None, stop, make)
-}
-
-/// [`spawn`], and while the task fails (from a failure until a restart has
-/// run for `SETTLED`) it is listed in `health`, so `/readyz` says so.
+/// it with exponential backoff whenever it fails; with `health`, while the
+/// task fails (from a failure until a restart has run for `SETTLED`) it is
+/// listed there, so `/readyz` says so.
 pub fn spawn_watched<F, Fut>(
     name: String,
     metrics: Arc<Metrics>,
@@ -158,7 +145,7 @@ mod tests {
         let stop = CancellationToken::new();
         let runs = Arc::new(AtomicU32::new(0));
         let make = flaky(&runs, &stop, 3, "boom");
-        let h = spawn("t".into(), metrics.clone(), stop.clone(), make);
+        let h = spawn_watched("t".into(), metrics.clone(), None, stop.clone(), make);
         while runs.load(Ordering::SeqCst) < 4 {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -150,8 +150,7 @@ impl Sink for FileSinkOptions {
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {
-        let c = ctx.clone();
-        Box::pin(super::run(c.name, self.clone(), c.log, c.metrics, c.stop))
+        ctx.start(self.clone(), super::run)
     }
 
     fn check_environment(&self, name: &str, env: &mut Env<'_>) {

@@ -20,7 +20,7 @@ use self::auth::RawAuth;
 use super::options::defaults as d;
 use super::{Compression, HttpSinkOptions, QuarantineFull, Template};
 use crate::config::check::{Checker, NamedTable};
-use crate::config::raw::one_of;
+use crate::config::raw::one_of_newtype;
 use crate::config::units::{format_duration, Count, Dur, Size};
 use crate::config::SinkEnv;
 
@@ -29,35 +29,19 @@ mod component;
 
 pub(crate) use component::{network_sink_types, NetworkSink};
 
-/// `compression`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RawCompression(Compression);
-
-impl<'de> Deserialize<'de> for RawCompression {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        one_of(
-            d,
-            &[
-                ("gzip", RawCompression(Compression::Gzip)),
-                ("none", RawCompression(Compression::None)),
-            ],
-        )
+one_of_newtype! {
+    /// `compression`.
+    RawCompression(Compression) {
+        "gzip" => Compression::Gzip,
+        "none" => Compression::None,
     }
 }
 
-/// `quarantine.when_full`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RawWhenQuarantineFull(QuarantineFull);
-
-impl<'de> Deserialize<'de> for RawWhenQuarantineFull {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        one_of(
-            d,
-            &[
-                ("block", RawWhenQuarantineFull(QuarantineFull::Block)),
-                ("drop", RawWhenQuarantineFull(QuarantineFull::Drop)),
-            ],
-        )
+one_of_newtype! {
+    /// `quarantine.when_full`.
+    RawWhenQuarantineFull(QuarantineFull) {
+        "block" => QuarantineFull::Block,
+        "drop" => QuarantineFull::Drop,
     }
 }
 

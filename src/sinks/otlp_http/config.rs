@@ -6,28 +6,18 @@ use std::fmt::{self, Write};
 
 use toml::Spanned;
 
-use serde::Deserialize;
-
 use super::{OtlpEncoding, OtlpHttp, OtlpHttpSinkOptions};
 use crate::config::check::Checker;
-use crate::config::raw::one_of;
+use crate::config::raw::one_of_newtype;
 use crate::sinks::network_config::{
     check_url, join, network_sink, network_sink_types, NetworkSink, Place, RawNetworkSink,
 };
 
-/// `encoding` of an `otlp_http` sink.
-#[derive(Debug, Clone, Copy)]
-struct RawOtlpEncoding(OtlpEncoding);
-
-impl<'de> Deserialize<'de> for RawOtlpEncoding {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        one_of(
-            d,
-            &[
-                ("protobuf", RawOtlpEncoding(OtlpEncoding::Protobuf)),
-                ("json", RawOtlpEncoding(OtlpEncoding::Json)),
-            ],
-        )
+one_of_newtype! {
+    /// `encoding` of an `otlp_http` sink.
+    RawOtlpEncoding(OtlpEncoding) {
+        "protobuf" => OtlpEncoding::Protobuf,
+        "json" => OtlpEncoding::Json,
     }
 }
 

@@ -11,7 +11,7 @@ use toml::Spanned;
 use super::{FileSourceOptions, Multiline, StartAt};
 use crate::config::check::{Checker, NamedTable};
 use crate::config::environment::Env;
-use crate::config::raw::one_of;
+use crate::config::raw::one_of_newtype;
 use crate::config::units::{format_duration, format_size, Dur, Size};
 use crate::config::SourceEnv;
 use crate::registry::{ComponentContext, Run, Source};
@@ -34,19 +34,11 @@ mod d {
 /// source, path, timestamps).
 const EVENT_OVERHEAD: u64 = 4 << 10;
 
-/// `start_at`, as written.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RawStartAt(StartAt);
-
-impl<'de> Deserialize<'de> for RawStartAt {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        one_of(
-            d,
-            &[
-                ("beginning", RawStartAt(StartAt::Beginning)),
-                ("end", RawStartAt(StartAt::End)),
-            ],
-        )
+one_of_newtype! {
+    /// `start_at`, as written.
+    RawStartAt(StartAt) {
+        "beginning" => StartAt::Beginning,
+        "end" => StartAt::End,
     }
 }
 
@@ -321,8 +313,7 @@ impl Source for FileSourceOptions {
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {
-        let c = ctx.clone();
-        Box::pin(super::run(c.name, self.clone(), c.log, c.metrics, c.stop))
+        ctx.start(self.clone(), super::run)
     }
 
     fn check_environment(&self, name: &str, env: &mut Env<'_>) {
