@@ -60,9 +60,7 @@ impl ComponentContext {
             stop,
         }
     }
-}
 
-impl ComponentContext {
     /// The task of a component whose `run` takes its name, options, the
     /// log, metrics and stop (no health).
     pub(crate) fn start<O, F>(
