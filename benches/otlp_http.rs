@@ -31,9 +31,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use holdfast::api::{Health, Phase};
-use holdfast::config::OtlpHttpSourceSettings;
 use holdfast::metrics::Metrics;
 use holdfast::seglog::{FsyncPolicy, Log, LogOptions, WhenFull};
+use holdfast::sources::otlp_http::OtlpHttpSourceSettings;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;

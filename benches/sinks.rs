@@ -52,9 +52,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use holdfast::config::SinkKind;
 use holdfast::event::{Context, Envelope, EventId, FileOrigin, Group, Record};
 use holdfast::metrics::Metrics;
+use holdfast::registry::SinkKind;
 use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions, StartAt};
 use holdfast::sinks::elasticsearch::ElasticsearchOptions;
 use holdfast::sinks::openobserve::OpenObserveOptions;
@@ -373,13 +373,12 @@ async fn run(backlog: u64) {
         let cpu0 = cpu_seconds();
         let t0 = Instant::now();
         let stop = CancellationToken::new();
-        let task = tokio::spawn(holdfast::sinks::run_network(
+        let task = tokio::spawn(sink.run(&holdfast::registry::ComponentContext::new(
             name.clone(),
-            sink,
             log.clone(),
             metrics.clone(),
             stop.clone(),
-        ));
+        )));
         loop {
             tokio::time::sleep(Duration::from_millis(5)).await;
             let done = log
@@ -703,13 +702,12 @@ mod pushback {
             });
             let t0 = Instant::now();
             let stop = CancellationToken::new();
-            let task = tokio::spawn(holdfast::sinks::run_network(
+            let task = tokio::spawn(sink.run(&holdfast::registry::ComponentContext::new(
                 name.clone(),
-                sink,
                 log.clone(),
                 metrics.clone(),
                 stop.clone(),
-            ));
+            )));
             let mut finished = true;
             loop {
                 tokio::time::sleep(Duration::from_millis(5)).await;

@@ -22,6 +22,9 @@ Components:
 * [`sinks`] — the log's consumers: deliver, then commit.
 * [`sources`] — where events come from: file tailing, OTLP/HTTP; each
   acknowledges its input only after the append is durable.
+* [`registry`] — the one list of source and sink types (check, describe,
+  run), read by the config and the daemon; each component's folder owns
+  its config.
 * [`config`] — the TOML config in stages (raw serde structs → validated
   [`config::Settings`]), with errors naming file, line, key and fix;
   `holdfast check` runs it.
@@ -44,6 +47,7 @@ pub mod inspect;
 pub mod logging;
 pub mod metrics;
 pub mod pool;
+pub mod registry;
 pub mod seglog;
 pub mod sinks;
 pub mod sources;

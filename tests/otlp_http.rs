@@ -1442,7 +1442,7 @@ async fn tls_serves_with_the_configured_certificate() {
     use tokio_rustls::rustls::{crypto, ClientConfig, RootCertStore};
 
     let a = start_with(|o, _| {
-        o.tls = Some(holdfast::config::TlsSettings {
+        o.tls = Some(holdfast::sources::otlp_http::TlsSettings {
             cert_file: fixture_path("tls/cert.pem"),
             key_file: fixture_path("tls/key.pem"),
         })
@@ -1488,7 +1488,7 @@ async fn tls_serves_with_the_configured_certificate() {
 
     // Unreadable TLS files stop the source at start, naming the keys.
     let mut o = settings(free_addr());
-    o.tls = Some(holdfast::config::TlsSettings {
+    o.tls = Some(holdfast::sources::otlp_http::TlsSettings {
         cert_file: fixture_path("tls/key.pem"),
         key_file: fixture_path("tls/key.pem"),
     });

@@ -289,17 +289,16 @@ async fn an_unreachable_receiver_holds_everything() {
     };
     h.append(5).await;
     let mut kind = h.kind();
-    if let holdfast::config::SinkKind::Elasticsearch(o) = &mut kind {
+    if let holdfast::registry::SinkKind::Elasticsearch(o) = &mut kind {
         o.endpoints = vec![format!("http://127.0.0.1:{port}").parse().unwrap()];
     }
     let stop = tokio_util::sync::CancellationToken::new();
-    let task = tokio::spawn(holdfast::sinks::run_network(
+    let task = tokio::spawn(kind.run(&holdfast::registry::ComponentContext::new(
         harness::SINK.into(),
-        kind,
         h.log.clone(),
         h.metrics.clone(),
         stop.clone(),
-    ));
+    )));
     h.wait_for("connection retries", Duration::from_secs(10), |h| {
         h.by_reason("retries", "connect") >= 15
     })

@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 
 use super::error::{Diagnostic, Severity};
 use super::settings::Settings;
-use super::sources::SourceKind;
 
 impl Settings {
     /// Checks this config against the machine it runs on: the data
@@ -36,65 +35,31 @@ impl Settings {
         env.writable_dir("data_dir", &self.log_dir());
         env.not_in_ram("data_dir", &self.data_dir);
         for sink in self.sinks.values() {
-            if let Some(dir) = sink.kind.output_dir() {
-                env.writable_dir(&format!("sinks.{}.path", sink.name), dir);
-            }
-            if let Some(net) = sink.kind.network() {
-                for (key, path, what) in super::network_sinks::files_to_check(&sink.name, net) {
-                    if what == "CA" {
-                        env.pem_file(&key, &path, "CERTIFICATE");
-                    } else {
-                        env.secret_file(&key, &path, what);
-                    }
-                }
-            }
+            sink.kind
+                .component()
+                .check_environment(&sink.name, &mut env);
         }
 
         env.bindable("api.listen", self.api.listen);
         for source in self.sources.values() {
-            match &source.kind {
-                SourceKind::OtlpHttp(o) => {
-                    let key = |k: &str| format!("sources.{}.{k}", source.name);
-                    env.bindable(&key("listen"), o.listen);
-                    if let Some(p) = &o.bearer_token_file {
-                        env.secret_file(&key("bearer_token_file"), p, "token");
-                    }
-                    if let Some(tls) = &o.tls {
-                        let cert =
-                            env.pem_file(&key("tls.cert_file"), &tls.cert_file, "CERTIFICATE");
-                        let private =
-                            env.pem_file(&key("tls.key_file"), &tls.key_file, "PRIVATE KEY");
-                        if private {
-                            env.secret_file(&key("tls.key_file"), &tls.key_file, "private key");
-                        }
-                        // What `run` does with them, so that a file that only
-                        // looks like PEM, or a key that does not fit the
-                        // certificate, is found before start.
-                        if cert && private {
-                            if let Err(e) = crate::sources::otlp_http::tls::acceptor(tls) {
-                                env.push(Severity::Error, &key("tls.cert_file"), format!("{e:#}"));
-                            }
-                        }
-                    }
-                }
-                SourceKind::File(f) => {
-                    for (i, pattern) in f.include.iter().enumerate() {
-                        env.tail_target(&format!("sources.{}.include[{i}]", source.name), pattern);
-                    }
-                }
-            }
+            source
+                .kind
+                .component()
+                .check_environment(&source.name, &mut env);
         }
         env.found
     }
 }
 
-struct Env<'a> {
+/// The machine checks' findings so far; components add theirs through
+/// its probes.
+pub(crate) struct Env<'a> {
     settings: &'a Settings,
     found: Vec<Diagnostic>,
 }
 
 impl Env<'_> {
-    fn push(&mut self, severity: Severity, key: &str, message: String) {
+    pub(crate) fn push(&mut self, severity: Severity, key: &str, message: String) {
         // `include[2]` is noted as `include`: fall back to the parent key.
         let position = self.settings.position_of(key).or_else(|| {
             key.rsplit_once('[')
@@ -111,7 +76,7 @@ impl Env<'_> {
 
     /// Proves `dir` can be created and written by creating what is missing
     /// and a probe file in it, then removing all of that again.
-    fn writable_dir(&mut self, key: &str, dir: &Path) {
+    pub(crate) fn writable_dir(&mut self, key: &str, dir: &Path) {
         // The missing directories, outermost first.
         let mut missing: Vec<PathBuf> = Vec::new();
         let mut cur = Some(dir);
@@ -224,7 +189,7 @@ impl Env<'_> {
         }
     }
 
-    fn bindable(&mut self, key: &str, addr: SocketAddr) {
+    pub(crate) fn bindable(&mut self, key: &str, addr: SocketAddr) {
         if addr.port() == 0 {
             return;
         }
@@ -257,7 +222,7 @@ impl Env<'_> {
 
     /// A token or key: must be readable, non-empty, and not readable by
     /// other users.
-    fn secret_file(&mut self, key: &str, path: &Path, what: &str) {
+    pub(crate) fn secret_file(&mut self, key: &str, path: &Path, what: &str) {
         match fs::read(path) {
             Err(e) => {
                 self.push(
@@ -304,7 +269,7 @@ impl Env<'_> {
     }
 
     /// A PEM file holding a block of the given kind; whether it does.
-    fn pem_file(&mut self, key: &str, path: &Path, block: &str) -> bool {
+    pub(crate) fn pem_file(&mut self, key: &str, path: &Path, block: &str) -> bool {
         let text = match fs::read(path) {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
             Err(e) => {
@@ -338,7 +303,7 @@ impl Env<'_> {
 
     /// A tailed path or glob: warn when its file or fixed directory is
     /// missing or unreadable now (it may appear later).
-    fn tail_target(&mut self, key: &str, pattern: &str) {
+    pub(crate) fn tail_target(&mut self, key: &str, pattern: &str) {
         let is_glob = |s: &str| s.contains(['*', '?', '[', '{']);
         if !is_glob(pattern) {
             match fs::File::open(pattern) {

@@ -2,8 +2,8 @@
 The config: one TOML file (by default `/etc/holdfast/holdfast.toml`) read in
 two stages, the way `holdfast check` and `holdfast run` both use it.
 
-1. **Raw** (`raw.rs`, and the raw structs in `sources.rs` and `sinks.rs`):
-   serde structs with `deny_unknown_fields`, every field optional and
+1. **Raw** (`raw.rs`; each source's and sink's own in its folder's
+   `config.rs`, found through [`crate::registry`]): serde structs with `deny_unknown_fields`, every field optional and
    documented with its default. Sizes (`"64MiB"`) and durations (`"30s"`)
    are parsed here (`units.rs`). Values that later checks point at keep
    their place in the file (`toml::Spanned`).
@@ -11,11 +11,14 @@ two stages, the way `holdfast check` and `holdfast run` both use it.
    resolved (relative ones against the config file's directory), bounds and
    cross-references checked, the `[log]` table turned into the
    [`LogOptions`](crate::seglog::LogOptions) that
-   [`Log::open`](crate::seglog::Log::open) takes (`log.rs`), a network
-   sink's `auth` into its scheme (`sink_auth.rs`). The machinery between the
-   stages: `check.rs` (the checker that collects every problem), `text.rs`
-   (positions and key paths), `serde_messages.rs` (serde's messages in the
-   config's terms).
+   [`Log::open`](crate::seglog::Log::open) takes (`log.rs`), each
+   `[sources.<name>]` and `[sinks.<name>]` table by its type's check
+   (`sources.rs`, `sinks.rs` read the tables and a sink's `inputs`; the
+   rest is the component's). The machinery between the stages, which the
+   components' checks use: `check.rs` (the checker that collects every
+   problem), `text.rs` (positions and key paths), `serde_messages.rs`
+   (serde's messages in the config's terms), `units.rs` (sizes,
+   durations), `environment.rs` (the probes of the machine checks).
 
 Every problem is a [`Diagnostic`] naming the file, line, column and key path
 and saying what to change, for example
@@ -56,20 +59,18 @@ The keys, their defaults and what they mean for the operator are in
 `config/examples/` holds annotated ones.
 */
 
-mod check;
+pub(crate) mod check;
 mod describe;
-mod environment;
+pub(crate) mod environment;
 mod error;
 mod log;
-mod network_sinks;
-mod raw;
+pub(crate) mod raw;
 mod serde_messages;
 mod settings;
-mod sink_auth;
 mod sinks;
 mod sources;
 mod text;
-mod units;
+pub(crate) mod units;
 
 #[cfg(test)]
 mod tests;
@@ -84,11 +85,10 @@ pub use settings::{
     DEFAULT_DATA_DIR, DEFAULT_MALLOC_ARENAS, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_WORKER_THREADS,
     SYSTEMD_STOP_TIMEOUT,
 };
-pub use sinks::{SinkKind, SinkSettings, SINK_TYPES};
-pub use sources::{
-    FileSourceSettings, FileStartAt, MultilineSettings, OtlpHttpSourceSettings, SourceKind,
-    SourceSettings, TlsSettings, SOURCE_TYPES,
-};
+pub(crate) use sinks::SinkEnv;
+pub use sinks::SinkSettings;
+pub(crate) use sources::SourceEnv;
+pub use sources::SourceSettings;
 
 use check::Checker;
 use text::SourceText;

@@ -224,3 +224,20 @@ pub(crate) struct RawLogging {
     /// `"auto"`, `"text"` or `"json"`. Default `"auto"`.
     pub format: Option<Spanned<LogFormat>>,
 }
+
+/// A newtype over `$inner` read from one of the listed strings, with
+/// [`one_of`]'s messages.
+macro_rules! one_of_newtype {
+    ($(#[$meta:meta])* $name:ident($inner:ty) { $($text:literal => $value:expr,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy)]
+        pub(crate) struct $name(pub(crate) $inner);
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                $crate::config::raw::one_of(d, &[$(($text, $name($value)),)+])
+            }
+        }
+    };
+}
+pub(crate) use one_of_newtype;

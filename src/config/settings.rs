@@ -17,7 +17,7 @@ use super::error::{suggestion_suffix, Diagnostic, Position};
 use super::log;
 use super::raw::{one_of, RawApi, RawConfig, RawDaemon, RawLog, RawLogging};
 use super::sinks::{self, SinkSettings};
-use super::sources::{self, SourceKind, SourceSettings};
+use super::sources::{self, SourceEnv, SourceSettings};
 use super::units::format_duration;
 use crate::seglog::LogOptions;
 
@@ -214,7 +214,13 @@ pub(crate) fn check_document<'a>(
     let daemon = check_daemon(cx, &raw_daemon);
     let logging = check_logging(cx, &raw_logging);
 
-    let (mut sources, mut source_names) = sources::check_sources(cx, &log);
+    let (mut sources, mut source_names) = sources::check_sources(
+        cx,
+        &SourceEnv {
+            log: &log,
+            data_dir: &data_dir,
+        },
+    );
     // Sorted whatever order toml's map keeps (insertion order if some other
     // crate turns on its `preserve_order` feature), so messages are stable.
     sources.sort_by(|a, b| a.name.cmp(&b.name));
@@ -365,8 +371,8 @@ fn check_level(text: &str) -> Result<(), String> {
 fn check_listeners(cx: &mut Checker<'_>, api: &ApiSettings, sources: &[SourceSettings]) {
     let mut listeners: Vec<(String, SocketAddr)> = vec![("api.listen".to_string(), api.listen)];
     for s in sources {
-        if let SourceKind::OtlpHttp(o) = &s.kind {
-            listeners.push((format!("sources.{}.listen", s.name), o.listen));
+        if let Some(listen) = s.kind.component().listen() {
+            listeners.push((format!("sources.{}.listen", s.name), listen));
         }
     }
     for (i, (key, addr)) in listeners.iter().enumerate() {
@@ -433,7 +439,7 @@ fn check_paths(
 ) {
     let mut dirs: Vec<(String, &Path)> = Vec::new();
     for sink in sinks {
-        let Some(dir) = sink.kind.output_dir() else {
+        let Some(dir) = sink.kind.component().output_dir() else {
             continue;
         };
         let key = format!("sinks.{}.path", sink.name);
@@ -464,10 +470,7 @@ fn check_paths(
         dirs.push((key, dir));
     }
     for source in sources {
-        let SourceKind::File(f) = &source.kind else {
-            continue;
-        };
-        for (i, pattern) in f.include.iter().enumerate() {
+        for (i, pattern) in source.kind.component().tails().iter().enumerate() {
             let p = Path::new(pattern);
             let own = if p.starts_with(log_dir) {
                 Some(log_dir.display().to_string())

@@ -30,12 +30,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::api::{self, Health, Phase};
-use crate::config::{FileSourceSettings, FileStartAt};
-use crate::config::{Settings, SinkKind, SourceKind};
+use crate::config::Settings;
 use crate::metrics::Metrics;
+use crate::registry::{ComponentContext, Run, SinkKind, SourceKind};
 use crate::seglog::Log;
-use crate::sinks;
-use crate::sources;
 
 /// How `run` ended, for the process exit code.
 #[derive(Debug, PartialEq, Eq)]
@@ -63,8 +61,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     let holds: Vec<String> = settings
         .sources
         .iter()
-        .filter(|(_, s)| matches!(s.kind, SourceKind::File(_)))
-        .map(|(name, _)| sources::file::hold_name(name))
+        .filter_map(|(name, s)| s.kind.component().hold(name))
         .collect();
     let log = tokio::task::spawn_blocking(move || {
         let holds: Vec<&str> = holds.iter().map(String::as_str).collect();
@@ -99,112 +96,30 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
         api_stop.clone(),
     ));
 
+    let context = |name: &str, stop: &CancellationToken| ComponentContext {
+        name: name.to_string(),
+        log: log.clone(),
+        metrics: metrics.clone(),
+        health: health.clone(),
+        stop: stop.clone(),
+    };
     let sinks_stop = CancellationToken::new();
-    let mut sink_tasks: Vec<(String, JoinHandle<()>)> = Vec::new();
-    for (name, sink) in &settings.sinks {
-        let task = match &sink.kind {
-            SinkKind::File(opts) => {
-                let (name, opts, log, metrics2, stop) = (
-                    name.clone(),
-                    opts.clone(),
-                    log.clone(),
-                    metrics.clone(),
-                    sinks_stop.clone(),
-                );
-                supervisor::spawn(
-                    format!("sink:{name}"),
-                    metrics.clone(),
-                    sinks_stop.clone(),
-                    move || {
-                        sinks::file::run(
-                            name.clone(),
-                            opts.clone(),
-                            log.clone(),
-                            metrics2.clone(),
-                            stop.clone(),
-                        )
-                    },
-                )
-            }
-            SinkKind::OtlpHttp(_) | SinkKind::Elasticsearch(_) | SinkKind::OpenObserve(_) => {
-                let (name, kind, log, metrics2, stop) = (
-                    name.clone(),
-                    sink.kind.clone(),
-                    log.clone(),
-                    metrics.clone(),
-                    sinks_stop.clone(),
-                );
-                supervisor::spawn(
-                    format!("sink:{name}"),
-                    metrics.clone(),
-                    sinks_stop.clone(),
-                    move || {
-                        sinks::run_network(
-                            name.clone(),
-                            kind.clone(),
-                            log.clone(),
-                            metrics2.clone(),
-                            stop.clone(),
-                        )
-                    },
-                )
-            }
-        };
-        sink_tasks.push((name.clone(), task));
-    }
-
+    let sink_tasks = start_all(
+        "sink",
+        settings.sinks.iter().map(|(name, s)| (name, &s.kind)),
+        |name| context(name, &sinks_stop),
+        false,
+        SinkKind::run,
+    );
+    // A source that cannot take input is listed in /readyz (watched).
     let sources_stop = CancellationToken::new();
-    let mut source_tasks: Vec<(String, JoinHandle<()>)> = Vec::new();
-    for (name, source) in &settings.sources {
-        let task_name = format!("source:{name}");
-        let (name, log, m, stop) = (
-            name.clone(),
-            log.clone(),
-            metrics.clone(),
-            sources_stop.clone(),
-        );
-        let task = match &source.kind {
-            SourceKind::File(s) => {
-                let opts =
-                    file_source_options(s, &settings.data_dir.join("checkpoints").join(&name));
-                supervisor::spawn_watched(
-                    task_name,
-                    metrics.clone(),
-                    Some(health.clone()),
-                    sources_stop.clone(),
-                    move || {
-                        sources::file::run(
-                            name.clone(),
-                            opts.clone(),
-                            log.clone(),
-                            m.clone(),
-                            stop.clone(),
-                        )
-                    },
-                )
-            }
-            SourceKind::OtlpHttp(s) => {
-                let (opts, health) = (s.clone(), health.clone());
-                supervisor::spawn_watched(
-                    task_name,
-                    metrics.clone(),
-                    Some(health.clone()),
-                    sources_stop.clone(),
-                    move || {
-                        sources::otlp_http::run(
-                            name.clone(),
-                            opts.clone(),
-                            log.clone(),
-                            m.clone(),
-                            health.clone(),
-                            stop.clone(),
-                        )
-                    },
-                )
-            }
-        };
-        source_tasks.push((source.name.clone(), task));
-    }
+    let source_tasks = start_all(
+        "source",
+        settings.sources.iter().map(|(name, s)| (name, &s.kind)),
+        |name| context(name, &sources_stop),
+        true,
+        SourceKind::run,
+    );
     health.set(Phase::Ready);
     let status = format!(
         "running: {} source(s), {} sink(s), log {} in {} segment(s)",
@@ -273,6 +188,29 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     }
 }
 
+/// Starts each component (`what`: "sink" or "source") under the
+/// supervisor, named `what:name`.
+fn start_all<'a, K: Clone + Send + 'static>(
+    what: &str,
+    components: impl Iterator<Item = (&'a String, &'a K)>,
+    context: impl Fn(&str) -> ComponentContext,
+    watched: bool,
+    run: fn(&K, &ComponentContext) -> Run,
+) -> Vec<(String, JoinHandle<()>)> {
+    components
+        .map(|(name, kind)| {
+            let kind = kind.clone();
+            let task = supervisor::spawn_component(
+                format!("{what}:{name}"),
+                context(name),
+                watched,
+                move |ctx| run(&kind, ctx),
+            );
+            (name.clone(), task)
+        })
+        .collect()
+}
+
 /// Waits for tasks until `deadline`, then abandons the rest (aborting them).
 async fn wait_all(
     kind: &str,
@@ -333,31 +271,5 @@ pub fn human_bytes(n: u64) -> String {
         format!("{n} B")
     } else {
         format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-/// The file source's runtime options from its validated settings.
-fn file_source_options(
-    s: &FileSourceSettings,
-    checkpoint_dir: &std::path::Path,
-) -> sources::file::FileSourceOptions {
-    sources::file::FileSourceOptions {
-        include: s.include.clone(),
-        exclude: s.exclude.clone(),
-        start_at: match s.start_at {
-            FileStartAt::Beginning => sources::file::StartAt::Beginning,
-            FileStartAt::End => sources::file::StartAt::End,
-        },
-        scan_interval: s.scan_interval,
-        fingerprint_bytes: s.fingerprint_bytes as usize,
-        rotate_wait: s.rotate_wait,
-        idle_close: s.idle_close,
-        max_line_bytes: s.max_line_bytes as usize,
-        line_idle_timeout: s.line_idle_timeout,
-        multiline: s.multiline.as_ref().map(|m| sources::file::Multiline {
-            start_pattern: m.start_pattern.clone(),
-            timeout: m.timeout,
-        }),
-        checkpoint_dir: checkpoint_dir.to_path_buf(),
     }
 }

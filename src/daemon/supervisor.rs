@@ -12,6 +12,7 @@ use tracing::{error, info};
 
 use crate::api::Health;
 use crate::metrics::{Metrics, TaskLabels};
+use crate::registry::{ComponentContext, Run};
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -22,22 +23,9 @@ const HEALTHY_RUN: Duration = Duration::from_secs(60);
 const SETTLED: Duration = Duration::from_secs(1);
 
 /// Runs `make()` until it returns `Ok` after `stop` was cancelled, restarting
-/// it with exponential backoff whenever it fails.
-pub fn spawn<F, Fut>(
-    name: String,
-    metrics: Arc<Metrics>,
-    stop: CancellationToken,
-    make: F,
-) -> JoinHandle<()>
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
-{
-    spawn_watched(name, metrics, None, stop, make)
-}
-
-/// [`spawn`], and while the task fails (from a failure until a restart has
-/// run for [`SETTLED`]) it is listed in `health`, so `/readyz` says so.
+/// it with exponential backoff whenever it fails; with `health`, while the
+/// task fails (from a failure until a restart has run for `SETTLED`) it is
+/// listed there, so `/readyz` says so.
 pub fn spawn_watched<F, Fut>(
     name: String,
     metrics: Arc<Metrics>,
@@ -107,29 +95,57 @@ where
     })
 }
 
+/// Runs a component under the supervisor, with its context; a `watched`
+/// one is listed in `/readyz` while it fails.
+pub fn spawn_component(
+    task: String,
+    ctx: ComponentContext,
+    watched: bool,
+    run: impl Fn(&ComponentContext) -> Run + Send + 'static,
+) -> JoinHandle<()> {
+    let health = watched.then(|| ctx.health.clone());
+    spawn_watched(
+        task,
+        ctx.metrics.clone(),
+        health,
+        ctx.stop.clone(),
+        move || run(&ctx),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A task that fails its first `failures` runs with `why`, then runs
+    /// until `stop`; `runs` counts its starts.
+    fn flaky(
+        runs: &Arc<AtomicU32>,
+        stop: &CancellationToken,
+        failures: u32,
+        why: &'static str,
+    ) -> impl Fn() -> Run + Send + 'static {
+        let (r, s) = (runs.clone(), stop.clone());
+        move || {
+            let (r, s) = (r.clone(), s.clone());
+            Box::pin(async move {
+                if r.fetch_add(1, Ordering::SeqCst) < failures {
+                    anyhow::bail!(why);
+                }
+                s.cancelled().await;
+                Ok(())
+            })
+        }
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_failing_task_is_restarted_until_stopped() {
         let metrics = Arc::new(Metrics::new(None));
         let stop = CancellationToken::new();
         let runs = Arc::new(AtomicU32::new(0));
-        let r = runs.clone();
-        let s = stop.clone();
-        let h = spawn("t".into(), metrics.clone(), stop.clone(), move || {
-            let r = r.clone();
-            let s = s.clone();
-            async move {
-                if r.fetch_add(1, Ordering::SeqCst) < 3 {
-                    anyhow::bail!("boom");
-                }
-                s.cancelled().await;
-                Ok(())
-            }
-        });
+        let make = flaky(&runs, &stop, 3, "boom");
+        let h = spawn_watched("t".into(), metrics.clone(), None, stop.clone(), make);
         while runs.load(Ordering::SeqCst) < 4 {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -148,24 +164,13 @@ mod tests {
         let health = Arc::new(Health::default());
         let stop = CancellationToken::new();
         let runs = Arc::new(AtomicU32::new(0));
-        let r = runs.clone();
-        let s = stop.clone();
+        let make = flaky(&runs, &stop, 2, "cannot bind");
         let h = spawn_watched(
             "source:t".into(),
             metrics,
             Some(health.clone()),
             stop.clone(),
-            move || {
-                let r = r.clone();
-                let s = s.clone();
-                async move {
-                    if r.fetch_add(1, Ordering::SeqCst) < 2 {
-                        anyhow::bail!("cannot bind");
-                    }
-                    s.cancelled().await;
-                    Ok(())
-                }
-            },
+            make,
         );
         while runs.load(Ordering::SeqCst) < 1 {
             tokio::time::sleep(Duration::from_millis(10)).await;

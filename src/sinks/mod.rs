@@ -3,8 +3,8 @@ Sinks: the log's consumers. Each sink reads from its own cursor, delivers,
 and commits only what is finished, so a restart resumes exactly where
 delivery stopped.
 
-* [`file`] — NDJSON files in a directory, for air-gapped devices and the
-  default configuration.
+* [`file`](mod@file) — NDJSON files in a directory, for air-gapped devices and the
+  default configuration (`file/config.rs`: its table).
 * Network sinks, all run by one shared runtime:
   [`otlp_http`] (OTLP/HTTP, protobuf or JSON), [`elasticsearch`] (the
   `_bulk` API), [`openobserve`] (its `_json` ingestion).
@@ -20,10 +20,11 @@ A network sink, piece by piece (one concept per file):
 | `limit.rs` | adaptive concurrency: additive increase, multiplicative decrease of the requests in flight on pushback and rising latency |
 | `retry.rs` | the retry policy: per-event verdicts for every outcome, backoff with full jitter, `Retry-After` |
 | `protocol.rs` | the seam each receiver API implements: build a request, read a 2xx body |
-| `otlp_http.rs`, `elasticsearch.rs`, `openobserve.rs` | the three receiver APIs |
+| `otlp_http/`, `elasticsearch/`, `openobserve/` | the three receiver APIs; each folder's `config.rs` its keys, check and description |
+| `network_config/` | the keys every network sink shares (batching, retries, `auth`, `tls`, `quarantine`): raw structs, check, description, machine checks, once; `NetworkSink` makes each a registry sink |
 | `document.rs`, `template.rs`, `keys.rs` | JSON documents, index/stream names, idempotency keys |
 | `http.rs` | the HTTP client: rustls, timeouts, gzip, credentials from files |
-| `quarantine.rs` | durable storage of rejected events, and the operator tools over it |
+| `quarantine.rs` | durable storage of rejected events (the operator tools are in `src/cli/`) |
 | `options.rs` | the options every network sink shares |
 
 An event is finished when the receiver accepted it (or already had it), or
@@ -39,6 +40,7 @@ pub mod file;
 mod http;
 mod keys;
 mod limit;
+mod network_config;
 pub mod openobserve;
 pub mod options;
 pub mod otlp_http;
@@ -54,46 +56,8 @@ pub mod template;
 mod test_events;
 mod watermark;
 
-use std::sync::Arc;
-
-use tokio_util::sync::CancellationToken;
-
-use crate::config::SinkKind;
-use crate::metrics::Metrics;
-use crate::seglog::Log;
-
 pub use elasticsearch::ElasticsearchOptions;
 pub use openobserve::OpenObserveOptions;
 pub use options::{Auth, Compression, HttpSinkOptions, QuarantineFull, QuarantineOptions};
 pub use otlp_http::{OtlpEncoding, OtlpHttpSinkOptions};
 pub use template::Template;
-
-/// Runs a network sink until `stop` is cancelled; the daemon's supervisor
-/// restarts it on error. `kind` must be a network kind (`otlp_http`,
-/// `elasticsearch`, `openobserve`); the `file` sink has its own
-/// [`file::run`].
-pub async fn run_network(
-    name: String,
-    kind: SinkKind,
-    log: Log,
-    metrics: Arc<Metrics>,
-    stop: CancellationToken,
-) -> anyhow::Result<()> {
-    match kind {
-        SinkKind::OtlpHttp(o) => {
-            let p = otlp_http::OtlpHttp::new(&o);
-            runtime::run(name, o.common, p, log, metrics, stop).await
-        }
-        SinkKind::Elasticsearch(o) => {
-            let p = elasticsearch::Elasticsearch::new(&o);
-            runtime::run(name, o.common, p, log, metrics, stop).await
-        }
-        SinkKind::OpenObserve(o) => {
-            let p = openobserve::OpenObserve::new(&o);
-            runtime::run(name, o.common, p, log, metrics, stop).await
-        }
-        SinkKind::File(_) => {
-            anyhow::bail!("sink {name} is a file sink: run it with sinks::file::run")
-        }
-    }
-}

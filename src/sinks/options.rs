@@ -1,5 +1,5 @@
 //! What every network sink runs with (validated settings, built by
-//! `src/config/sinks.rs`; tests and benchmarks build them directly).
+//! `network_config/`; tests and benchmarks build them directly).
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -4,10 +4,13 @@ Sources: where events come from. Each source turns its input into
 acknowledges its input (a file checkpoint, an HTTP response) only after the
 append is durable.
 
-* [`file`] — tails files through rotation, truncation, crashes and bad lines,
+* [`file`](mod@file) — tails files through rotation, truncation, crashes and bad lines,
   without losing or repeating a line.
 * [`otlp_http`] — an OTLP/HTTP receiver (protobuf and JSON) that answers 200
   only once a request's records are durable.
+
+Each source's folder holds its own table (`config.rs`: raw keys, check,
+description); `crate::registry` lists the types.
 */
 
 /// Whether sources append format-2 events: each event only its own fields,

@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use holdfast::cli::quarantine::{self, Filter};
-use holdfast::config::SinkKind;
 use holdfast::event::{Envelope, EventId, Record};
 use holdfast::metrics::{Metrics, SinkLabels, SinkReasonLabels};
+use holdfast::registry::SinkKind;
 use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions};
 use holdfast::sinks::elasticsearch::ElasticsearchOptions;
 use holdfast::sinks::openobserve::OpenObserveOptions;
@@ -210,13 +210,12 @@ impl Harness {
     pub fn start(&mut self) {
         assert!(self.task.is_none(), "already running");
         self.stop = CancellationToken::new();
-        let fut = holdfast::sinks::run_network(
+        let fut = self.kind().run(&holdfast::registry::ComponentContext::new(
             SINK.into(),
-            self.kind(),
             self.log.clone(),
             self.metrics.clone(),
             self.stop.clone(),
-        );
+        ));
         self.task = Some(tokio::spawn(fut));
     }
 

@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use holdfast::api::{Health, Phase};
-use holdfast::config::OtlpHttpSourceSettings;
 use holdfast::event::{Envelope, Record};
 use holdfast::metrics::Metrics;
 use holdfast::seglog::{Log, LogOptions, StartAt};
+use holdfast::sources::otlp_http::OtlpHttpSourceSettings;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::HeaderMap;

@@ -64,6 +64,7 @@ the log: see `recovery.rs` for how the lines past it are not repeated.
 
 mod appender;
 pub mod checkpoint;
+mod config;
 mod discovery;
 mod encode;
 mod identity;
@@ -90,7 +91,7 @@ pub use encode::{
     SCOPE_NAME,
 };
 
-/// Defaults, for the config module and for tests.
+/// Defaults, for `config.rs` and for tests.
 pub const DEFAULT_FINGERPRINT_BYTES: usize = 1024;
 pub const DEFAULT_MAX_LINE_BYTES: usize = 256 << 10;
 pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_secs(10);

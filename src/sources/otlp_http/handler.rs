@@ -28,9 +28,9 @@ use super::body::{self, Budget};
 use super::decode::{self, Compression, Decoded};
 use super::response::{self, Body, Encoding, RequestError};
 use super::split::{self, SplitError};
+use super::OtlpHttpSourceSettings;
 use super::APPEND_WAIT;
 use crate::api::{Health, Phase};
-use crate::config::OtlpHttpSourceSettings;
 use crate::event::Signal;
 use crate::metrics::{
     Metrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels, SourceLabels,

@@ -77,6 +77,7 @@ error.
 
 mod auth;
 pub(crate) mod body;
+mod config;
 pub(crate) mod decode;
 mod handler;
 mod json;
@@ -95,9 +96,10 @@ use tracing::info;
 use crate::api::Health;
 #[cfg(doc)]
 use crate::api::Phase;
-use crate::config::OtlpHttpSourceSettings;
 use crate::metrics::Metrics;
 use crate::seglog::Log;
+
+pub use config::{OtlpHttpSourceSettings, TlsSettings};
 
 /// How long an append waits for space in a full log (`when_full = "block"`)
 /// before the request is answered 503: short, so the client backs off and

@@ -12,7 +12,7 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{crypto, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::TlsSettings;
+use super::TlsSettings;
 
 pub(crate) fn acceptor(tls: &TlsSettings) -> anyhow::Result<TlsAcceptor> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&tls.cert_file)

@@ -19,6 +19,8 @@
 //! `error_message`. Failure statuses follow the shared policy (`retry.rs`);
 //! their body, a `google.rpc.Status`, gives the error text.
 
+mod config;
+
 use opentelemetry_proto::tonic::common::v1::{InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::resource::v1::Resource;

@@ -19,12 +19,15 @@
 //! `"errors": true` is *not* a success. `"errors": false` is the fast path:
 //! every item succeeded, and `items` is not parsed.
 
+mod config;
+
 use std::collections::HashMap;
 
 use serde::Deserialize;
 
 use super::document;
 use super::keys;
+use super::network_config::join;
 use super::options::HttpSinkOptions;
 use super::protocol::{
     short_text, truncate, BodyVerdict, Item, ItemAnswer, Protocol, Request, MAX_ERROR_TEXT,
@@ -49,14 +52,6 @@ pub const DEFAULT_INDEX: &str = "holdfast-{signal}-{date}";
 pub(crate) struct Elasticsearch {
     bulk: Vec<reqwest::Url>,
     index: Template,
-}
-
-/// `base` with `path` appended as its last segment(s).
-pub(crate) fn join(base: &reqwest::Url, path: &str) -> reqwest::Url {
-    let mut u = base.clone();
-    let p = format!("{}/{}", u.path().trim_end_matches('/'), path);
-    u.set_path(&p);
-    u
 }
 
 impl Elasticsearch {

@@ -5,8 +5,8 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::check::Checker;
-use super::network_sinks::Place;
+use super::Place;
+use crate::config::check::Checker;
 use crate::sinks::Auth;
 
 /// `auth.*`, as written. At most one scheme.

@@ -16,6 +16,8 @@
 //! An answer accounting for fewer events than were sent proves nothing and
 //! is retried (counted toward `max_attempts`).
 
+mod config;
+
 use std::io::Write;
 
 use serde::Deserialize;
@@ -73,7 +75,7 @@ impl Protocol for OpenObserve {
 
     fn encode(&self, items: &[Item], _request: usize) -> Request {
         let stream = self.stream_of(&items[0].ev);
-        // As for `_bulk` (see elasticsearch.rs).
+        // As for `_bulk` (see elasticsearch/mod.rs).
         let mut body =
             crate::pool::BODIES.take_with(items.iter().map(|i| i.data.len() * 3 + 264).sum());
         let mut doc = Vec::with_capacity(1024);
@@ -92,7 +94,7 @@ impl Protocol for OpenObserve {
         }
         body.push(b']');
         let url =
-            super::elasticsearch::join(&self.base, &format!("api/{}/{}/_json", self.org, stream));
+            super::network_config::join(&self.base, &format!("api/{}/{}/_json", self.org, stream));
         Request {
             url,
             content_type: "application/json",

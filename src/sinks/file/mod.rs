@@ -23,6 +23,8 @@ Space: when the directory exceeds `max_bytes`, the oldest files are removed
 and their lines counted in `holdfast_dropped_events_total{reason="output_retention"}`.
 */
 
+mod config;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

@@ -1,0 +1,163 @@
+//! `[sinks.<name>]` with `type = "file"`: the table as written, its check
+//! (producing the [`FileSinkOptions`] the sink runs with) and its lines in
+//! `holdfast check`.
+
+use std::fmt::{self, Write};
+use std::path::Path;
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::FileSinkOptions;
+use crate::config::check::{Checker, NamedTable};
+use crate::config::environment::Env;
+use crate::config::units::{format_duration, format_size, Count, Dur, Size};
+use crate::config::SinkEnv;
+use crate::registry::{ComponentContext, Run, Sink};
+
+/// Defaults of a file sink.
+mod file_defaults {
+    use std::time::Duration;
+    pub const MAX_FILE_BYTES: u64 = 64 << 20;
+    pub const MAX_BYTES: u64 = 1 << 30;
+    pub const BATCH_MAX_EVENTS: u64 = 1000;
+    pub const BATCH_TIMEOUT: Duration = Duration::from_secs(1);
+}
+
+/// `[sinks.<name>]` with `type = "file"`, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFileSink {
+    /// `"file"` (already read to choose this struct).
+    #[serde(rename = "type")]
+    _type: IgnoredAny,
+    /// Source names. Required, non-empty.
+    inputs: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Output directory. Default `<data_dir>/out/<name>`.
+    path: Option<Spanned<String>>,
+    /// Default `"64MiB"`; 1 KiB to 4 GiB.
+    max_file_bytes: Option<Spanned<Size>>,
+    /// Default `"1GiB"`; at least twice `max_file_bytes`.
+    max_bytes: Option<Spanned<Size>>,
+    /// Default 1000; 1 to 1 000 000.
+    batch_max_events: Option<Spanned<Count>>,
+    /// Default `"1s"`.
+    batch_timeout: Option<Spanned<Dur>>,
+}
+
+impl RawFileSink {
+    fn check(
+        self,
+        cx: &mut Checker<'_>,
+        t: &NamedTable<'_>,
+        data_dir: &Path,
+        inputs: Vec<String>,
+    ) -> FileSinkOptions {
+        use file_defaults as d;
+        let key = |k: &str| format!("{}.{k}", t.key);
+        let dir = cx
+            .path(&key("path"), self.path.as_ref())
+            .unwrap_or_else(|| data_dir.join("out").join(&t.name));
+        let errors_before = cx.error_count();
+        let max_file_bytes = cx.size(
+            &key("max_file_bytes"),
+            self.max_file_bytes.as_ref(),
+            d::MAX_FILE_BYTES,
+            1 << 10,
+            4 << 30,
+        );
+        let mut max_bytes = cx.size(
+            &key("max_bytes"),
+            self.max_bytes.as_ref(),
+            d::MAX_BYTES,
+            1,
+            u64::MAX,
+        );
+        if max_bytes < 2 * max_file_bytes && cx.error_count() == errors_before {
+            let (span, at) = match (&self.max_bytes, &self.max_file_bytes) {
+                (Some(v), _) => (Some(v.span()), key("max_bytes")),
+                (None, Some(v)) => (Some(v.span()), key("max_file_bytes")),
+                (None, None) => (Some(t.span()), t.key.clone()),
+            };
+            cx.error(
+                span,
+                &at,
+                format!(
+                    "max_bytes ({}) must be at least twice max_file_bytes ({}): the file being \
+                     written is never removed, so the sink needs room for at least one more; raise \
+                     max_bytes to {} or more, or lower max_file_bytes",
+                    format_size(max_bytes),
+                    format_size(max_file_bytes),
+                    format_size(2 * max_file_bytes)
+                ),
+            );
+        }
+        max_bytes = max_bytes.max(2 * max_file_bytes);
+        let batch_max_events = cx.count(
+            &key("batch_max_events"),
+            self.batch_max_events.as_ref(),
+            d::BATCH_MAX_EVENTS,
+            1,
+            1_000_000,
+        );
+        let batch_timeout = cx.duration(
+            &key("batch_timeout"),
+            self.batch_timeout.as_ref(),
+            d::BATCH_TIMEOUT,
+            Some("use a small value like \"100ms\" to write sooner"),
+        );
+        FileSinkOptions {
+            dir,
+            inputs,
+            max_file_bytes,
+            max_bytes,
+            batch_max_events: batch_max_events as usize,
+            batch_timeout,
+        }
+    }
+}
+
+impl Sink for FileSinkOptions {
+    fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>, env: &SinkEnv<'_>) -> Option<Self> {
+        cx.deserialize::<RawFileSink>(&t.key, t.value).map(|raw| {
+            let inputs = env.check_inputs(cx, t, raw.inputs.as_ref());
+            raw.check(cx, t, env.data_dir, inputs)
+        })
+    }
+
+    fn inputs(&self) -> &[String] {
+        &self.inputs
+    }
+
+    fn describe(&self, out: &mut String) -> fmt::Result {
+        let f = self;
+        writeln!(out, "    writes NDJSON files to {}", f.dir.display())?;
+        writeln!(
+            out,
+            "    files up to {}; the oldest files are removed beyond {} in total (their events \
+                 counted as dropped)",
+            format_size(f.max_file_bytes),
+            format_size(f.max_bytes)
+        )?;
+        writeln!(
+            out,
+            "    writes batches of up to {} events, at least every {}",
+            f.batch_max_events,
+            format_duration(f.batch_timeout)
+        )?;
+        Ok(())
+    }
+
+    fn run(&self, ctx: &ComponentContext) -> Run {
+        ctx.start(self.clone(), super::run)
+    }
+
+    fn check_environment(&self, name: &str, env: &mut Env<'_>) {
+        env.writable_dir(&format!("sinks.{name}.path"), &self.dir);
+    }
+
+    fn output_dir(&self) -> Option<&Path> {
+        Some(&self.dir)
+    }
+}

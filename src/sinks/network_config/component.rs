@@ -1,0 +1,200 @@
+//! A network sink as a registry [`Sink`]: each type gives what is its own
+//! ([`NetworkSink`]); the check of the shared keys, their lines in
+//! `holdfast check`, their machine checks and the run on the shared
+//! runtime are written here once.
+
+use std::fmt::{self, Write};
+use std::path::PathBuf;
+
+use serde::de::DeserializeOwned;
+
+use super::{check_network, Place, RawNetworkSink};
+use crate::config::check::{Checker, NamedTable};
+use crate::config::environment::Env;
+use crate::config::units::{format_duration, format_size};
+use crate::config::SinkEnv;
+use crate::registry::{ComponentContext, Run, Sink};
+use crate::sinks::protocol::Protocol;
+use crate::sinks::runtime;
+use crate::sinks::{Auth, Compression, HttpSinkOptions, QuarantineFull};
+
+/// The lines every network sink shares: batching, retries, credentials,
+/// the quarantine.
+fn describe_network(out: &mut String, o: &HttpSinkOptions) -> fmt::Result {
+    let compression = match o.compression {
+        Compression::Gzip => "gzip",
+        Compression::None => "no compression",
+    };
+    let auth = match &o.auth {
+        None => "no credentials".to_string(),
+        Some(Auth::Basic {
+            user,
+            password_file,
+        }) => format!(
+            "basic auth as \"{user}\" (password in {})",
+            password_file.display()
+        ),
+        Some(Auth::Bearer { token_file }) => {
+            format!("a bearer token from {}", token_file.display())
+        }
+        Some(Auth::ApiKey { key_file }) => format!("an API key from {}", key_file.display()),
+    };
+    let in_flight = if o.adaptive_concurrency && o.concurrency > 1 {
+        format!(
+            "1 to {} request(s) in flight, adapting to the receiver",
+            o.concurrency
+        )
+    } else {
+        format!("{} request(s) in flight", o.concurrency)
+    };
+    writeln!(
+        out,
+        "    batches of up to {} events or {}, sent at least every {}; {in_flight}, \
+         each within {}; {compression}; {auth}",
+        o.batch_max_events,
+        format_size(o.batch_max_bytes as u64),
+        format_duration(o.batch_timeout),
+        format_duration(o.request_timeout)
+    )?;
+    writeln!(
+        out,
+        "    the cursor moves only past events the receiver accepted (per event, not per request) \
+         or that are quarantined"
+    )?;
+    writeln!(
+        out,
+        "    retries: connection errors, timeouts, 408/429/5xx and per-event 429 without limit, \
+         waiting {} doubling up to {} (full jitter, Retry-After honoured; a probe each second \
+         ends the wait once the receiver is back); an event the receiver asks to retry is tried \
+         {} time(s), then quarantined; 401/403 keep every event and retry every {}-{}",
+        format_duration(o.backoff_initial),
+        format_duration(o.backoff_max),
+        o.max_attempts,
+        format_duration(o.backoff_max / 2),
+        format_duration(o.backoff_max)
+    )?;
+    let full = match o.quarantine.when_full {
+        QuarantineFull::Block => {
+            "when full, the cursor stops at the next rejected event until there is room"
+        }
+        QuarantineFull::Drop => "when full, further rejected events are dropped and counted",
+    };
+    writeln!(
+        out,
+        "    events rejected for good go to the quarantine {} (at most {}; {full})",
+        o.quarantine.dir.display(),
+        format_size(o.quarantine.max_bytes)
+    )?;
+    if let Some(ca) = &o.ca_file {
+        writeln!(
+            out,
+            "    trusts the CA certificates in {} besides the system's",
+            ca.display()
+        )?;
+    }
+    Ok(())
+}
+
+/// Paths of the secret and CA files of a network sink, for the machine
+/// checks: (key, path, what).
+fn files_to_check(name: &str, o: &HttpSinkOptions) -> Vec<(String, PathBuf, &'static str)> {
+    let key = |k: &str| format!("sinks.{name}.{k}");
+    let mut out = Vec::new();
+    match &o.auth {
+        Some(Auth::Basic { password_file, .. }) => {
+            out.push((key("auth.password_file"), password_file.clone(), "password"))
+        }
+        Some(Auth::Bearer { token_file }) => {
+            out.push((key("auth.bearer_token_file"), token_file.clone(), "token"))
+        }
+        Some(Auth::ApiKey { key_file }) => {
+            out.push((key("auth.api_key_file"), key_file.clone(), "API key"))
+        }
+        None => {}
+    }
+    if let Some(ca) = &o.ca_file {
+        out.push((key("tls.ca_file"), ca.clone(), "CA"));
+    }
+    out
+}
+
+/// A network sink type: its options, with the shared ones in `common`.
+/// Every such type is a [`Sink`] through the impl below, so a new network
+/// sink writes only what is its own.
+pub(crate) trait NetworkSink: Clone + fmt::Debug + Send + Sync + 'static {
+    /// The table as written (declared with [`network_sink!`]).
+    type Raw: DeserializeOwned + RawNetworkSink;
+    /// The receiver API it speaks.
+    type Protocol: Protocol;
+    /// Checks the sink's own keys and, through [`Common`], the shared ones.
+    fn check_raw(raw: Self::Raw, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> Self;
+    /// The options every network sink shares.
+    fn common(&self) -> &HttpSinkOptions;
+    /// The line saying where it sends, for `holdfast check`.
+    fn describe_target(&self, out: &mut String) -> fmt::Result;
+    /// The protocol it speaks, built for one run.
+    fn protocol(&self) -> Self::Protocol;
+}
+
+/// The items of a [`NetworkSink`] impl that only name its types: the raw
+/// struct (with its `check`) and the protocol (with its `new`).
+macro_rules! network_sink_types {
+    ($raw:ident, $protocol:ident) => {
+        type Raw = $raw;
+        type Protocol = $protocol;
+
+        fn check_raw(
+            raw: $raw,
+            cx: &mut $crate::config::check::Checker<'_>,
+            p: &$crate::sinks::network_config::Place<'_, '_>,
+        ) -> Self {
+            raw.check(cx, p)
+        }
+
+        fn common(&self) -> &$crate::sinks::HttpSinkOptions {
+            &self.common
+        }
+
+        fn protocol(&self) -> $protocol {
+            $protocol::new(self)
+        }
+    };
+}
+pub(crate) use network_sink_types;
+
+impl<T: NetworkSink> Sink for T {
+    fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>, env: &SinkEnv<'_>) -> Option<Self> {
+        check_network(cx, t, env, T::check_raw)
+    }
+
+    fn inputs(&self) -> &[String] {
+        &self.common().inputs
+    }
+
+    fn describe(&self, out: &mut String) -> fmt::Result {
+        self.describe_target(out)?;
+        describe_network(out, self.common())
+    }
+
+    fn run(&self, ctx: &ComponentContext) -> Run {
+        let ctx = ctx.clone();
+        Box::pin(runtime::run(
+            ctx.name,
+            self.common().clone(),
+            self.protocol(),
+            ctx.log,
+            ctx.metrics,
+            ctx.stop,
+        ))
+    }
+
+    fn check_environment(&self, name: &str, env: &mut Env<'_>) {
+        for (key, path, what) in files_to_check(name, self.common()) {
+            if what == "CA" {
+                env.pem_file(&key, &path, "CERTIFICATE");
+            } else {
+                env.secret_file(&key, &path, what);
+            }
+        }
+    }
+}

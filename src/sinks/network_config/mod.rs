@@ -1,0 +1,436 @@
+//! The config keys every network sink shares (`otlp_http`, `elasticsearch`,
+//! `openobserve`, each with its own `config.rs`): they share most keys (batching, concurrency, timeouts,
+//! retries, compression, `auth.*`, `tls.*`, `quarantine.*`); since serde's
+//! `flatten` and `deny_unknown_fields` do not mix, a macro writes the shared
+//! fields into each raw struct, and [`Common`] checks them once;
+//! [`NetworkSink`] (`component.rs`) makes each network sink a registry
+//! `Sink` from what is its own, and says and probes the shared keys once.
+//!
+//! Credentials are never written in the config: `auth.password`,
+//! `auth.bearer_token` and `auth.api_key` exist only to be refused with the
+//! reason and the key to use instead.
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use toml::Spanned;
+
+use self::auth::RawAuth;
+use super::options::defaults as d;
+use super::{Compression, HttpSinkOptions, QuarantineFull, Template};
+use crate::config::check::{Checker, NamedTable};
+use crate::config::raw::one_of_newtype;
+use crate::config::units::{format_duration, Count, Dur, Size};
+use crate::config::SinkEnv;
+
+pub(crate) mod auth;
+mod component;
+
+pub(crate) use component::{network_sink_types, NetworkSink};
+
+one_of_newtype! {
+    /// `compression`.
+    RawCompression(Compression) {
+        "gzip" => Compression::Gzip,
+        "none" => Compression::None,
+    }
+}
+
+one_of_newtype! {
+    /// `quarantine.when_full`.
+    RawWhenQuarantineFull(QuarantineFull) {
+        "block" => QuarantineFull::Block,
+        "drop" => QuarantineFull::Drop,
+    }
+}
+
+/// `tls.*` of a network sink.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table with ca_file")]
+pub(crate) struct RawSinkTls {
+    /// PEM CA certificates to trust besides the system's.
+    ca_file: Option<Spanned<String>>,
+}
+
+/// `quarantine.*`.
+#[derive(Debug, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table with max_bytes and when_full"
+)]
+pub(crate) struct RawQuarantine {
+    /// Default `"256MiB"`; at least 64 KiB.
+    max_bytes: Option<Spanned<Size>>,
+    /// `"block"` or `"drop"`. Default `"block"`.
+    when_full: Option<Spanned<RawWhenQuarantineFull>>,
+}
+
+/// Declares a raw network sink struct: the shared keys, then its own.
+macro_rules! network_sink {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(crate) struct $name {
+            /// The type (already read to choose this struct).
+            #[serde(rename = "type")]
+            _type: serde::de::IgnoredAny,
+            /// Source names. Required, non-empty.
+            inputs: Option<toml::Spanned<Vec<toml::Spanned<String>>>>,
+            /// Default 1000; 1 to 100 000.
+            batch_max_events: Option<toml::Spanned<$crate::config::units::Count>>,
+            /// Default `"5MiB"`; 1 KiB to 256 MiB.
+            batch_max_bytes: Option<toml::Spanned<$crate::config::units::Size>>,
+            /// Default `"1s"`.
+            batch_timeout: Option<toml::Spanned<$crate::config::units::Dur>>,
+            /// Default 2; 1 to 64. The most requests in flight.
+            concurrency: Option<toml::Spanned<$crate::config::units::Count>>,
+            /// Default `true`: the requests in flight follow the receiver,
+            /// between 1 and `concurrency`.
+            adaptive_concurrency: Option<toml::Spanned<bool>>,
+            /// Default `"30s"`.
+            request_timeout: Option<toml::Spanned<$crate::config::units::Dur>>,
+            /// Default 5; 1 to 1000.
+            max_attempts: Option<toml::Spanned<$crate::config::units::Count>>,
+            /// Default `"500ms"`.
+            backoff_initial: Option<toml::Spanned<$crate::config::units::Dur>>,
+            /// Default `"60s"`; at least `backoff_initial`.
+            backoff_max: Option<toml::Spanned<$crate::config::units::Dur>>,
+            /// `"gzip"` or `"none"`. Default `"gzip"`.
+            compression: Option<toml::Spanned<$crate::sinks::network_config::RawCompression>>,
+            /// Default: absent, no credentials.
+            auth: Option<toml::Spanned<$crate::sinks::network_config::auth::RawAuth>>,
+            /// Default: absent, the system's CA certificates only.
+            tls: Option<toml::Spanned<$crate::sinks::network_config::RawSinkTls>>,
+            /// Default: every key at its default.
+            quarantine: Option<toml::Spanned<$crate::sinks::network_config::RawQuarantine>>,
+            $($(#[$fmeta])* $field: $ty,)*
+        }
+
+        impl $crate::sinks::network_config::RawNetworkSink for $name {
+            fn inputs(&self) -> Option<&toml::Spanned<Vec<toml::Spanned<String>>>> {
+                self.inputs.as_ref()
+            }
+
+            fn common(&self) -> $crate::sinks::network_config::Common<'_> {
+                $crate::sinks::network_config::Common {
+                    batch_max_events: self.batch_max_events.as_ref(),
+                    batch_max_bytes: self.batch_max_bytes.as_ref(),
+                    batch_timeout: self.batch_timeout.as_ref(),
+                    concurrency: self.concurrency.as_ref(),
+                    adaptive_concurrency: self.adaptive_concurrency.as_ref(),
+                    request_timeout: self.request_timeout.as_ref(),
+                    max_attempts: self.max_attempts.as_ref(),
+                    backoff_initial: self.backoff_initial.as_ref(),
+                    backoff_max: self.backoff_max.as_ref(),
+                    compression: self.compression.as_ref(),
+                    auth: self.auth.as_ref(),
+                    tls: self.tls.as_ref(),
+                    quarantine: self.quarantine.as_ref(),
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use network_sink;
+
+/// What [`check_network`] needs of a raw network sink struct (written by
+/// [`network_sink!`]).
+pub(crate) trait RawNetworkSink {
+    fn inputs(&self) -> Option<&Spanned<Vec<Spanned<String>>>>;
+    fn common(&self) -> Common<'_>;
+}
+
+/// A network sink's table: deserialized, its `inputs` checked, then its
+/// own keys by `check` (which checks the shared ones with [`Common`]).
+pub(crate) fn check_network<'a, R: DeserializeOwned + RawNetworkSink, O>(
+    cx: &mut Checker<'a>,
+    t: &NamedTable<'a>,
+    env: &SinkEnv<'_>,
+    check: impl FnOnce(R, &mut Checker<'_>, &Place<'_, '_>) -> O,
+) -> Option<O> {
+    cx.deserialize::<R>(&t.key, t.value).map(|raw| {
+        let inputs = env.check_inputs(cx, t, raw.inputs());
+        let place = Place {
+            t,
+            data_dir: env.data_dir,
+            inputs,
+            config_hash: env.config_hash,
+        };
+        check(raw, cx, &place)
+    })
+}
+
+/// The shared keys of a raw network sink.
+pub(crate) struct Common<'a> {
+    pub(crate) batch_max_events: Option<&'a Spanned<Count>>,
+    pub(crate) batch_max_bytes: Option<&'a Spanned<Size>>,
+    pub(crate) batch_timeout: Option<&'a Spanned<Dur>>,
+    pub(crate) concurrency: Option<&'a Spanned<Count>>,
+    pub(crate) adaptive_concurrency: Option<&'a Spanned<bool>>,
+    pub(crate) request_timeout: Option<&'a Spanned<Dur>>,
+    pub(crate) max_attempts: Option<&'a Spanned<Count>>,
+    pub(crate) backoff_initial: Option<&'a Spanned<Dur>>,
+    pub(crate) backoff_max: Option<&'a Spanned<Dur>>,
+    pub(crate) compression: Option<&'a Spanned<RawCompression>>,
+    pub(crate) auth: Option<&'a Spanned<RawAuth>>,
+    pub(crate) tls: Option<&'a Spanned<RawSinkTls>>,
+    pub(crate) quarantine: Option<&'a Spanned<RawQuarantine>>,
+}
+
+/// What the checks of one table need besides the raw struct.
+pub(crate) struct Place<'a, 'b> {
+    pub t: &'a NamedTable<'b>,
+    pub data_dir: &'a Path,
+    pub inputs: Vec<String>,
+    pub config_hash: &'a str,
+}
+
+impl Place<'_, '_> {
+    pub(crate) fn key(&self, k: &str) -> String {
+        format!("{}.{k}", self.t.key)
+    }
+}
+
+impl Common<'_> {
+    pub(crate) fn check(
+        &self,
+        cx: &mut Checker<'_>,
+        p: &Place<'_, '_>,
+        api_keys: bool,
+        endpoints: &[reqwest::Url],
+    ) -> HttpSinkOptions {
+        let key = |k: &str| p.key(k);
+        let mut o = HttpSinkOptions::new(
+            p.inputs.clone(),
+            p.data_dir.join("quarantine").join(&p.t.name),
+        );
+        o.config_hash = p.config_hash.to_string();
+        o.batch_max_events = cx.count(
+            &key("batch_max_events"),
+            self.batch_max_events,
+            d::BATCH_MAX_EVENTS,
+            1,
+            100_000,
+        ) as usize;
+        o.batch_max_bytes = cx.size(
+            &key("batch_max_bytes"),
+            self.batch_max_bytes,
+            d::BATCH_MAX_BYTES,
+            1 << 10,
+            256 << 20,
+        ) as usize;
+        o.batch_timeout = cx.duration(
+            &key("batch_timeout"),
+            self.batch_timeout,
+            d::BATCH_TIMEOUT,
+            Some("use a small value like \"100ms\" to send sooner"),
+        );
+        o.concurrency =
+            cx.count(&key("concurrency"), self.concurrency, d::CONCURRENCY, 1, 64) as usize;
+        if let Some(a) = self.adaptive_concurrency {
+            cx.note(&key("adaptive_concurrency"), a);
+            o.adaptive_concurrency = *a.get_ref();
+            if o.adaptive_concurrency && o.concurrency == 1 && self.concurrency.is_some() {
+                cx.warn(
+                    Some(a.span()),
+                    &key("adaptive_concurrency"),
+                    "has nothing to adapt with concurrency = 1: concurrency is the most \
+                     requests in flight, and the limit moves between 1 and it; raise concurrency \
+                     (for example to 8) to let it follow the receiver, or set \
+                     adaptive_concurrency = false",
+                );
+            }
+        }
+        o.request_timeout = cx.duration(
+            &key("request_timeout"),
+            self.request_timeout,
+            d::REQUEST_TIMEOUT,
+            Some("every request would time out at once"),
+        );
+        o.max_attempts = cx.count(
+            &key("max_attempts"),
+            self.max_attempts,
+            d::MAX_ATTEMPTS,
+            1,
+            1000,
+        ) as u32;
+        o.backoff_initial = cx.duration(
+            &key("backoff_initial"),
+            self.backoff_initial,
+            d::BACKOFF_INITIAL,
+            Some("retries would hammer a receiver that is already failing"),
+        );
+        o.backoff_max = cx.duration(
+            &key("backoff_max"),
+            self.backoff_max,
+            d::BACKOFF_MAX,
+            Some("retries would hammer a receiver that is already failing"),
+        );
+        if o.backoff_max < o.backoff_initial {
+            let span = self.backoff_max.or(self.backoff_initial).map(|v| v.span());
+            cx.error(
+                span,
+                &key("backoff_max"),
+                format!(
+                    "backoff_max ({}) is shorter than backoff_initial ({}): the wait between \
+                     retries grows from backoff_initial up to backoff_max; raise backoff_max or \
+                     lower backoff_initial",
+                    format_duration(o.backoff_max),
+                    format_duration(o.backoff_initial)
+                ),
+            );
+            o.backoff_max = o.backoff_initial;
+        }
+        if let Some(c) = self.compression {
+            cx.note(&key("compression"), c);
+            o.compression = c.get_ref().0;
+        }
+        o.auth = self.auth.and_then(|a| auth::check_auth(cx, p, a, api_keys));
+        if let Some(tls) = self.tls {
+            o.ca_file = cx.path(&key("tls.ca_file"), tls.get_ref().ca_file.as_ref());
+        }
+        if let Some(q) = self.quarantine {
+            let q = q.get_ref();
+            o.quarantine.max_bytes = cx.size(
+                &key("quarantine.max_bytes"),
+                q.max_bytes.as_ref(),
+                d::QUARANTINE_MAX_BYTES,
+                64 << 10,
+                u64::MAX,
+            );
+            if let Some(w) = &q.when_full {
+                cx.note(&key("quarantine.when_full"), w);
+                o.quarantine.when_full = w.get_ref().0;
+            }
+        }
+        // Credentials over plain HTTP to another machine travel in clear.
+        if o.auth.is_some() {
+            if let Some(u) = endpoints
+                .iter()
+                .find(|u| u.scheme() == "http" && !is_loopback(u))
+            {
+                let span = self.auth.map(|a| a.span());
+                cx.warn(
+                    span,
+                    &key("auth"),
+                    format!(
+                        "credentials are sent to {u} over plain HTTP, in clear text: use an \
+                         https:// endpoint"
+                    ),
+                );
+            }
+        }
+        o
+    }
+}
+
+fn is_loopback(u: &reqwest::Url) -> bool {
+    let host = u.host_str().unwrap_or("");
+    host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `base` with `path` appended as its last segment(s).
+pub(crate) fn join(base: &reqwest::Url, path: &str) -> reqwest::Url {
+    let mut u = base.clone();
+    let p = format!("{}/{}", u.path().trim_end_matches('/'), path);
+    u.set_path(&p);
+    u
+}
+
+/// An endpoint URL: http or https, with a host, without credentials.
+pub(crate) fn check_url(
+    cx: &mut Checker<'_>,
+    key: &str,
+    v: &Spanned<String>,
+) -> Option<reqwest::Url> {
+    cx.note(key, v);
+    let text = v.get_ref().trim();
+    let problem = match reqwest::Url::parse(text) {
+        Ok(u) if !matches!(u.scheme(), "http" | "https") => format!(
+            "\"{text}\" is a {} URL: write an http:// or https:// URL",
+            u.scheme()
+        ),
+        Ok(u) if u.host().is_none() => format!("\"{text}\" has no host"),
+        Ok(u) if !u.username().is_empty() || u.password().is_some() => format!(
+            "\"{text}\" holds credentials: they would be shown in logs and `holdfast check`; \
+             remove them from the URL and use auth.user and auth.password_file"
+        ),
+        Ok(u) if u.query().is_some() || u.fragment().is_some() => {
+            format!("\"{text}\" has a query or fragment: write the base URL only")
+        }
+        Ok(u) => return Some(u),
+        Err(e) => format!(
+            "\"{text}\" is not a URL ({e}): write it like \"https://logs.example.com:9200\""
+        ),
+    };
+    cx.error(Some(v.span()), key, problem);
+    None
+}
+
+pub(crate) fn required_endpoint(
+    cx: &mut Checker<'_>,
+    p: &Place<'_, '_>,
+    v: Option<&Spanned<String>>,
+    example: &str,
+) -> Option<reqwest::Url> {
+    match v {
+        Some(v) => check_url(cx, &p.key("endpoint"), v),
+        None => {
+            cx.error(
+                Some(p.t.span()),
+                &p.t.key,
+                format!("missing `endpoint`: where to send, like endpoint = \"{example}\""),
+            );
+            None
+        }
+    }
+}
+
+/// A name template whose literal parts use only `allowed` characters.
+pub(crate) fn check_template(
+    cx: &mut Checker<'_>,
+    key: &str,
+    v: Option<&Spanned<String>>,
+    default: &str,
+    what: &str,
+    allowed: fn(char) -> bool,
+    rule: &str,
+) -> Template {
+    let Some(v) = v else {
+        return Template::parse(default).unwrap_or_else(|_| unreachable!());
+    };
+    cx.note(key, v);
+    let fallback = || Template::parse(default).unwrap_or_else(|_| unreachable!());
+    match Template::parse(v.get_ref()) {
+        Ok(t) => {
+            if v.get_ref().is_empty() {
+                cx.error(Some(v.span()), key, format!("the {what} must not be empty"));
+                return fallback();
+            }
+            if let Some(c) = t.literals().flat_map(str::chars).find(|&c| !allowed(c)) {
+                cx.error(
+                    Some(v.span()),
+                    key,
+                    format!(
+                        "the {what} \"{}\" has the character {c:?}: {rule}",
+                        v.get_ref()
+                    ),
+                );
+                return fallback();
+            }
+            t
+        }
+        Err(e) => {
+            cx.error(Some(v.span()), key, e);
+            fallback()
+        }
+    }
+}

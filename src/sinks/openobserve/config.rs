@@ -1,0 +1,88 @@
+//! `[sinks.<name>]` with `type = "openobserve"`: the table as written (the
+//! shared network keys written in by [`network_sink!`]), its check and
+//! its lines in `holdfast check`.
+
+use std::fmt::{self, Write};
+
+use toml::Spanned;
+
+use super::{OpenObserve, OpenObserveOptions, DEFAULT_ORG, DEFAULT_STREAM};
+use crate::config::check::Checker;
+use crate::sinks::network_config::{
+    check_template, network_sink, network_sink_types, required_endpoint, NetworkSink, Place,
+    RawNetworkSink,
+};
+
+network_sink! {
+    /// `[sinks.<name>]` with `type = "openobserve"`, as written.
+    RawOpenObserveSink {
+        /// The server's base URL. Required.
+        endpoint: Option<Spanned<String>>,
+        /// The organization. Default `"default"`.
+        org: Option<Spanned<String>>,
+        /// Stream name template. Default `"{signal}"`.
+        stream: Option<Spanned<String>>,
+    }
+}
+
+fn oo_stream_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+impl RawOpenObserveSink {
+    fn check(self, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> OpenObserveOptions {
+        let endpoint = required_endpoint(cx, p, self.endpoint.as_ref(), "http://openobserve:5080");
+        let present: Vec<reqwest::Url> = endpoint.iter().cloned().collect();
+        let common = self.common().check(cx, p, false, &present);
+        let org = match &self.org {
+            Some(v) => {
+                cx.note(&p.key("org"), v);
+                let o = v.get_ref();
+                if o.is_empty() || !o.chars().all(oo_stream_char) {
+                    cx.error(
+                        Some(v.span()),
+                        &p.key("org"),
+                        format!(
+                            "\"{o}\" is not an organization name: use letters, digits, '_' and '-'"
+                        ),
+                    );
+                }
+                o.clone()
+            }
+            None => DEFAULT_ORG.to_string(),
+        };
+        let stream = check_template(
+            cx,
+            &p.key("stream"),
+            self.stream.as_ref(),
+            DEFAULT_STREAM,
+            "stream name",
+            oo_stream_char,
+            "stream names use letters, digits, '_' and '-'",
+        );
+        OpenObserveOptions {
+            common,
+            endpoint: endpoint.unwrap_or_else(|| {
+                reqwest::Url::parse("http://127.0.0.1:5080/").unwrap_or_else(|_| unreachable!())
+            }),
+            org,
+            stream,
+        }
+    }
+}
+
+impl NetworkSink for OpenObserveOptions {
+    network_sink_types!(RawOpenObserveSink, OpenObserve);
+
+    fn describe_target(&self, out: &mut String) -> fmt::Result {
+        let o = self;
+        writeln!(
+            out,
+            "    sends JSON to {} (organization \"{}\", stream \"{}\")",
+            o.endpoint,
+            o.org,
+            o.stream.as_str()
+        )?;
+        Ok(())
+    }
+}
