@@ -252,7 +252,7 @@ auth.password_file = "/etc/holdfast/oo.password"
     assert_eq!(es.index.as_str(), "holdfast-{signal}-{date}");
     let c = &es.common;
     assert_eq!(c.inputs, ["app"]);
-    assert_eq!(c.batch_max_events, 1000);
+    assert_eq!(c.batch_max_events, 500);
     assert_eq!(c.batch_max_bytes, 5 << 20);
     assert_eq!(c.concurrency, 2);
     assert!(c.adaptive_concurrency);

@@ -86,7 +86,7 @@ pub enum QuarantineFull {
 /// Defaults, shared with the config's documentation and checks.
 pub mod defaults {
     use std::time::Duration;
-    pub const BATCH_MAX_EVENTS: u64 = 1000;
+    pub const BATCH_MAX_EVENTS: u64 = 500;
     pub const BATCH_MAX_BYTES: u64 = 5 << 20;
     pub const BATCH_TIMEOUT: Duration = Duration::from_secs(1);
     pub const CONCURRENCY: u64 = 2;

@@ -78,7 +78,7 @@ macro_rules! network_sink {
             _type: serde::de::IgnoredAny,
             /// Source names. Required, non-empty.
             inputs: Option<toml::Spanned<Vec<toml::Spanned<String>>>>,
-            /// Default 1000; 1 to 100 000.
+            /// Default 500; 1 to 100 000.
             batch_max_events: Option<toml::Spanned<$crate::config::units::Count>>,
             /// Default `"5MiB"`; 1 KiB to 256 MiB.
             batch_max_bytes: Option<toml::Spanned<$crate::config::units::Size>>,
