@@ -229,3 +229,125 @@ impl ActiveSegment {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs::OpenOptions;
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::seglog::io::{IoHook, IoOp};
+
+    /// Faults for the next operations: a write that lets `short` bytes
+    /// through and then fails, a failed `fdatasync`.
+    #[derive(Debug, Default)]
+    struct Faults {
+        short: Mutex<Option<usize>>,
+        sync: Mutex<bool>,
+    }
+
+    impl IoHook for Faults {
+        fn before(&self, op: &IoOp<'_>) -> io::Result<()> {
+            let mut sync = self.sync.lock().unwrap();
+            if matches!(op, IoOp::SyncData { .. }) && std::mem::take(&mut *sync) {
+                return Err(io::Error::other("injected sync failure"));
+            }
+            Ok(())
+        }
+
+        fn allow_write(&self, _: &Path, _: u64, len: usize) -> io::Result<usize> {
+            match self.short.lock().unwrap().as_mut() {
+                Some(0) => Err(io::ErrorKind::StorageFull.into()),
+                Some(n) => Ok(std::mem::take(n).min(len)),
+                None => Ok(len),
+            }
+        }
+    }
+
+    /// An active segment of just its header, and the file system with
+    /// `faults` under it.
+    fn active(dir: &Path, faults: &Arc<Faults>) -> (ActiveSegment, Fs) {
+        let path = dir.join(super::super::segment::file_name(0));
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .unwrap();
+        file.write_all(&[0; SEGMENT_HEADER_LEN]).unwrap();
+        let active = ActiveSegment {
+            file,
+            path,
+            len: SEGMENT_HEADER_LEN as u64,
+            repair_to: None,
+            unsynced: false,
+            last_sync: Instant::now(),
+            must_roll: false,
+        };
+        (active, Fs::new(Some(faults.clone())))
+    }
+
+    fn file_len(a: &ActiveSegment) -> u64 {
+        std::fs::metadata(a.path()).unwrap().len()
+    }
+
+    #[test]
+    fn frames_grow_the_segment_and_wait_for_a_sync_unless_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = Arc::new(Faults::default());
+        let (mut a, fs) = active(dir.path(), &faults);
+        let w = a
+            .write_frame(&fs, &mut [IoSlice::new(b"frame")], false)
+            .unwrap();
+        assert_eq!((w.len, w.synced_in), (5, None));
+        assert!(a.is_unsynced() && a.has_frames());
+        a.sync(&fs).unwrap();
+        assert!(!a.is_unsynced());
+        let w = a
+            .write_frame(&fs, &mut [IoSlice::new(b"ab"), IoSlice::new(b"c")], true)
+            .unwrap();
+        assert!(w.synced_in.is_some() && !a.is_unsynced());
+        assert_eq!(a.len(), SEGMENT_HEADER_LEN as u64 + 8);
+        assert_eq!(file_len(&a), a.len());
+    }
+
+    #[test]
+    fn a_write_failing_part_way_leaves_nothing_of_the_frame() {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = Arc::new(Faults::default());
+        let (mut a, fs) = active(dir.path(), &faults);
+        *faults.short.lock().unwrap() = Some(3);
+        let e = a
+            .write_frame(&fs, &mut [IoSlice::new(b"frame")], true)
+            .err()
+            .unwrap();
+        assert_eq!(e.step, Step::Write);
+        assert_eq!(e.source.kind(), io::ErrorKind::StorageFull);
+        assert_eq!(a.len(), SEGMENT_HEADER_LEN as u64);
+        assert_eq!(file_len(&a), a.len());
+        let l = e.into_log_error(a.path()).to_string();
+        assert!(l.starts_with("writing segment"), "{l}");
+    }
+
+    #[test]
+    fn a_failed_sync_is_a_sync_error_and_the_frame_is_cut_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = Arc::new(Faults::default());
+        let (mut a, fs) = active(dir.path(), &faults);
+        *faults.sync.lock().unwrap() = true;
+        let e = a
+            .write_frame(&fs, &mut [IoSlice::new(b"frame")], true)
+            .err()
+            .unwrap();
+        assert_eq!(e.step, Step::Sync);
+        let mut counters = Counters::default();
+        e.step.count_failure(&mut counters);
+        assert_eq!((counters.sync_errors, counters.write_errors), (1, 0));
+        assert_eq!(file_len(&a), SEGMENT_HEADER_LEN as u64);
+        // The next frame goes where the failed one was.
+        a.write_frame(&fs, &mut [IoSlice::new(b"next")], true)
+            .unwrap();
+        assert_eq!(file_len(&a), SEGMENT_HEADER_LEN as u64 + 4);
+    }
+}
