@@ -265,10 +265,18 @@ mod tests {
         }
     }
 
-    /// An active segment of just its header, and the file system with
-    /// `faults` under it.
-    fn active(dir: &Path, faults: &Arc<Faults>) -> (ActiveSegment, Fs) {
-        let path = dir.join(super::super::segment::file_name(0));
+    /// An active segment of just its header, on a file system with
+    /// [`Faults`] under it.
+    struct Setup {
+        _dir: tempfile::TempDir,
+        faults: Arc<Faults>,
+        a: ActiveSegment,
+        fs: Fs,
+    }
+
+    fn setup() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(super::super::segment::file_name(0));
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -285,7 +293,19 @@ mod tests {
             last_sync: Instant::now(),
             must_roll: false,
         };
-        (active, Fs::new(Some(faults.clone())))
+        let faults = Arc::new(Faults::default());
+        Setup {
+            _dir: dir,
+            fs: Fs::new(Some(faults.clone())),
+            faults,
+            a: active,
+        }
+    }
+
+    /// Writes a frame that the faults set up make fail.
+    fn failing_frame(s: &mut Setup) -> StepError {
+        let frame = &mut [IoSlice::new(b"frame")];
+        s.a.write_frame(&s.fs, frame, true).err().unwrap()
     }
 
     fn file_len(a: &ActiveSegment) -> u64 {
@@ -294,9 +314,10 @@ mod tests {
 
     #[test]
     fn frames_grow_the_segment_and_wait_for_a_sync_unless_synced() {
-        let dir = tempfile::tempdir().unwrap();
-        let faults = Arc::new(Faults::default());
-        let (mut a, fs) = active(dir.path(), &faults);
+        // Bound whole: the directory goes with `_dir`.
+        let Setup {
+            mut a, fs, _dir, ..
+        } = setup();
         let w = a
             .write_frame(&fs, &mut [IoSlice::new(b"frame")], false)
             .unwrap();
@@ -314,40 +335,31 @@ mod tests {
 
     #[test]
     fn a_write_failing_part_way_leaves_nothing_of_the_frame() {
-        let dir = tempfile::tempdir().unwrap();
-        let faults = Arc::new(Faults::default());
-        let (mut a, fs) = active(dir.path(), &faults);
-        *faults.short.lock().unwrap() = Some(3);
-        let e = a
-            .write_frame(&fs, &mut [IoSlice::new(b"frame")], true)
-            .err()
-            .unwrap();
+        let mut s = setup();
+        *s.faults.short.lock().unwrap() = Some(3);
+        let e = failing_frame(&mut s);
+        let a = &s.a;
         assert_eq!(e.step, Step::Write);
         assert_eq!(e.source.kind(), io::ErrorKind::StorageFull);
         assert_eq!(a.len(), SEGMENT_HEADER_LEN as u64);
-        assert_eq!(file_len(&a), a.len());
+        assert_eq!(file_len(a), a.len());
         let l = e.into_log_error(a.path()).to_string();
         assert!(l.starts_with("writing segment"), "{l}");
     }
 
     #[test]
     fn a_failed_sync_is_a_sync_error_and_the_frame_is_cut_off() {
-        let dir = tempfile::tempdir().unwrap();
-        let faults = Arc::new(Faults::default());
-        let (mut a, fs) = active(dir.path(), &faults);
-        *faults.sync.lock().unwrap() = true;
-        let e = a
-            .write_frame(&fs, &mut [IoSlice::new(b"frame")], true)
-            .err()
-            .unwrap();
+        let mut s = setup();
+        *s.faults.sync.lock().unwrap() = true;
+        let e = failing_frame(&mut s);
         assert_eq!(e.step, Step::Sync);
         let mut counters = Counters::default();
         e.step.count_failure(&mut counters);
         assert_eq!((counters.sync_errors, counters.write_errors), (1, 0));
-        assert_eq!(file_len(&a), SEGMENT_HEADER_LEN as u64);
+        assert_eq!(file_len(&s.a), SEGMENT_HEADER_LEN as u64);
         // The next frame goes where the failed one was.
-        a.write_frame(&fs, &mut [IoSlice::new(b"next")], true)
-            .unwrap();
-        assert_eq!(file_len(&a), SEGMENT_HEADER_LEN as u64 + 4);
+        let next = &mut [IoSlice::new(b"next")];
+        s.a.write_frame(&s.fs, next, true).unwrap();
+        assert_eq!(file_len(&s.a), SEGMENT_HEADER_LEN as u64 + 4);
     }
 }
