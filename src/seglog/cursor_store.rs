@@ -8,6 +8,7 @@ use std::fs::File;
 use super::cursor::{self, CursorMap};
 use super::error::{LogError, Result};
 use super::segment;
+use super::state::{Shared, State};
 use super::writer::Writer;
 
 impl Writer {
@@ -95,6 +96,39 @@ impl Writer {
         self.cursors_unsynced = false;
         Ok(())
     }
+}
+
+/// The cursors as recovery loaded them: what the cursor file holds, so the
+/// first store writes only what changed since.
+pub(super) fn recovered_cursors(st: &State) -> CursorMap {
+    st.consumers
+        .iter()
+        .map(|(n, c)| {
+            let e = cursor::Entry {
+                next: c.committed,
+                lost: c.lost_all(),
+                lost_through: c.lost_through,
+                in_doubt: c.in_doubt,
+                pending_in_doubt: 0,
+            };
+            (n.clone(), e)
+        })
+        .collect()
+}
+
+/// The winning slot may hold an unsynced write that survived a kill -9 in
+/// the page cache: sync it, so that it is the durable slot the writer never
+/// writes unsynced data over.
+pub(super) fn durable_slot(shared: &Shared, cursor_generation: u64) -> Option<usize> {
+    if cursor_generation == 0 || !shared.opts.fsync.syncs_directory() {
+        return None;
+    }
+    let slot = (cursor_generation % 2) as usize;
+    let path = &cursor::slot_paths(&shared.dir)[slot];
+    File::open(path)
+        .and_then(|f| shared.fs.sync_data(&f, path))
+        .ok()
+        .map(|()| slot)
 }
 
 #[cfg(test)]

@@ -4,10 +4,14 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything that can go wrong in the segment log.
-#[derive(Debug, thiserror::Error)]
+///
+/// Cloned whole when one failure answers several callers (every append of
+/// a failed group commit), which is why the I/O error is shared.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum LogError {
     /// A file operation failed; `op` says which and `path` on what.
     #[error("{op} {path}: {source}")]
@@ -15,7 +19,7 @@ pub enum LogError {
         op: &'static str,
         path: PathBuf,
         #[source]
-        source: io::Error,
+        source: Arc<io::Error>,
     },
 
     /// Another process holds the data directory's lock.
@@ -81,7 +85,7 @@ impl LogError {
         LogError::Io {
             op,
             path: path.into(),
-            source,
+            source: Arc::new(source),
         }
     }
 }

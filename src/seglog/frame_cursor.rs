@@ -54,6 +54,33 @@ pub(super) enum Peek {
     End,
 }
 
+/// What [`next_event`] found.
+enum Next {
+    /// The event to hand out, as a range of the bytes.
+    Event(Range<usize>),
+    /// An event below `skip_to`, passed over.
+    Passed,
+    /// No whole event left.
+    End,
+}
+
+/// The event whose length is at `*at` of `events` (format 1's payload or a
+/// block's body): handed out, or passed over while `*seq` is below
+/// `skip_to` (moving `*at` and `*seq` past it).
+#[inline]
+fn next_event(events: &[u8], at: &mut usize, seq: &mut u64, skip_to: u64) -> Next {
+    let Some(r) = EventIter::new(&events[*at..]).next() else {
+        return Next::End;
+    };
+    let r = r.start + *at..r.end + *at;
+    if *seq < skip_to {
+        *at = r.end;
+        *seq += 1;
+        return Next::Passed;
+    }
+    Next::Event(r)
+}
+
 impl FrameCursor {
     pub(super) fn peek(&mut self) -> Peek {
         loop {
@@ -61,33 +88,24 @@ impl FrameCursor {
                 return Peek::End;
             }
             if self.format == format::FORMAT_V1 {
-                let p = &self.map[self.at..self.payload.end];
-                let Some(r) = EventIter::new(p).next() else {
-                    return Peek::End;
-                };
-                let r = r.start + self.at..r.end + self.at;
-                if self.seq < self.skip_to {
-                    self.at = r.end;
-                    self.seq += 1;
-                    continue;
+                let events = &self.map[..self.payload.end];
+                match next_event(events, &mut self.at, &mut self.seq, self.skip_to) {
+                    Next::Event(r) => return Peek::Event(r),
+                    Next::Passed => continue,
+                    Next::End => return Peek::End,
                 }
-                return Peek::Event(r);
             }
             if let Some(b) = &mut self.block {
                 if self.seq < b.end_seq {
-                    let p = &b.body.bytes[b.at..];
-                    let Some(r) = EventIter::new(p).next() else {
+                    match next_event(&b.body.bytes, &mut b.at, &mut self.seq, self.skip_to) {
+                        Next::Event(r) => return Peek::Event(r),
+                        Next::Passed => continue,
                         // `block::open` checked the count; cannot happen.
-                        self.seq = b.end_seq;
-                        continue;
-                    };
-                    let r = r.start + b.at..r.end + b.at;
-                    if self.seq < self.skip_to {
-                        b.at = r.end;
-                        self.seq += 1;
-                        continue;
+                        Next::End => {
+                            self.seq = b.end_seq;
+                            continue;
+                        }
                     }
-                    return Peek::Event(r);
                 }
                 self.block = None;
             }

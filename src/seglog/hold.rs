@@ -180,18 +180,25 @@ mod tests {
         log.close_blocking().unwrap();
     }
 
-    #[test]
-    fn a_hold_never_makes_a_full_log_refuse_appends() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A log of four 1 KiB segments at most, held by `file:app`, whose
+    /// appends never wait for space.
+    fn small_held_log(dir: &std::path::Path, when_full: WhenFull) -> (Log, Hold) {
         let opts = LogOptions {
             segment_bytes: 1024,
             max_bytes: 4096,
-            when_full: WhenFull::Block,
+            when_full,
             append_timeout: Duration::ZERO,
             ..LogOptions::default()
         };
-        let log = Log::open_with_holds(dir.path(), opts, &["file:app"]).unwrap();
+        let log = Log::open_with_holds(dir, opts, &["file:app"]).unwrap();
         let hold = log.hold("file:app").unwrap();
+        (log, hold)
+    }
+
+    #[test]
+    fn a_hold_never_makes_a_full_log_refuse_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, hold) = small_held_log(dir.path(), WhenFull::Block);
         let mut c = log.consumer("sink", StartAt::Oldest).unwrap();
         for _ in 0..20 {
             // Fails with `Full` at once if the held segments are kept.
@@ -210,14 +217,7 @@ mod tests {
     #[test]
     fn eviction_still_applies_to_held_segments() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = LogOptions {
-            segment_bytes: 1024,
-            max_bytes: 4096,
-            when_full: WhenFull::DropOldest,
-            ..LogOptions::default()
-        };
-        let log = Log::open_with_holds(dir.path(), opts, &["file:app"]).unwrap();
-        let hold = log.hold("file:app").unwrap();
+        let (log, hold) = small_held_log(dir.path(), WhenFull::DropOldest);
         fill(&log, 200);
         assert!(log.stats().bytes <= 4096);
         // The hold is where the oldest event now is.

@@ -111,6 +111,7 @@ directory as a power cut could leave it, checking that under
   (at-least-once delivery either way).
 */
 
+mod active;
 pub mod block;
 mod consumer;
 mod cursor;
@@ -124,13 +125,13 @@ mod janitor;
 mod ledger;
 mod options;
 mod recovery;
+mod request;
 mod retention;
 pub(crate) mod segment;
 mod state;
 mod stats;
 mod writer;
 
-use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Sender};
@@ -338,47 +339,6 @@ impl Log {
             return Err(LogError::Closed);
         };
         let next_seq = rec.state.next_seq;
-        let active_len = rec.state.segments.back().map_or(0, |s| s.readable_len);
-        // A log written by an older version goes on in a new segment.
-        let active_is_old = rec
-            .state
-            .segments
-            .back()
-            .is_some_and(|s| s.format != format::FORMAT_VERSION);
-        let active_path = rec
-            .state
-            .segments
-            .back()
-            .map(|s| s.path.clone())
-            .unwrap_or_default();
-        let stored: cursor::CursorMap = rec
-            .state
-            .consumers
-            .iter()
-            .map(|(n, c)| {
-                let e = cursor::Entry {
-                    next: c.committed,
-                    lost: c.lost_all(),
-                    lost_through: c.lost_through,
-                    in_doubt: c.in_doubt,
-                    pending_in_doubt: 0,
-                };
-                (n.clone(), e)
-            })
-            .collect();
-        // The winning slot may hold an unsynced write that survived a kill
-        // -9 in the page cache: sync it, so that it is the durable slot the
-        // writer never writes unsynced data over.
-        let durable_slot = if rec.cursor_generation > 0 && opts.fsync.syncs_directory() {
-            let slot = (rec.cursor_generation % 2) as usize;
-            let path = &cursor::slot_paths(&dir)[slot];
-            std::fs::File::open(path)
-                .and_then(|f| fs.sync_data(&f, path))
-                .ok()
-                .map(|()| slot)
-        } else {
-            None
-        };
         let (durable, _) = watch::channel(next_seq);
         let shared = Arc::new(Shared {
             dir,
@@ -391,38 +351,7 @@ impl Log {
             _lock: rec.lock,
         });
         let (tx, rx) = mpsc::channel();
-        let writer = Writer {
-            janitor: janitor::Janitor::start(
-                shared.dir.clone(),
-                shared.opts.fsync.syncs_directory(),
-                shared.fs.clone(),
-            ),
-            shared: shared.clone(),
-            rx,
-            active,
-            active_path,
-            active_len,
-            repair_to: None,
-            next_seq,
-            pending: VecDeque::new(),
-            unsynced: false,
-            last_sync: Instant::now(),
-            last_cursor_sync: Instant::now(),
-            last_age_check: Instant::now() - Duration::from_secs(60),
-            cursor_generation: rec.cursor_generation,
-            stored_cursors: stored,
-            durable_slot,
-            cursors_unsynced: false,
-            slot_needs_dir_sync: [false; 2],
-            blocked_since: None,
-            must_roll: active_is_old,
-            gather: Default::default(),
-            ending: Default::default(),
-        };
-        let thread = std::thread::Builder::new()
-            .name("seglog-writer".into())
-            .spawn(move || writer.run())
-            .map_err(|e| LogError::io("starting the writer thread for", shared.dir.clone(), e))?;
+        let thread = Writer::new(shared.clone(), rx, active, rec.cursor_generation).spawn()?;
         Ok(Log {
             inner: Arc::new(Inner {
                 shared,

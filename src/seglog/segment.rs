@@ -262,20 +262,27 @@ mod tests {
     use super::*;
     use crate::seglog::format::FrameHeader;
 
-    fn image(frames: &[(u64, &[&[u8]])]) -> Vec<u8> {
+    /// A segment image of `version`: one frame per entry, whose payload
+    /// `payload` makes of its events, framed, and their count.
+    fn image_of(
+        version: u16,
+        frames: &[(u64, &[&[u8]])],
+        payload: impl Fn(Vec<u8>, u32) -> Vec<u8>,
+    ) -> Vec<u8> {
         let mut b = SegmentHeader {
             base_seq: 0,
             created_ms: 1,
-            version: format::FORMAT_V1,
+            version,
         }
         .encode()
         .to_vec();
         for (first, events) in frames {
-            let mut p = Vec::new();
+            let mut framed = Vec::new();
             for e in *events {
-                p.extend_from_slice(&(e.len() as u32).to_le_bytes());
-                p.extend_from_slice(e);
+                framed.extend_from_slice(&(e.len() as u32).to_le_bytes());
+                framed.extend_from_slice(e);
             }
+            let p = payload(framed, events.len() as u32);
             let h = FrameHeader {
                 first_seq: *first,
                 count: events.len() as u32,
@@ -285,6 +292,10 @@ mod tests {
             b.extend_from_slice(&p);
         }
         b
+    }
+
+    fn image(frames: &[(u64, &[&[u8]])]) -> Vec<u8> {
+        image_of(format::FORMAT_V1, frames, |framed, _| framed)
     }
 
     #[test]
@@ -308,36 +319,17 @@ mod tests {
     /// A format-2 image: one frame per entry, each of one uncompressed
     /// block of the given events.
     fn image_v2(frames: &[(u64, &[&[u8]])]) -> Vec<u8> {
-        let mut b = SegmentHeader {
-            base_seq: 0,
-            created_ms: 1,
-            version: format::FORMAT_VERSION,
-        }
-        .encode()
-        .to_vec();
-        for (first, events) in frames {
-            let mut framed = Vec::new();
-            for e in *events {
-                framed.extend_from_slice(&(e.len() as u32).to_le_bytes());
-                framed.extend_from_slice(e);
-            }
+        image_of(format::FORMAT_VERSION, frames, |framed, count| {
             let blk = super::super::block::encode(
                 b"",
                 framed.into(),
-                events.len() as u32,
+                count,
                 super::super::options::Compression::None,
             );
             let mut p = blk.head.to_vec();
             p.extend_from_slice(&blk.body);
-            let h = FrameHeader {
-                first_seq: *first,
-                count: events.len() as u32,
-                append_ms: 5,
-            };
-            b.extend_from_slice(&h.encode(&[IoSlice::new(&p)]));
-            b.extend_from_slice(&p);
-        }
-        b
+            p
+        })
     }
 
     #[test]

@@ -14,23 +14,26 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::IoSlice;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 use tracing::{error, warn};
 
-use super::block::Encoded;
+use super::active::ActiveSegment;
 use super::cursor::CursorMap;
+use super::cursor_store::{durable_slot, recovered_cursors};
 use super::error::{LogError, Result};
 use super::format::{FrameHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 use super::janitor::Janitor;
 use super::options::FsyncPolicy;
+pub(super) use super::request::{AppendReq, Msg, Reply};
+use super::retention;
 use super::segment::{self, Segment};
-use super::state::{now_ms, Shared};
+use super::state::{now_ms, LossReason, Shared, State};
 use super::SeqRange;
 
 /// A group never grows beyond this many payload bytes, so one slow write
@@ -42,89 +45,34 @@ const TICK: Duration = Duration::from_millis(200);
 /// the last `fdatasync`).
 const MAX_GATHER: Duration = Duration::from_micros(500);
 
-pub struct AppendReq {
-    /// The batch as a block, compressed in the appending task.
-    pub block: Encoded,
-    /// Bytes of its events as given, for the counters.
-    pub event_bytes: u64,
-    pub count: u32,
-    pub deadline: Instant,
-    pub reply: oneshot::Sender<Result<SeqRange>>,
-}
-
-/// Where the writer answers a control request: an async waiter, or a plain
-/// thread (a std channel, which may block even inside a runtime's thread —
-/// used only for rare calls like consumer registration).
-pub enum Reply {
-    Async(oneshot::Sender<Result<()>>),
-    Blocking(std::sync::mpsc::SyncSender<Result<()>>),
-}
-
-impl Reply {
-    pub fn send(self, r: Result<()>) {
-        match self {
-            Reply::Async(tx) => {
-                let _ = tx.send(r);
-            }
-            Reply::Blocking(tx) => {
-                let _ = tx.send(r);
-            }
-        }
-    }
-}
-
-pub enum Msg {
-    Append(AppendReq),
-    /// A commit may have freed a segment.
-    Maintain,
-    PersistCursors(Reply),
-    Close(Reply),
-    /// The last handle was dropped without `close`: stop as a crash would,
-    /// without persisting cursors.
-    Stop,
-}
-
+/// The writer thread's state, made by [`Writer::new`]. The cursor fields
+/// are `cursor_store.rs`'s, which is why they are visible to the module.
 pub struct Writer {
-    pub shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     /// Deletes segment files on its own thread; drained when the writer ends.
-    pub janitor: Janitor,
-    pub rx: Receiver<Msg>,
-    pub active: File,
-    /// The active segment's path, for errors and the I/O seam.
-    pub active_path: PathBuf,
-    /// Bytes in the active segment file (acknowledged or not).
-    pub active_len: u64,
-    /// The active file must be cut back to this length before the next write:
-    /// set when a write or sync failed part-way.
-    pub repair_to: Option<u64>,
-    pub next_seq: u64,
-    pub pending: VecDeque<AppendReq>,
-    pub unsynced: bool,
-    pub last_sync: Instant,
+    janitor: Janitor,
+    rx: Receiver<Msg>,
+    active: ActiveSegment,
+    next_seq: u64,
+    pending: VecDeque<AppendReq>,
     /// When cursors were last stored on the `cursor_sync_interval` timer.
-    pub last_cursor_sync: Instant,
-    pub last_age_check: Instant,
+    last_cursor_sync: Instant,
+    last_age_check: Instant,
     /// The generation last written to a cursor slot (synced or not).
-    pub cursor_generation: u64,
-    pub stored_cursors: CursorMap,
+    pub(super) cursor_generation: u64,
+    pub(super) stored_cursors: CursorMap,
     /// The slot holding the newest *synced* generation, if known. Unsynced
     /// writes go only into the other slot, see [`Writer::store_cursors`].
-    pub durable_slot: Option<usize>,
+    pub(super) durable_slot: Option<usize>,
     /// The newest generation was written but not synced.
-    pub cursors_unsynced: bool,
+    pub(super) cursors_unsynced: bool,
     /// A slot file created by an unsynced write: its directory entry is not
     /// durable until the directory is synced.
-    pub slot_needs_dir_sync: [bool; 2],
+    pub(super) slot_needs_dir_sync: [bool; 2],
     /// Set while the front of `pending` waits for space under `block`.
-    pub blocked_since: Option<Instant>,
-    /// A roll failed: no frame may go into the active segment any more. The
-    /// failed attempt may have left the next segment's file behind (its
-    /// removal is not durable until a directory sync), and after a power cut
-    /// recovery would take that file for the end of the log: frames written
-    /// to the old segment after it would get their sequence numbers again.
-    pub must_roll: bool,
-    pub gather: Gather,
-    pub ending: Ending,
+    blocked_since: Option<Instant>,
+    gather: Gather,
+    ending: Ending,
 }
 
 /// Group-commit gathering under `fsync = "always"`.
@@ -157,7 +105,57 @@ pub struct Ending {
 }
 
 impl Writer {
-    pub fn run(mut self) {
+    /// The writer of the log recovery found: `shared` holds its state,
+    /// `active` the active segment opened for appending, and
+    /// `cursor_generation` the generation of the cursor slot it loaded.
+    /// Syncs that slot (see [`durable_slot`]) and starts the janitor.
+    pub fn new(
+        shared: Arc<Shared>,
+        rx: Receiver<Msg>,
+        active: File,
+        cursor_generation: u64,
+    ) -> Writer {
+        let (active, next_seq, stored_cursors) = {
+            let st = shared.lock();
+            let active = ActiveSegment::resume(active, st.segments.back());
+            (active, st.next_seq, recovered_cursors(&st))
+        };
+        let durable_slot = durable_slot(&shared, cursor_generation);
+        Writer {
+            janitor: Janitor::start(
+                shared.dir.clone(),
+                shared.opts.fsync.syncs_directory(),
+                shared.fs.clone(),
+            ),
+            shared,
+            rx,
+            active,
+            next_seq,
+            pending: VecDeque::new(),
+            last_cursor_sync: Instant::now(),
+            // The first round checks ages at once.
+            last_age_check: Instant::now() - Duration::from_secs(60),
+            cursor_generation,
+            stored_cursors,
+            durable_slot,
+            cursors_unsynced: false,
+            slot_needs_dir_sync: [false; 2],
+            blocked_since: None,
+            gather: Gather::default(),
+            ending: Ending::default(),
+        }
+    }
+
+    /// Runs the writer on its own thread until the log closes or stops.
+    pub fn spawn(self) -> Result<JoinHandle<()>> {
+        let dir = self.shared.dir.clone();
+        std::thread::Builder::new()
+            .name("seglog-writer".into())
+            .spawn(move || self.run())
+            .map_err(|e| LogError::io("starting the writer thread for", dir, e))
+    }
+
+    fn run(mut self) {
         loop {
             let msg = match self.rx.recv_timeout(self.wait_time()) {
                 Ok(m) => Some(m),
@@ -241,8 +239,8 @@ impl Writer {
             );
         }
         if let FsyncPolicy::Interval(i) = self.shared.opts.fsync {
-            if self.unsynced {
-                t = t.min(i.saturating_sub(self.last_sync.elapsed()));
+            if self.active.is_unsynced() {
+                t = t.min(i.saturating_sub(self.active.since_sync()));
             }
         }
         if self.blocked_since.is_some() {
@@ -270,7 +268,7 @@ impl Writer {
         for r in self.pending.drain(..) {
             let _ = r.reply.send(Err(LogError::Closed));
         }
-        let synced = if self.unsynced || self.shared.opts.fsync != FsyncPolicy::Always {
+        let synced = if self.active.is_unsynced() || self.shared.opts.fsync != FsyncPolicy::Always {
             self.sync_active()
         } else {
             Ok(())
@@ -289,7 +287,7 @@ impl Writer {
         let shared = self.shared.clone();
         let opts = &shared.opts;
         if let FsyncPolicy::Interval(i) = opts.fsync {
-            if self.unsynced && self.last_sync.elapsed() >= i {
+            if self.active.is_unsynced() && self.active.since_sync() >= i {
                 if let Err(e) = self.sync_active() {
                     error!(error = %e, "interval fsync failed: appends acknowledged since the last sync may not survive a power cut");
                 }
@@ -311,24 +309,31 @@ impl Writer {
                 warn!(error = %e, "could not write consumer cursors; will retry");
             }
         }
-        self.delete_consumed();
+        retention::delete_consumed(self);
         if let Some(max_age) = opts.max_age {
             if self.last_age_check.elapsed() >= Duration::from_secs(1) {
                 self.last_age_check = Instant::now();
-                self.evict_by_age(max_age);
+                retention::evict_by_age(self, max_age, now_ms());
             }
         }
     }
 
-    fn segment_room(&self) -> u64 {
-        self.shared
-            .opts
-            .segment_bytes
-            .saturating_sub(self.active_len)
-    }
-
-    fn active_has_frames(&self) -> bool {
-        self.active_len > SEGMENT_HEADER_LEN as u64
+    /// Makes room for `needed` bytes (`retention.rs`); false while the
+    /// front append waits for space under `block`.
+    fn make_space(&mut self, needed: u64) -> bool {
+        let shared = self.shared.clone();
+        let opts = &shared.opts;
+        if retention::make_space(self, needed, opts.max_bytes, opts.when_full) {
+            return true;
+        }
+        if self.blocked_since.is_none() {
+            self.blocked_since = Some(Instant::now());
+            warn!(
+                max_bytes = opts.max_bytes,
+                "the log is full; appends wait for consumers to catch up (when_full = \"block\")"
+            );
+        }
+        false
     }
 
     /// Writes as many groups as the queue, the segment and the byte budget allow.
@@ -339,12 +344,13 @@ impl Writer {
                 return;
             };
             let front_len = (FRAME_HEADER_LEN + front.block.stored_len()) as u64;
-            let rolling =
-                self.active_has_frames() && (self.must_roll || front_len > self.segment_room());
+            let segment_bytes = self.shared.opts.segment_bytes;
+            let rolling = self.active.has_frames()
+                && (self.active.must_roll() || front_len > self.active.room(segment_bytes));
             let room = if rolling {
-                self.shared.opts.segment_bytes - SEGMENT_HEADER_LEN as u64
+                segment_bytes - SEGMENT_HEADER_LEN as u64
             } else {
-                self.segment_room()
+                self.active.room(segment_bytes)
             };
             let needed = front_len
                 + if rolling {
@@ -387,11 +393,10 @@ impl Writer {
             if rolling {
                 if let Err(e) = self.roll() {
                     error!(error = %e, "could not start a new segment; failing the waiting appends");
-                    self.must_roll = true;
+                    self.active.forbid_writes();
                     self.fail(n, &e);
                     continue;
                 }
-                self.must_roll = false;
             }
             let group: Vec<AppendReq> = self.pending.drain(..n).collect();
             self.write_group(group);
@@ -424,15 +429,15 @@ impl Writer {
 
     fn fail(&mut self, n: usize, e: &LogError) {
         for r in self.pending.drain(..n) {
-            let _ = r.reply.send(Err(copy_error(e)));
+            let _ = r.reply.send(Err(e.clone()));
         }
     }
 
     /// Seals the active segment and starts the next one.
     fn roll(&mut self) -> Result<()> {
-        self.repair()?;
+        self.active.repair(&self.shared.fs)?;
         let policy = self.shared.opts.fsync;
-        if policy != FsyncPolicy::Always && self.unsynced {
+        if policy != FsyncPolicy::Always && self.active.is_unsynced() {
             // Sealing is a natural sync point for the weaker policies.
             self.sync_active()?;
         }
@@ -473,55 +478,30 @@ impl Writer {
             });
             st.total_bytes += SEGMENT_HEADER_LEN as u64;
         }
-        self.active = file;
-        self.active_path = path;
-        self.active_len = SEGMENT_HEADER_LEN as u64;
-        Ok(())
-    }
-
-    /// Cuts off the remains of a failed write, if any, and makes the cut
-    /// durable before anything else is written. Otherwise a power cut could
-    /// bring the failed frame back — whole, if its bytes reached the disk
-    /// although the write or its sync reported an error — with the sequence
-    /// numbers the next frame reuses: if the segment is sealed meanwhile,
-    /// recovery does not scan it, and readers would take the unacknowledged
-    /// events for the acknowledged ones.
-    fn repair(&mut self) -> Result<()> {
-        if let Some(len) = self.repair_to {
-            let fs = &self.shared.fs;
-            fs.set_len(&self.active, &self.active_path, len)
-                .and_then(|_| fs.sync_data(&self.active, &self.active_path))
-                .map_err(|e| {
-                    LogError::io("cutting back a failed write in", &self.active_path, e)
-                })?;
-            self.active_len = len;
-            self.repair_to = None;
-        }
+        self.active.replace(file, path);
         Ok(())
     }
 
     fn sync_active(&mut self) -> Result<()> {
-        let started = Instant::now();
-        let r = self.shared.fs.sync_data(&self.active, &self.active_path);
+        let r = self.active.sync(&self.shared.fs);
         let mut st = self.shared.lock();
         match r {
-            Ok(()) => {
-                st.counters.record_fsync(started.elapsed());
-                self.unsynced = false;
-                self.last_sync = Instant::now();
+            Ok(took) => {
+                st.counters.record_fsync(took);
                 Ok(())
             }
             Err(e) => {
-                st.counters.sync_errors += 1;
-                Err(LogError::io("syncing segment", &self.active_path, e))
+                e.step.count_failure(&mut st.counters);
+                Err(e.into_log_error(self.active.path()))
             }
         }
     }
 
     fn write_group(&mut self, group: Vec<AppendReq>) {
-        if let Err(e) = self.repair() {
+        let fs = &self.shared.fs;
+        if let Err(e) = self.active.repair(fs) {
             for r in group {
-                let _ = r.reply.send(Err(copy_error(&e)));
+                let _ = r.reply.send(Err(e.clone()));
             }
             return;
         }
@@ -540,60 +520,39 @@ impl Writer {
         let mut slices = Vec::with_capacity(group.len() + 1);
         slices.push(IoSlice::new(&header));
         slices.extend(payload.iter().copied());
-        let frame_len: u64 = slices.iter().map(|s| s.len() as u64).sum();
-        let start_len = self.active_len;
-
-        let fs = &self.shared.fs;
-        let mut result = fs
-            .write_all(&mut self.active, &self.active_path, start_len, &mut slices)
-            .map_err(|e| ("writing segment", e));
-        if result.is_ok() && self.shared.opts.fsync == FsyncPolicy::Always {
-            let started = Instant::now();
-            result = fs
-                .sync_data(&self.active, &self.active_path)
-                .map_err(|e| ("syncing segment", e));
-            if result.is_ok() {
-                self.gather.last_sync = started.elapsed();
-                self.shared
-                    .lock()
-                    .counters
-                    .record_fsync(self.gather.last_sync);
-                // Everything that queued up during the sync plus this group
-                // is what is in flight: the next group waits for as many.
-                self.take_queued();
-                self.gather.expect = group.len() + self.pending.len();
-            }
-        }
+        let always = self.shared.opts.fsync == FsyncPolicy::Always;
+        let written = self.active.write_frame(fs, &mut slices, always);
         drop(slices);
         drop(payload);
-
+        let frame_len = match written {
+            Ok(w) => {
+                if let Some(took) = w.synced_in {
+                    self.gather.last_sync = took;
+                    self.shared.lock().counters.record_fsync(took);
+                    // Everything that queued up during the sync plus this
+                    // group is what is in flight: the next group waits for
+                    // as many.
+                    self.take_queued();
+                    self.gather.expect = group.len() + self.pending.len();
+                }
+                w.len
+            }
+            Err(e) => {
+                e.step.count_failure(&mut self.shared.lock().counters);
+                let op = e.step.op();
+                error!(segment = %self.active.path().display(), error = %e.source, "{op} failed; the appends in this group were not acknowledged");
+                let err = e.into_log_error(self.active.path());
+                for r in group {
+                    let _ = r.reply.send(Err(err.clone()));
+                }
+                return;
+            }
+        };
         let mut st = self.shared.lock();
-        if let Err((op, e)) = result {
-            // Nothing of this group is acknowledged; cut the file back so a
-            // later group does not sit behind a half-written frame.
-            if op == "syncing segment" {
-                st.counters.sync_errors += 1;
-            } else {
-                st.counters.write_errors += 1;
-            }
-            drop(st);
-            self.repair_to = Some(start_len);
-            let _ = self.repair();
-            error!(segment = %self.active_path.display(), error = %e, "{op} failed; the appends in this group were not acknowledged");
-            let err = LogError::io(op, &self.active_path, e);
-            for r in group {
-                let _ = r.reply.send(Err(copy_error(&err)));
-            }
-            return;
-        }
-        self.active_len = start_len + frame_len;
         let first = self.next_seq;
         self.next_seq += count as u64;
-        if self.shared.opts.fsync != FsyncPolicy::Always {
-            self.unsynced = true;
-        }
         if let Some(active) = st.segments.back_mut() {
-            active.readable_len = self.active_len;
+            active.readable_len = self.active.len();
         }
         st.next_seq = self.next_seq;
         st.total_bytes += frame_len;
@@ -616,23 +575,21 @@ impl Writer {
     }
 }
 
-/// `io::Error` is not `Clone`; every appender of a failed group gets an
-/// error with the same kind and message.
-fn copy_error(e: &LogError) -> LogError {
-    match e {
-        LogError::Io { op, path, source } => LogError::Io {
-            op,
-            path: path.clone(),
-            source: std::io::Error::new(source.kind(), source.to_string()),
-        },
-        LogError::Full { max_bytes, waited } => LogError::Full {
-            max_bytes: *max_bytes,
-            waited: *waited,
-        },
-        other => LogError::Io {
-            op: "appending",
-            path: Default::default(),
-            source: std::io::Error::other(other.to_string()),
-        },
+impl retention::Segments for Writer {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.shared.lock()
+    }
+
+    fn removed(&mut self, seg: Segment, reason: Option<LossReason>) {
+        if reason.is_some() {
+            if let Err(e) = self.store_cursors(self.shared.opts.fsync.syncs_directory()) {
+                // The space is needed all the same; a crash before the next
+                // successful store re-reads nothing (the file is gone) and
+                // restores the older counts.
+                warn!(error = %e, segment = %seg.path.display(),
+                    "could not persist the eviction counts before deleting the segment");
+            }
+        }
+        self.janitor.delete(seg.path);
     }
 }
