@@ -6,11 +6,13 @@ source fails and is being restarted).
 
 It binds to 127.0.0.1 unless configured otherwise and serves GET only. Every
 connection is bounded: a semaphore caps how many are open, and a request
-must arrive within a header timeout.
+must arrive within a header timeout. The accept loop under a connection cap
+([`accept_with_permit`]) also serves the OTLP/HTTP source.
 */
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,8 +26,8 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -109,27 +111,10 @@ pub async fn serve(
     stop: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let permit = tokio::select! {
-            _ = stop.cancelled() => return,
-            p = permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-        };
-        let (stream, peer) = tokio::select! {
-            _ = stop.cancelled() => return,
-            r = listener.accept() => match r {
-                Ok(c) => c,
-                Err(e) => {
-                    // Out of descriptors, most likely: back off briefly
-                    // rather than spin.
-                    warn!(error = %e, "API accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
+    let accept_failed = |e: &io::Error| warn!(error = %e, "API accept failed");
+    while let Some((permit, stream, peer)) =
+        accept_with_permit(&listener, &permits, &stop, accept_failed).await
+    {
         let metrics = metrics.clone();
         let health = health.clone();
         let stop = stop.clone();
@@ -154,6 +139,40 @@ pub async fn serve(
                 }
             }
         });
+    }
+}
+
+/// The next connection, once a permit is free (at most one connection per
+/// permit); `None` once `stop` is cancelled. A failed accept is reported
+/// with `accept_failed` and retried after a pause.
+pub(crate) async fn accept_with_permit(
+    listener: &TcpListener,
+    permits: &Arc<Semaphore>,
+    stop: &CancellationToken,
+    accept_failed: impl Fn(&io::Error),
+) -> Option<(OwnedSemaphorePermit, TcpStream, SocketAddr)> {
+    loop {
+        let permit = tokio::select! {
+            _ = stop.cancelled() => return None,
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return None,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            _ = stop.cancelled() => return None,
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of descriptors, most likely: back off briefly
+                    // rather than spin.
+                    accept_failed(&e);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        return Some((permit, stream, peer));
     }
 }
 

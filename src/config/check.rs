@@ -119,19 +119,19 @@ impl<'a> Checker<'a> {
     /// The span of the value at `path` (like `["log", "max_bytes"]`), if the
     /// file sets it.
     pub fn span_of(&self, path: &[&str]) -> Option<Range<usize>> {
-        let (last, parents) = path.split_last()?;
-        let mut table = self.root;
-        for p in parents {
-            match table.get(*p)?.get_ref() {
-                DeValue::Table(t) => table = t,
-                _ => return None,
-            }
-        }
-        table.get(*last).map(|v| v.span())
+        self.value_at(path).map(|v| v.span())
     }
 
     /// The span of element `index` of the array at `path`.
     pub fn span_of_element(&self, path: &[&str], index: usize) -> Option<Range<usize>> {
+        match self.value_at(path)?.get_ref() {
+            DeValue::Array(a) => a.get(index).map(|v| v.span()),
+            _ => None,
+        }
+    }
+
+    /// The value at `path`, if the file sets it (through tables only).
+    fn value_at(&self, path: &[&str]) -> Option<&'a Spanned<DeValue<'a>>> {
         let (last, parents) = path.split_last()?;
         let mut table = self.root;
         for p in parents {
@@ -140,10 +140,7 @@ impl<'a> Checker<'a> {
                 _ => return None,
             }
         }
-        match table.get(*last)?.get_ref() {
-            DeValue::Array(a) => a.get(index).map(|v| v.span()),
-            _ => None,
-        }
+        table.get(*last)
     }
 
     /// Deserializes one table of the tree into its raw struct; a serde error

@@ -33,11 +33,7 @@ impl Settings {
             )?;
         }
 
-        writeln!(out)?;
-        writeln!(out, "sources ({}):", self.sources.len())?;
-        if self.sources.is_empty() {
-            writeln!(out, "  (none)")?;
-        }
+        section_head(out, "sources", self.sources.len())?;
         for source in self.sources.values() {
             writeln!(out, "  {} ({})", source.name, source.kind.type_name())?;
             source.kind.component().describe(out)?;
@@ -99,11 +95,7 @@ impl Settings {
             format_duration(log.cursor_sync_interval)
         )?;
 
-        writeln!(out)?;
-        writeln!(out, "sinks ({}):", self.sinks.len())?;
-        if self.sinks.is_empty() {
-            writeln!(out, "  (none)")?;
-        }
+        section_head(out, "sinks", self.sinks.len())?;
         for sink in self.sinks.values() {
             writeln!(
                 out,
@@ -168,4 +160,14 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// A blank line, then `sources (2):` and, for none, a line that says so.
+fn section_head(out: &mut String, what: &str, count: usize) -> std::fmt::Result {
+    writeln!(out)?;
+    writeln!(out, "{what} ({count}):")?;
+    if count == 0 {
+        writeln!(out, "  (none)")?;
+    }
+    Ok(())
 }

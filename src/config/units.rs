@@ -135,65 +135,56 @@ pub(crate) fn format_duration(d: Duration) -> String {
         .join(" ")
 }
 
+/// Reads a quoted value with a unit (a size or a duration): a bare number
+/// is refused with the example, since its unit would be a guess.
+struct UnitVisitor<T> {
+    example: &'static str,
+    parse: fn(&str) -> Result<T, String>,
+}
+
+impl<T> Visitor<'_> for UnitVisitor<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.example)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+        (self.parse)(v).map_err(E::custom)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
+        Err(self.unquoted(format_args!("integer {v}")))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
+        Err(self.unquoted(format_args!("integer {v}")))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
+        Err(self.unquoted(format_args!("number {v}")))
+    }
+}
+
+impl<T> UnitVisitor<T> {
+    fn unquoted<E: de::Error>(&self, found: fmt::Arguments<'_>) -> E {
+        E::custom(format!(
+            "expected {} (a quoted string with a unit), found {found}",
+            self.example
+        ))
+    }
+}
+
 impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct SizeVisitor;
-        impl Visitor<'_> for SizeVisitor {
-            type Value = Size;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str(SIZE_EXAMPLE)
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Size, E> {
-                parse_size(v).map(Size).map_err(E::custom)
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Size, E> {
-                Err(E::custom(format!(
-                    "expected {SIZE_EXAMPLE} (a quoted string with a unit), found integer {v}"
-                )))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Size, E> {
-                Err(E::custom(format!(
-                    "expected {SIZE_EXAMPLE} (a quoted string with a unit), found integer {v}"
-                )))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Size, E> {
-                Err(E::custom(format!(
-                    "expected {SIZE_EXAMPLE} (a quoted string with a unit), found number {v}"
-                )))
-            }
-        }
-        deserializer.deserialize_any(SizeVisitor)
+        deserializer.deserialize_any(UnitVisitor {
+            example: SIZE_EXAMPLE,
+            parse: |v| parse_size(v).map(Size),
+        })
     }
 }
 
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct DurVisitor;
-        impl Visitor<'_> for DurVisitor {
-            type Value = Dur;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str(DURATION_EXAMPLE)
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
-                parse_duration(v).map(Dur).map_err(E::custom)
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
-                Err(E::custom(format!(
-                    "expected {DURATION_EXAMPLE} (a quoted string with a unit), found integer {v}"
-                )))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
-                Err(E::custom(format!(
-                    "expected {DURATION_EXAMPLE} (a quoted string with a unit), found integer {v}"
-                )))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
-                Err(E::custom(format!(
-                    "expected {DURATION_EXAMPLE} (a quoted string with a unit), found number {v}"
-                )))
-            }
-        }
-        deserializer.deserialize_any(DurVisitor)
+        deserializer.deserialize_any(UnitVisitor {
+            example: DURATION_EXAMPLE,
+            parse: |v| parse_duration(v).map(Dur),
+        })
     }
 }
 

@@ -168,7 +168,8 @@ pub fn items_v1(envs: &[Envelope], seq: u64) -> Vec<Item> {
         .collect()
 }
 
-fn kv(k: &str, v: &str) -> KeyValue {
+/// A string attribute.
+pub fn kv(k: &str, v: &str) -> KeyValue {
     KeyValue {
         key: k.into(),
         value: Some(AnyValue {

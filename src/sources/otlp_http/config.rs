@@ -258,15 +258,7 @@ impl Source for OtlpHttpSourceSettings {
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {
-        let c = ctx.clone();
-        Box::pin(super::run(
-            c.name,
-            self.clone(),
-            c.log,
-            c.metrics,
-            c.health,
-            c.stop,
-        ))
+        Box::pin(super::run_with(ctx.clone(), self.clone()))
     }
 
     fn check_environment(&self, name: &str, env: &mut Env<'_>) {

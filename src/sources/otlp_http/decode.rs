@@ -189,34 +189,45 @@ impl Decoded {
     /// Log records, spans, or metric data points.
     pub(crate) fn record_count(&self) -> u64 {
         match self {
-            Decoded::Logs(r) => r
-                .resource_logs
-                .iter()
-                .flat_map(|r| &r.scope_logs)
-                .map(|s| s.log_records.len() as u64)
-                .sum(),
-            Decoded::Traces(r) => r
-                .resource_spans
-                .iter()
-                .flat_map(|r| &r.scope_spans)
-                .map(|s| s.spans.len() as u64)
-                .sum(),
-            Decoded::Metrics(r) => r
-                .resource_metrics
-                .iter()
-                .flat_map(|r| &r.scope_metrics)
-                .flat_map(|s| &s.metrics)
-                .map(|m| match &m.data {
-                    Some(Data::Gauge(d)) => d.data_points.len(),
-                    Some(Data::Sum(d)) => d.data_points.len(),
-                    Some(Data::Histogram(d)) => d.data_points.len(),
-                    Some(Data::ExponentialHistogram(d)) => d.data_points.len(),
-                    Some(Data::Summary(d)) => d.data_points.len(),
-                    None => 0,
-                } as u64)
-                .sum(),
+            Decoded::Logs(r) => {
+                per_scope(&r.resource_logs, |r| &r.scope_logs, |s| s.log_records.len())
+            }
+            Decoded::Traces(r) => {
+                per_scope(&r.resource_spans, |r| &r.scope_spans, |s| s.spans.len())
+            }
+            Decoded::Metrics(r) => per_scope(
+                &r.resource_metrics,
+                |r| &r.scope_metrics,
+                |s| {
+                    s.metrics
+                        .iter()
+                        .map(|m| match &m.data {
+                            Some(Data::Gauge(d)) => d.data_points.len(),
+                            Some(Data::Sum(d)) => d.data_points.len(),
+                            Some(Data::Histogram(d)) => d.data_points.len(),
+                            Some(Data::ExponentialHistogram(d)) => d.data_points.len(),
+                            Some(Data::Summary(d)) => d.data_points.len(),
+                            None => 0,
+                        })
+                        .sum()
+                },
+            ),
         }
     }
+}
+
+/// `count` summed over every scope of every resource: the three requests
+/// nest their records the same way.
+fn per_scope<'r, R, S: 'r>(
+    resources: &'r [R],
+    scopes: impl Fn(&'r R) -> &'r [S],
+    count: impl Fn(&'r S) -> usize,
+) -> u64 {
+    resources
+        .iter()
+        .flat_map(scopes)
+        .map(|s| count(s) as u64)
+        .sum()
 }
 
 fn request_name(signal: Signal) -> &'static str {

@@ -35,6 +35,7 @@ use crate::event::Signal;
 use crate::metrics::{
     Metrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels, SourceLabels,
 };
+use crate::registry::ComponentContext;
 use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use crate::seglog::{Batch, Log, LogError};
 
@@ -119,14 +120,17 @@ struct Accepted {
 
 impl Source {
     pub(crate) fn new(
-        name: String,
+        ctx: ComponentContext,
         opts: OtlpHttpSourceSettings,
-        log: Log,
-        metrics: Arc<Metrics>,
-        health: Arc<Health>,
-        stop: CancellationToken,
         token: Option<Token>,
     ) -> Source {
+        let ComponentContext {
+            name,
+            log,
+            metrics,
+            health,
+            stop,
+        } = ctx;
         let o = &metrics.otlp;
         let signal =
             |fam: &prometheus_client::metrics::family::Family<OtlpSignalLabels, Counter>,

@@ -97,6 +97,7 @@ use crate::api::Health;
 #[cfg(doc)]
 use crate::api::Phase;
 use crate::metrics::Metrics;
+use crate::registry::ComponentContext;
 use crate::seglog::Log;
 
 pub use config::{OtlpHttpSourceSettings, TlsSettings};
@@ -119,6 +120,23 @@ pub async fn run(
     health: Arc<Health>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    let ctx = ComponentContext {
+        name,
+        log,
+        metrics,
+        health,
+        stop,
+    };
+    run_with(ctx, opts).await
+}
+
+/// [`run`] with the bundle the daemon hands every component.
+pub(crate) async fn run_with(
+    ctx: ComponentContext,
+    opts: OtlpHttpSourceSettings,
+) -> anyhow::Result<()> {
+    let name = ctx.name.clone();
+    let stop = ctx.stop.clone();
     let token = match &opts.bearer_token_file {
         Some(path) => Some(auth::Token::load(path).with_context(|| {
             format!("reading the bearer token of source {name} (sources.{name}.bearer_token_file)")
@@ -151,15 +169,7 @@ pub async fn run(
         max_body_bytes = opts.max_body_bytes,
         "OTLP/HTTP source listening"
     );
-    let src = Arc::new(handler::Source::new(
-        name.clone(),
-        opts,
-        log,
-        metrics,
-        health,
-        stop.clone(),
-        token,
-    ));
+    let src = Arc::new(handler::Source::new(ctx, opts, token));
     server::serve(listener, tls, src, stop).await;
     info!(source = %name, "OTLP/HTTP source stopped; every request in flight was answered");
     Ok(())

@@ -11,9 +11,9 @@ closes).
 */
 
 use std::convert::Infallible;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::handler::{self, Source};
+use crate::api::accept_with_permit;
 
 /// Serves until `stop` is cancelled and every connection has ended.
 pub(crate) async fn serve(
@@ -36,27 +37,10 @@ pub(crate) async fn serve(
 ) {
     let max = src.opts.max_connections.get();
     let permits = Arc::new(Semaphore::new(max));
-    loop {
-        let permit = tokio::select! {
-            _ = stop.cancelled() => break,
-            p = permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
-        let (stream, peer) = tokio::select! {
-            _ = stop.cancelled() => break,
-            r = listener.accept() => match r {
-                Ok(c) => c,
-                Err(e) => {
-                    // Out of descriptors, most likely: back off briefly
-                    // rather than spin.
-                    warn!(source = %src.name, error = %e, "OTLP accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
+    let accept_failed = |e: &io::Error| warn!(source = %src.name, error = %e, "OTLP accept failed");
+    while let Some((permit, stream, peer)) =
+        accept_with_permit(&listener, &permits, &stop, accept_failed).await
+    {
         // Answers are small and written once: do not wait to coalesce.
         let _ = stream.set_nodelay(true);
         tokio::spawn(connection(

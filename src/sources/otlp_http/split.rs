@@ -248,6 +248,29 @@ impl<F: FnMut(&[u8])> Writer<F> {
         Ok(())
     }
 
+    /// Every record of a logs or traces request, in order: `resource` and
+    /// `scope` take a level apart into its context and what it holds.
+    fn records<R, S, T: Message>(
+        &mut self,
+        key: u8,
+        resources: Vec<R>,
+        resource: impl Fn(R) -> (Option<Resource>, String, Vec<S>),
+        scope: impl Fn(S) -> (Option<InstrumentationScope>, String, Vec<T>),
+    ) -> Result<(), SplitError> {
+        for r in resources {
+            let (context, schema_url, scopes) = resource(r);
+            self.resource(context, schema_url);
+            for s in scopes {
+                let (context, schema_url, records) = scope(s);
+                self.scope(context, schema_url);
+                for rec in &records {
+                    self.record(key, rec)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn record(&mut self, key: u8, record: &impl Message) -> Result<(), SplitError> {
         self.start(key);
         record
@@ -258,6 +281,21 @@ impl<F: FnMut(&[u8])> Writer<F> {
 
     /// One metric envelope: the metric's fields before the data member
     /// (tags 1-3), one data member, and those after it (tag 12).
+    /// One metric per data point: `one` wraps a point in its data message
+    /// (keeping the message's own settings, like the temporality).
+    fn metric_per_point<P, M: Message>(
+        &mut self,
+        shell: &Shell,
+        data_key: u8,
+        points: Vec<P>,
+        one: impl Fn(P) -> M,
+    ) -> Result<(), SplitError> {
+        for p in points {
+            self.metric(shell, data_key, &one(p))?;
+        }
+        Ok(())
+    }
+
     fn metric(
         &mut self,
         shell: &Shell,
@@ -354,28 +392,18 @@ pub(crate) fn split_as(
 ) -> Result<Split, SplitError> {
     let mut w = Writer::new(source, observed_unix_nano, limit, format2, emit);
     match decoded {
-        Decoded::Logs(req) => {
-            for rl in req.resource_logs {
-                w.resource(rl.resource, rl.schema_url);
-                for sl in rl.scope_logs {
-                    w.scope(sl.scope, sl.schema_url);
-                    for rec in &sl.log_records {
-                        w.record(KEY_LOG, rec)?;
-                    }
-                }
-            }
-        }
-        Decoded::Traces(req) => {
-            for rs in req.resource_spans {
-                w.resource(rs.resource, rs.schema_url);
-                for ss in rs.scope_spans {
-                    w.scope(ss.scope, ss.schema_url);
-                    for span in &ss.spans {
-                        w.record(KEY_SPAN, span)?;
-                    }
-                }
-            }
-        }
+        Decoded::Logs(req) => w.records(
+            KEY_LOG,
+            req.resource_logs,
+            |r| (r.resource, r.schema_url, r.scope_logs),
+            |s| (s.scope, s.schema_url, s.log_records),
+        )?,
+        Decoded::Traces(req) => w.records(
+            KEY_SPAN,
+            req.resource_spans,
+            |r| (r.resource, r.schema_url, r.scope_spans),
+            |s| (s.scope, s.schema_url, s.spans),
+        )?,
         Decoded::Metrics(req) => {
             for (i, rm) in req.resource_metrics.into_iter().enumerate() {
                 w.resource(rm.resource, rm.schema_url);
@@ -418,52 +446,32 @@ fn split_metric<F: FnMut(&[u8])>(
         after,
     };
     match data {
-        Data::Gauge(g) => {
-            for p in g.data_points {
-                let one = Gauge {
-                    data_points: vec![p],
-                };
-                w.metric(&shell, KEY_GAUGE, &one)?;
-            }
-        }
-        Data::Sum(s) => {
-            for p in s.data_points {
-                let one = Sum {
-                    data_points: vec![p],
-                    aggregation_temporality: s.aggregation_temporality,
-                    is_monotonic: s.is_monotonic,
-                };
-                w.metric(&shell, KEY_SUM, &one)?;
-            }
-        }
+        Data::Gauge(g) => w.metric_per_point(&shell, KEY_GAUGE, g.data_points, |p| Gauge {
+            data_points: vec![p],
+        }),
+        Data::Sum(s) => w.metric_per_point(&shell, KEY_SUM, s.data_points, |p| Sum {
+            data_points: vec![p],
+            aggregation_temporality: s.aggregation_temporality,
+            is_monotonic: s.is_monotonic,
+        }),
         Data::Histogram(h) => {
-            for p in h.data_points {
-                let one = Histogram {
-                    data_points: vec![p],
-                    aggregation_temporality: h.aggregation_temporality,
-                };
-                w.metric(&shell, KEY_HISTOGRAM, &one)?;
-            }
+            w.metric_per_point(&shell, KEY_HISTOGRAM, h.data_points, |p| Histogram {
+                data_points: vec![p],
+                aggregation_temporality: h.aggregation_temporality,
+            })
         }
         Data::ExponentialHistogram(h) => {
-            for p in h.data_points {
-                let one = ExponentialHistogram {
+            w.metric_per_point(&shell, KEY_EXP_HISTOGRAM, h.data_points, |p| {
+                ExponentialHistogram {
                     data_points: vec![p],
                     aggregation_temporality: h.aggregation_temporality,
-                };
-                w.metric(&shell, KEY_EXP_HISTOGRAM, &one)?;
-            }
+                }
+            })
         }
-        Data::Summary(s) => {
-            for p in s.data_points {
-                let one = Summary {
-                    data_points: vec![p],
-                };
-                w.metric(&shell, KEY_SUMMARY, &one)?;
-            }
-        }
+        Data::Summary(s) => w.metric_per_point(&shell, KEY_SUMMARY, s.data_points, |p| Summary {
+            data_points: vec![p],
+        }),
     }
-    Ok(())
 }
 
 #[cfg(test)]
