@@ -53,7 +53,7 @@ mod retry_queue;
 mod runtime;
 pub mod template;
 #[cfg(test)]
-mod test_events;
+pub(crate) mod test_events;
 mod watermark;
 
 pub use elasticsearch::ElasticsearchOptions;

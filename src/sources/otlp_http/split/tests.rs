@@ -1,24 +1,15 @@
 use super::*;
 use crate::event::Record;
+use crate::sinks::test_events::kv;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::metrics::v1::{
     exponential_histogram_data_point, number_data_point, summary_data_point,
     ExponentialHistogramDataPoint, HistogramDataPoint, NumberDataPoint, ResourceMetrics,
     ScopeMetrics, SummaryDataPoint,
 };
-
-fn kv(k: &str, v: &str) -> KeyValue {
-    KeyValue {
-        key: k.into(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(v.into())),
-        }),
-        ..Default::default()
-    }
-}
 
 fn run(d: Decoded) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
