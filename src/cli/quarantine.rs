@@ -12,8 +12,8 @@ use anyhow::Context;
 
 use crate::event::Envelope;
 use crate::sinks::quarantine::{
-    encode_lines, files, private_dir, read_records, sync_dir, write_file, Record, INBOX,
-    INBOX_PREFIX, QUARANTINE_PREFIX,
+    dir_entries, encode_lines, files, private_dir, read_records, sync_dir, write_file, Record,
+    INBOX, INBOX_PREFIX, QUARANTINE_PREFIX,
 };
 
 /// Which records an operator command applies to. Every field that is set
@@ -104,13 +104,7 @@ pub struct Scan {
 /// The sink directories under `root` (`<data_dir>/quarantine`).
 fn sink_dirs(root: &Path) -> io::Result<Vec<(String, PathBuf)>> {
     let mut out = Vec::new();
-    let entries = match fs::read_dir(root) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(e),
-    };
-    for e in entries {
-        let e = e?;
+    for e in dir_entries(root)? {
         if e.file_type()?.is_dir() {
             if let Some(name) = e.file_name().to_str() {
                 out.push((name.to_string(), e.path()));
@@ -283,13 +277,12 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::sinks::quarantine::testing::{open, record};
+    use crate::sinks::quarantine::testing::{open, record, temp_root};
     use crate::sinks::quarantine::WriteError;
 
     #[test]
     fn a_full_quarantine_refuses_until_purged() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("quarantine");
+        let (_tmp, root) = temp_root();
         let one = encode_lines(&[record("es", "aa", "rejected", 1)]).len() as u64;
         let q = open(&root, "es", one * 2);
         q.write(&[record("es", "aa", "rejected", 1)]).unwrap();
@@ -309,8 +302,7 @@ mod tests {
 
     #[test]
     fn filters_select_by_sink_reason_time_and_id() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("quarantine");
+        let (_tmp, root) = temp_root();
         let es = open(&root, "es", 1 << 20);
         let otlp = open(&root, "otlp", 1 << 20);
         es.write(&[
@@ -351,8 +343,7 @@ mod tests {
 
     #[test]
     fn replay_moves_records_into_the_sinks_inbox() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("quarantine");
+        let (_tmp, root) = temp_root();
         let es = open(&root, "es", 1 << 20);
         es.write(&[
             record("es", "a1", "rejected", 1000),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::check::Checker;
 use super::raw::{RawCompression, RawFsync, RawLog, RawWhenFull};
 use super::settings::{DEFAULT_FSYNC_INTERVAL, SEGMENT_SIZE_RANGE};
-use super::units::format_size;
+use super::units::room_for_two;
 use crate::seglog::{Compression, FsyncPolicy, LogOptions, WhenFull};
 
 pub(super) fn check_log(cx: &mut Checker<'_>, raw: &RawLog) -> LogOptions {
@@ -42,13 +42,11 @@ pub(super) fn check_log(cx: &mut Checker<'_>, raw: &RawLog) -> LogOptions {
         cx.error(
             span,
             key,
-            format!(
-                "log.max_bytes ({}) must be at least twice log.segment_size ({}): the active \
-                 segment is never evicted, so the log needs room for at least one more; raise \
-                 max_bytes to {} or more, or lower segment_size",
-                format_size(max_bytes),
-                format_size(segment_bytes),
-                format_size(2 * segment_bytes)
+            room_for_two(
+                ("log.max_bytes", max_bytes),
+                ("log.segment_size", segment_bytes),
+                "the active segment is never evicted, so the log needs room for at least one more",
+                "segment_size",
             ),
         );
     }

@@ -110,6 +110,27 @@ pub(crate) fn format_size(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
+/// Why a byte bound (`bound`, its key and value) is refused when it holds
+/// fewer than two of the unit it is spent in (`unit`): the unit being
+/// written is never removed (`why`), so the bound needs room for one more.
+/// `lower` is the unit's key as the operator writes it in the table.
+pub(crate) fn room_for_two(
+    bound: (&str, u64),
+    unit: (&str, u64),
+    why: &str,
+    lower: &str,
+) -> String {
+    format!(
+        "{} ({}) must be at least twice {} ({}): {why}; raise max_bytes to {} or more, or lower \
+         {lower}",
+        bound.0,
+        format_size(bound.1),
+        unit.0,
+        format_size(unit.1),
+        format_size(2 * unit.1)
+    )
+}
+
 /// Formats a duration the way it would be written in the config (`"7d"`,
 /// `"1h 30m"`, `"500ms"`), so it can be pasted back.
 pub(crate) fn format_duration(d: Duration) -> String {
@@ -286,5 +307,34 @@ mod tests {
             let d = parse_duration(text).unwrap();
             assert_eq!(parse_duration(&format_duration(d)), Ok(d), "{text}");
         }
+    }
+
+    /// The two messages `room_for_two` writes, word for word as they were
+    /// written out by hand before it.
+    #[test]
+    fn room_for_two_keeps_the_messages() {
+        assert_eq!(
+            room_for_two(
+                ("log.max_bytes", 1000 << 20),
+                ("log.segment_size", 512 << 20),
+                "the active segment is never evicted, so the log needs room for at least one more",
+                "segment_size",
+            ),
+            "log.max_bytes (1000 MiB) must be at least twice log.segment_size (512 MiB): the \
+             active segment is never evicted, so the log needs room for at least one more; raise \
+             max_bytes to 1 GiB or more, or lower segment_size"
+        );
+        assert_eq!(
+            room_for_two(
+                ("max_bytes", 100 << 20),
+                ("max_file_bytes", 64 << 20),
+                "the file being written is never removed, so the sink needs room for at least one \
+                 more",
+                "max_file_bytes",
+            ),
+            "max_bytes (100 MiB) must be at least twice max_file_bytes (64 MiB): the file being \
+             written is never removed, so the sink needs room for at least one more; raise \
+             max_bytes to 128 MiB or more, or lower max_file_bytes"
+        );
     }
 }

@@ -138,22 +138,12 @@ pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
 mod tests {
     use super::*;
     use crate::event::{Envelope, EventId};
-    use crate::sinks::test_events::stored;
-    use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope};
+    use crate::sinks::test_events::{kv, stored};
+    use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
     use opentelemetry_proto::tonic::logs::v1::LogRecord;
     use opentelemetry_proto::tonic::metrics::v1::{number_data_point, Gauge, NumberDataPoint};
     use opentelemetry_proto::tonic::resource::v1::Resource;
     use opentelemetry_proto::tonic::trace::v1::Span;
-
-    fn kv(k: &str, v: &str) -> KeyValue {
-        KeyValue {
-            key: k.into(),
-            value: Some(AnyValue {
-                value: Some(any_value::Value::StringValue(v.into())),
-            }),
-            ..Default::default()
-        }
-    }
 
     fn gauge(attrs: Vec<KeyValue>, t: u64, value: f64) -> Envelope {
         Envelope {

@@ -115,6 +115,20 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     }
 }
 
+/// A 2xx body read as the JSON answer `T`; `what` names the answer in the
+/// verdict when it is not that JSON.
+pub(crate) fn json_answer<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    what: &str,
+) -> Result<T, BodyVerdict> {
+    serde_json::from_slice(body).map_err(|e| {
+        BodyVerdict::Unreadable(format!(
+            "{what} is not the JSON expected ({e}): {}",
+            short_text(body)
+        ))
+    })
+}
+
 /// At most this much of a receiver's error text is kept.
 pub(crate) const MAX_ERROR_TEXT: usize = 2048;
 

@@ -216,16 +216,20 @@ pub(crate) fn encode_lines(records: &[Record]) -> Vec<u8> {
     out
 }
 
+/// The entries of `dir`; none when it does not exist (nothing was
+/// quarantined there yet).
+pub(crate) fn dir_entries(dir: &Path) -> io::Result<Vec<fs::DirEntry>> {
+    match fs::read_dir(dir) {
+        Ok(entries) => entries.collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Files in `dir` whose names start with `prefix`, oldest first.
 pub(crate) fn files(dir: &Path, prefix: &str) -> io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
+    for entry in dir_entries(dir)? {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         if name.starts_with(prefix) && name.ends_with(SUFFIX) {
@@ -389,6 +393,14 @@ pub(crate) mod testing {
         }
     }
 
+    /// A fresh quarantine root in a temporary directory (removed when the
+    /// returned guard drops).
+    pub(crate) fn temp_root() -> (tempfile::TempDir, std::path::PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("quarantine");
+        (tmp, root)
+    }
+
     pub(crate) fn open(root: &Path, sink: &str, max: u64) -> Quarantine {
         Quarantine::open(&QuarantineOptions {
             dir: root.join(sink),
@@ -401,13 +413,12 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
-    use super::testing::{open, record};
+    use super::testing::{open, record, temp_root};
     use super::*;
 
     #[test]
     fn records_are_private_durable_files_that_round_trip() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("quarantine");
+        let (_tmp, root) = temp_root();
         let q = open(&root, "es", 1 << 20);
         let path = q.write(&[record("es", "aa", "rejected", 1)]).unwrap();
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;

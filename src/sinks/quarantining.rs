@@ -251,13 +251,13 @@ impl<P> Shared<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sinks::test_events::{items_v1, items_v2, mixed};
+    use crate::sinks::test_events::{both_formats, mixed};
 
     #[test]
     fn a_format_2_event_is_kept_whole_as_format_1() {
         let envs = mixed();
-        for (a, b) in items_v1(&envs, 0).iter().zip(items_v2(&envs, 2, 0)) {
-            assert_eq!(kept(a), a.data.to_vec());
+        for (a, b) in both_formats(&envs, 0) {
+            assert_eq!(kept(&a), a.data.to_vec());
             assert_eq!(kept(&b), a.data.to_vec());
             let mut ra = Record {
                 v: quarantine::FORMAT_VERSION,

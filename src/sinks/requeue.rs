@@ -33,14 +33,9 @@ pub(super) fn pushed_back<P: Protocol>(
     let not_before = tokio::time::Instant::now() + wait;
     let items = busy
         .into_iter()
-        .map(|i| Raw {
-            pos: i.pos,
-            data: i.data,
-            context: i.context,
-            index: i.index,
-            attempts: i.attempts,
-            retries: i.retries,
-            failures: i.failures,
+        .map(|i| {
+            let failures = i.failures;
+            back_to_raw(i, failures)
         })
         .collect();
     let _ = sh.back.send(Back::Retry(Waiting {
@@ -91,15 +86,7 @@ pub(super) fn requeue<P: Protocol>(
             });
         }
         if let Some(g) = groups.last_mut() {
-            g.items.push(Raw {
-                pos: i.pos,
-                data: i.data,
-                context: i.context,
-                index: i.index,
-                attempts: i.attempts,
-                retries: i.retries,
-                failures,
-            });
+            g.items.push(back_to_raw(i, failures));
         }
     }
     log(shortest.unwrap_or_default(), n);
@@ -110,6 +97,21 @@ pub(super) fn requeue<P: Protocol>(
     }
     for g in groups {
         let _ = sh.back.send(Back::Retry(g));
+    }
+}
+
+/// An event handed back as the runtime keeps it: its stored bytes and
+/// counters, without the decoded fields (decoded again when it is resent),
+/// with `failures` as the caller counts them.
+fn back_to_raw(i: Item, failures: u32) -> Raw {
+    Raw {
+        pos: i.pos,
+        data: i.data,
+        context: i.context,
+        index: i.index,
+        attempts: i.attempts,
+        retries: i.retries,
+        failures,
     }
 }
 

@@ -516,11 +516,17 @@ fn walk<'a>(mut b: &'a [u8], mut f: impl FnMut(u64, Field<'a>)) -> Option<()> {
 
 /// The bytes of protobuf field 2 (`source`) of a format-1 envelope.
 fn source_of(b: &[u8]) -> Option<&[u8]> {
+    bytes_field(b, 2)
+}
+
+/// The bytes of field `number` of message `b` (empty when absent).
+fn bytes_field(b: &[u8], number: u64) -> Option<&[u8]> {
     let mut found: &[u8] = b"";
     walk(b, |field, v| {
         // The last occurrence wins in protobuf.
-        if let (2, Field::Bytes(s)) = (field, v) {
-            found = s;
+        match v {
+            Field::Bytes(s) if field == number => found = s,
+            _ => {}
         }
     })?;
     Some(found)
@@ -543,23 +549,13 @@ fn group_sources(ctx: &[u8]) -> Option<Vec<&[u8]>> {
     let mut ok = true;
     walk(ctx, |field, v| {
         if let (1, Field::Bytes(g)) = (field, v) {
-            match source_of_group(g) {
+            match bytes_field(g, 1) {
                 Some(s) => groups.push(s),
                 None => ok = false,
             }
         }
     })?;
     ok.then_some(groups)
-}
-
-fn source_of_group(g: &[u8]) -> Option<&[u8]> {
-    let mut found: &[u8] = b"";
-    walk(g, |field, v| {
-        if let (1, Field::Bytes(s)) = (field, v) {
-            found = s;
-        }
-    })?;
-    Some(found)
 }
 
 #[cfg(test)]

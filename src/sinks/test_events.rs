@@ -1,7 +1,8 @@
 //! Test events in both log formats: the same envelopes as format 1 (whole)
 //! and as format 2 (one batch context plus each event's own fields, laid
 //! out as `event/stored.rs` describes), so that tests can check that a sink
-//! builds the same request from either.
+//! builds the same request from either. Also the small builders (`kv`,
+//! `text_log`) other modules' tests share to write envelopes by hand.
 
 use bytes::Bytes;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
@@ -160,6 +161,15 @@ pub fn items_v2(envs: &[Envelope], shared: usize, seq: u64) -> Vec<Item> {
         .collect()
 }
 
+/// Each of `envs` as a format-1 item and as a format-2 one (two shared
+/// groups), both numbered from `seq`: what a sink must treat alike.
+pub fn both_formats(envs: &[Envelope], seq: u64) -> Vec<(Item, Item)> {
+    items_v1(envs, seq)
+        .into_iter()
+        .zip(items_v2(envs, 2, seq))
+        .collect()
+}
+
 /// `envs` as format-1 items starting at `seq`.
 pub fn items_v1(envs: &[Envelope], seq: u64) -> Vec<Item> {
     envs.iter()
@@ -188,6 +198,18 @@ fn resource(host: &str) -> Resource {
 
 const T0: u64 = 1_714_564_800_000_000_000;
 
+/// A log record of a text line, as the `file` source writes one.
+pub fn text_log(observed_ns: u64, body: &str, attributes: Vec<KeyValue>) -> Record {
+    Record::Log(LogRecord {
+        observed_time_unix_nano: observed_ns,
+        body: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(body.into())),
+        }),
+        attributes,
+        ..Default::default()
+    })
+}
+
 /// A file line as the `file` source appends it.
 fn file_line(path: &str, fingerprint: u64, offset: u64, body: &str, own: bool) -> Envelope {
     let mut attributes = vec![
@@ -206,14 +228,7 @@ fn file_line(path: &str, fingerprint: u64, offset: u64, body: &str, own: bool) -
             name: "holdfast.file".into(),
             ..Default::default()
         }),
-        record: Some(Record::Log(LogRecord {
-            observed_time_unix_nano: T0 + offset * 1000,
-            body: Some(AnyValue {
-                value: Some(any_value::Value::StringValue(body.into())),
-            }),
-            attributes,
-            ..Default::default()
-        })),
+        record: Some(text_log(T0 + offset * 1000, body, attributes)),
         origin: Some(FileOrigin {
             path: path.into(),
             fingerprint,
@@ -354,7 +369,7 @@ fn compact_events_hold_only_their_own_fields() {
         assert_eq!(e.id.is_empty(), i != 4, "event {i}");
     }
     // And decoded, every field is back.
-    for (a, b) in items_v1(&envs, 0).iter().zip(items_v2(&envs, 2, 0)) {
+    for (a, b) in both_formats(&envs, 0) {
         assert_eq!(a.ev.to_envelope(), b.ev.to_envelope());
         assert_eq!(a.ev.id, b.ev.id);
     }

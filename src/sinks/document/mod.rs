@@ -137,10 +137,7 @@ fn scope(w: &mut Obj<'_>, s: &InstrumentationScope) {
     if !s.version.is_empty() {
         o.str("version", &s.version);
     }
-    if !s.attributes.is_empty() {
-        o.key("attributes");
-        attributes(o.out, &s.attributes, &[]);
-    }
+    o.attributes_of(&s.attributes);
     o.close();
 }
 
@@ -226,46 +223,27 @@ fn span_fields(w: &mut Obj<'_>, s: &Span) {
         }
         o.close();
     }
-    if !s.attributes.is_empty() {
-        w.key("attributes");
-        attributes(w.out, &s.attributes, &[]);
-    }
+    w.attributes_of(&s.attributes);
     if !s.events.is_empty() {
         w.key("events");
-        w.out.push(b'[');
-        for (i, e) in s.events.iter().enumerate() {
-            if i > 0 {
-                w.out.push(b',');
-            }
-            let mut o = Obj::open(w.out);
+        array(w.out, &s.events, |out, e| {
+            let mut o = Obj::open(out);
             o.key("timestamp");
             timestamp(o.out, e.time_unix_nano);
             o.str("name", &e.name);
-            if !e.attributes.is_empty() {
-                o.key("attributes");
-                attributes(o.out, &e.attributes, &[]);
-            }
+            o.attributes_of(&e.attributes);
             o.close();
-        }
-        w.out.push(b']');
+        });
     }
     if !s.links.is_empty() {
         w.key("links");
-        w.out.push(b'[');
-        for (i, l) in s.links.iter().enumerate() {
-            if i > 0 {
-                w.out.push(b',');
-            }
-            let mut o = Obj::open(w.out);
+        array(w.out, &s.links, |out, l| {
+            let mut o = Obj::open(out);
             o.hex("trace_id", &l.trace_id);
             o.hex("span_id", &l.span_id);
-            if !l.attributes.is_empty() {
-                o.key("attributes");
-                attributes(o.out, &l.attributes, &[]);
-            }
+            o.attributes_of(&l.attributes);
             o.close();
-        }
-        w.out.push(b']');
+        });
     }
 }
 
@@ -290,10 +268,7 @@ fn metric_fields(w: &mut Obj<'_>, m: &Metric) {
     o.str("type", kind);
     o.close();
     if let Some(p) = super::keys::point(m) {
-        if !p.attributes.is_empty() {
-            w.key("attributes");
-            attributes(w.out, p.attributes, &[]);
-        }
+        w.attributes_of(p.attributes);
         if p.start_time_unix_nano != 0 {
             w.key("start_timestamp");
             timestamp(w.out, p.start_time_unix_nano);
@@ -324,10 +299,7 @@ fn metric_fields(w: &mut Obj<'_>, m: &Metric) {
         }
         Some(metric::Data::Histogram(h)) => {
             if let Some(p) = h.data_points.first() {
-                w.num("count", p.count as i64);
-                opt_float(w, "sum", p.sum);
-                opt_float(w, "min", p.min);
-                opt_float(w, "max", p.max);
+                count_sum_min_max(w, p.count, p.sum, p.min, p.max);
                 w.key("bucket_counts");
                 list(w.out, p.bucket_counts.iter().map(|c| *c as f64));
                 w.key("explicit_bounds");
@@ -337,10 +309,7 @@ fn metric_fields(w: &mut Obj<'_>, m: &Metric) {
         }
         Some(metric::Data::ExponentialHistogram(h)) => {
             if let Some(p) = h.data_points.first() {
-                w.num("count", p.count as i64);
-                opt_float(w, "sum", p.sum);
-                opt_float(w, "min", p.min);
-                opt_float(w, "max", p.max);
+                count_sum_min_max(w, p.count, p.sum, p.min, p.max);
                 w.num("scale", p.scale as i64);
                 w.num("zero_count", p.zero_count as i64);
                 let buckets =
@@ -367,23 +336,32 @@ fn metric_fields(w: &mut Obj<'_>, m: &Metric) {
                 w.key("sum");
                 float(w.out, p.sum);
                 w.key("quantiles");
-                w.out.push(b'[');
-                for (i, q) in p.quantile_values.iter().enumerate() {
-                    if i > 0 {
-                        w.out.push(b',');
-                    }
-                    let mut o = Obj::open(w.out);
+                array(w.out, &p.quantile_values, |out, q| {
+                    let mut o = Obj::open(out);
                     o.key("quantile");
                     float(o.out, q.quantile);
                     o.key("value");
                     float(o.out, q.value);
                     o.close();
-                }
-                w.out.push(b']');
+                });
             }
         }
         None => {}
     }
+}
+
+/// The summary fields both histogram kinds have.
+fn count_sum_min_max(
+    w: &mut Obj<'_>,
+    count: u64,
+    sum: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+) {
+    w.num("count", count as i64);
+    opt_float(w, "sum", sum);
+    opt_float(w, "min", min);
+    opt_float(w, "max", max);
 }
 
 fn temporality(t: i32) -> &'static str {
@@ -460,9 +438,33 @@ impl<'a> Obj<'a> {
         self.out.push(b'"');
     }
 
+    /// `attributes`, left out when there are none.
+    fn attributes_of(&mut self, list: &[KeyValue]) {
+        if !list.is_empty() {
+            self.key("attributes");
+            attributes(self.out, list, &[]);
+        }
+    }
+
     fn close(self) {
         self.out.push(b'}');
     }
+}
+
+/// A JSON array of `items`, each written by `each`.
+fn array<T>(
+    out: &mut Vec<u8>,
+    items: impl IntoIterator<Item = T>,
+    mut each: impl FnMut(&mut Vec<u8>, T),
+) {
+    out.push(b'[');
+    for (i, v) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        each(out, v);
+    }
+    out.push(b']');
 }
 
 /// Attributes as one object: `first`, then `then` (one list split in two,
@@ -498,16 +500,7 @@ fn any(out: &mut Vec<u8>, v: &AnyValue) {
         }
         Some(any_value::Value::IntValue(i)) => integer(out, *i),
         Some(any_value::Value::DoubleValue(d)) => float(out, *d),
-        Some(any_value::Value::ArrayValue(a)) => {
-            out.push(b'[');
-            for (i, v) in a.values.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                any(out, v);
-            }
-            out.push(b']');
-        }
+        Some(any_value::Value::ArrayValue(a)) => array(out, &a.values, any),
         Some(any_value::Value::KvlistValue(kv)) => attributes(out, &kv.values, &[]),
         Some(any_value::Value::BytesValue(b)) => {
             string(out, &base64::engine::general_purpose::STANDARD.encode(b))
@@ -520,14 +513,7 @@ fn any(out: &mut Vec<u8>, v: &AnyValue) {
 }
 
 fn list(out: &mut Vec<u8>, values: impl Iterator<Item = f64>) {
-    out.push(b'[');
-    for (i, v) in values.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        float(out, v);
-    }
-    out.push(b']');
+    array(out, values, float);
 }
 
 /// A number; JSON has no NaN or infinities, so those become strings.

@@ -134,3 +134,141 @@ fn the_clock_formats_each_second_anew() {
          \"2554-07-21T23:34:33.709Z\" "
     );
 }
+
+/// Span events and links, a summary's quantiles and both histogram kinds,
+/// byte for byte: the array and attribute writers these share.
+#[test]
+fn spans_and_metric_points_keep_their_bytes() {
+    use opentelemetry_proto::tonic::metrics::v1::{
+        exponential_histogram_data_point::Buckets, summary_data_point::ValueAtQuantile,
+        ExponentialHistogram, ExponentialHistogramDataPoint, Histogram, HistogramDataPoint,
+        Summary, SummaryDataPoint,
+    };
+    use opentelemetry_proto::tonic::trace::v1::span::{Event, Link};
+    use opentelemetry_proto::tonic::trace::v1::Span;
+    let s = |v: &str| any_value::Value::StringValue(v.into());
+    let span = Span {
+        trace_id: vec![1; 16],
+        span_id: vec![2; 8],
+        name: "GET /".into(),
+        start_time_unix_nano: 1_700_000_000_000_000_000,
+        end_time_unix_nano: 1_700_000_000_500_000_000,
+        attributes: vec![kv("http.method", s("GET"))],
+        events: vec![
+            Event {
+                time_unix_nano: 1_700_000_000_100_000_000,
+                name: "retry".into(),
+                attributes: vec![kv("n", any_value::Value::IntValue(2))],
+                ..Default::default()
+            },
+            Event {
+                name: "done".into(),
+                ..Default::default()
+            },
+        ],
+        links: vec![
+            Link {
+                trace_id: vec![3; 16],
+                span_id: vec![4; 8],
+                attributes: vec![kv("why", s("follows"))],
+                ..Default::default()
+            },
+            Link {
+                trace_id: vec![5; 16],
+                span_id: vec![6; 8],
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    let metric = |name: &str, data: metric::Data| Metric {
+        name: name.into(),
+        data: Some(data),
+        ..Default::default()
+    };
+    let points = [
+        Record::Span(span),
+        Record::Metric(metric(
+            "lat",
+            metric::Data::Summary(Summary {
+                data_points: vec![SummaryDataPoint {
+                    attributes: vec![kv("route", s("/"))],
+                    count: 4,
+                    sum: 2.5,
+                    quantile_values: vec![
+                        ValueAtQuantile {
+                            quantile: 0.5,
+                            value: 0.25,
+                        },
+                        ValueAtQuantile {
+                            quantile: 0.99,
+                            value: 1.0,
+                        },
+                    ],
+                    ..Default::default()
+                }],
+            }),
+        )),
+        Record::Metric(metric(
+            "hist",
+            metric::Data::Histogram(Histogram {
+                data_points: vec![HistogramDataPoint {
+                    count: 3,
+                    sum: Some(6.0),
+                    min: Some(1.0),
+                    max: None,
+                    bucket_counts: vec![1, 2],
+                    explicit_bounds: vec![2.5],
+                    ..Default::default()
+                }],
+                aggregation_temporality: 2,
+            }),
+        )),
+        Record::Metric(metric(
+            "exp",
+            metric::Data::ExponentialHistogram(ExponentialHistogram {
+                data_points: vec![ExponentialHistogramDataPoint {
+                    count: 5,
+                    sum: None,
+                    min: Some(0.5),
+                    max: Some(8.0),
+                    scale: 1,
+                    zero_count: 1,
+                    positive: Some(Buckets {
+                        offset: -1,
+                        bucket_counts: vec![1, 3],
+                    }),
+                    ..Default::default()
+                }],
+                aggregation_temporality: 1,
+            }),
+        )),
+    ];
+    let mut docs = String::new();
+    for record in points {
+        let env = Envelope {
+            id: vec![7; 16],
+            source: "otlp".into(),
+            observed_time_unix_nano: 1_700_000_001_000_000_000,
+            record: Some(record),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        write(&mut out, &test_events::stored(&env));
+        docs.push_str(&String::from_utf8(out).unwrap());
+        docs.push('\n');
+    }
+    assert_eq!(docs, EXPECTED_POINTS, "{docs}");
+}
+
+/// Written by the code before the array and attribute writers were shared.
+const EXPECTED_POINTS: &str = concat!(
+    r#"{"@timestamp":"2023-11-14T22:13:20.000Z","observed_timestamp":"2023-11-14T22:13:21.000Z","event_id":"07070707070707070707070707070707","source":"otlp","signal":"traces","trace_id":"01010101010101010101010101010101","span_id":"0202020202020202","name":"GET /","kind":"UNSPECIFIED","start_timestamp":"2023-11-14T22:13:20.000Z","end_timestamp":"2023-11-14T22:13:20.500Z","duration_ms":500,"attributes":{"http.method":"GET"},"events":[{"timestamp":"2023-11-14T22:13:20.100Z","name":"retry","attributes":{"n":2}},{"timestamp":"1970-01-01T00:00:00.000Z","name":"done"}],"links":[{"trace_id":"03030303030303030303030303030303","span_id":"0404040404040404","attributes":{"why":"follows"}},{"trace_id":"05050505050505050505050505050505","span_id":"0606060606060606"}]}"#,
+    "\n",
+    r#"{"@timestamp":"2023-11-14T22:13:21.000Z","observed_timestamp":"2023-11-14T22:13:21.000Z","event_id":"07070707070707070707070707070707","source":"otlp","signal":"metrics","metric":{"name":"lat","type":"summary"},"attributes":{"route":"/"},"count":4,"sum":2.5,"quantiles":[{"quantile":0.5,"value":0.25},{"quantile":0.99,"value":1}]}"#,
+    "\n",
+    r#"{"@timestamp":"2023-11-14T22:13:21.000Z","observed_timestamp":"2023-11-14T22:13:21.000Z","event_id":"07070707070707070707070707070707","source":"otlp","signal":"metrics","metric":{"name":"hist","type":"histogram"},"count":3,"sum":6,"min":1,"bucket_counts":[1,2],"explicit_bounds":[2.5],"temporality":"cumulative"}"#,
+    "\n",
+    r#"{"@timestamp":"2023-11-14T22:13:21.000Z","observed_timestamp":"2023-11-14T22:13:21.000Z","event_id":"07070707070707070707070707070707","source":"otlp","signal":"metrics","metric":{"name":"exp","type":"exponential_histogram"},"count":5,"min":0.5,"max":8,"scale":1,"zero_count":1,"positive":{"offset":-1,"bucket_counts":[1,3]},"temporality":"delta"}"#,
+    "\n",
+);

@@ -30,7 +30,8 @@ use super::keys;
 use super::network_config::join;
 use super::options::HttpSinkOptions;
 use super::protocol::{
-    short_text, truncate, BodyVerdict, Item, ItemAnswer, Protocol, Request, MAX_ERROR_TEXT,
+    json_answer, short_text, truncate, BodyVerdict, Item, ItemAnswer, Protocol, Request,
+    MAX_ERROR_TEXT,
 };
 use super::template::{Rendered, Template};
 
@@ -130,14 +131,9 @@ pub(crate) fn parse_bulk(body: &[u8], events: usize) -> BodyVerdict {
         #[serde(default)]
         error: Option<serde_json::Value>,
     }
-    let bulk: Bulk = match serde_json::from_slice(body) {
+    let bulk: Bulk = match json_answer(body, "the _bulk answer") {
         Ok(b) => b,
-        Err(e) => {
-            return BodyVerdict::Unreadable(format!(
-                "the _bulk answer is not the JSON expected ({e}): {}",
-                short_text(body)
-            ))
-        }
+        Err(verdict) => return verdict,
     };
     match bulk.errors {
         None => {

@@ -12,7 +12,7 @@ use toml::Spanned;
 use super::FileSinkOptions;
 use crate::config::check::{Checker, NamedTable};
 use crate::config::environment::Env;
-use crate::config::units::{format_duration, format_size, Count, Dur, Size};
+use crate::config::units::{format_duration, format_size, room_for_two, Count, Dur, Size};
 use crate::config::SinkEnv;
 use crate::registry::{ComponentContext, Run, Sink};
 
@@ -83,13 +83,12 @@ impl RawFileSink {
             cx.error(
                 span,
                 &at,
-                format!(
-                    "max_bytes ({}) must be at least twice max_file_bytes ({}): the file being \
-                     written is never removed, so the sink needs room for at least one more; raise \
-                     max_bytes to {} or more, or lower max_file_bytes",
-                    format_size(max_bytes),
-                    format_size(max_file_bytes),
-                    format_size(2 * max_file_bytes)
+                room_for_two(
+                    ("max_bytes", max_bytes),
+                    ("max_file_bytes", max_file_bytes),
+                    "the file being written is never removed, so the sink needs room for at \
+                     least one more",
+                    "max_file_bytes",
                 ),
             );
         }

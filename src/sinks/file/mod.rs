@@ -381,12 +381,12 @@ pub(crate) fn event_json(ev: &Stored, context: &[u8], seq: u64) -> serde_json::V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sinks::test_events::{items_v1, items_v2, mixed};
+    use crate::sinks::test_events::{both_formats, mixed};
 
     #[test]
     fn both_log_formats_give_the_same_line() {
         let envs = mixed();
-        for (a, b) in items_v1(&envs, 5).iter().zip(items_v2(&envs, 2, 5)) {
+        for (a, b) in both_formats(&envs, 5) {
             let seq = b.pos.seq().unwrap();
             let (ja, jb) = (
                 event_json(&a.ev, &a.context, seq),

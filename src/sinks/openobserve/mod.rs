@@ -24,7 +24,7 @@ use serde::Deserialize;
 
 use super::document;
 use super::options::HttpSinkOptions;
-use super::protocol::{short_text, BodyVerdict, Item, Protocol, Request};
+use super::protocol::{json_answer, short_text, BodyVerdict, Item, Protocol, Request};
 use super::template::{event_time, Template};
 use crate::event::Stored;
 
@@ -122,14 +122,9 @@ pub(crate) fn parse_status(body: &[u8], events: usize) -> BodyVerdict {
         #[serde(default)]
         error: Option<String>,
     }
-    let answer: Answer = match serde_json::from_slice(body) {
+    let answer: Answer = match json_answer(body, "the ingestion answer") {
         Ok(a) => a,
-        Err(e) => {
-            return BodyVerdict::Unreadable(format!(
-                "the ingestion answer is not the JSON expected ({e}): {}",
-                short_text(body)
-            ))
-        }
+        Err(verdict) => return verdict,
     };
     let Some(status) = answer.status else {
         return BodyVerdict::Unreadable(format!(

@@ -108,50 +108,46 @@ fn same<T: PartialEq>(a: Option<&T>, b: Option<&T>) -> bool {
 
 fn group(items: &[Item]) -> Vec<Group<'_>> {
     let mut groups: Vec<Group<'_>> = Vec::new();
-    // Consecutive events nearly always share their resource and scope:
-    // try the last group first.
     for it in items {
         let ev = &it.ev;
         let Some(record) = ev.record() else { continue };
         let (resource, schema) = (ev.resource(), ev.resource_schema_url());
         let same_resource = |g: &Group<'_>| same(g.resource, resource) && g.schema == schema;
-        let gi = match groups.last().filter(|g| same_resource(g)) {
-            Some(_) => groups.len() - 1,
-            None => match groups.iter().position(same_resource) {
-                Some(i) => i,
-                None => {
-                    groups.push(Group {
-                        resource,
-                        schema,
-                        scopes: Vec::new(),
-                    });
-                    groups.len() - 1
-                }
-            },
-        };
+        let gi = find_or_push(&mut groups, same_resource, || Group {
+            resource,
+            schema,
+            scopes: Vec::new(),
+        });
         let scopes = &mut groups[gi].scopes;
         let (scope, schema) = (ev.scope(), ev.scope_schema_url());
         let same_scope = |s: &ScopeGroup<'_>| same(s.scope, scope) && s.schema == schema;
-        let si = match scopes.last().filter(|s| same_scope(s)) {
-            Some(_) => scopes.len() - 1,
-            None => match scopes.iter().position(same_scope) {
-                Some(i) => i,
-                None => {
-                    scopes.push(ScopeGroup {
-                        scope,
-                        schema,
-                        records: Vec::new(),
-                    });
-                    scopes.len() - 1
-                }
-            },
-        };
+        let si = find_or_push(scopes, same_scope, || ScopeGroup {
+            scope,
+            schema,
+            records: Vec::new(),
+        });
         scopes[si].records.push(Rec {
             record,
             shared: ev.shared_attributes(),
         });
     }
     groups
+}
+
+/// The index of the first of `v` that is `same`, pushing `new()` when none
+/// is. The last is tried first: consecutive events nearly always share
+/// their resource and scope.
+fn find_or_push<T>(v: &mut Vec<T>, same: impl Fn(&T) -> bool, new: impl FnOnce() -> T) -> usize {
+    match v.last().filter(|x| same(x)) {
+        Some(_) => v.len() - 1,
+        None => match v.iter().position(same) {
+            Some(i) => i,
+            None => {
+                v.push(new());
+                v.len() - 1
+            }
+        },
+    }
 }
 
 fn record_len(r: Rec<'_>) -> usize {
@@ -349,36 +345,10 @@ fn encode_json(groups: &[Group<'_>], signal: usize) -> Vec<u8> {
     let w = |out: &mut Vec<u8>, s: &str| out.extend_from_slice(s.as_bytes());
     w(&mut out, &format!("{{\"{resources}\":["));
     for (gi, g) in groups.iter().enumerate() {
-        if gi > 0 {
-            out.push(b',');
-        }
-        out.push(b'{');
-        if let Some(r) = g.resource {
-            w(&mut out, "\"resource\":");
-            let _ = serde_json::to_writer(&mut out, r);
-            out.push(b',');
-        }
-        if !g.schema.is_empty() {
-            w(&mut out, "\"schemaUrl\":");
-            let _ = serde_json::to_writer(&mut out, g.schema);
-            out.push(b',');
-        }
+        open_json_group(&mut out, gi, "resource", g.resource, g.schema);
         w(&mut out, &format!("\"{scopes}\":["));
         for (si, s) in g.scopes.iter().enumerate() {
-            if si > 0 {
-                out.push(b',');
-            }
-            out.push(b'{');
-            if let Some(sc) = s.scope {
-                w(&mut out, "\"scope\":");
-                let _ = serde_json::to_writer(&mut out, sc);
-                out.push(b',');
-            }
-            if !s.schema.is_empty() {
-                w(&mut out, "\"schemaUrl\":");
-                let _ = serde_json::to_writer(&mut out, s.schema);
-                out.push(b',');
-            }
+            open_json_group(&mut out, si, "scope", s.scope, s.schema);
             w(&mut out, &format!("\"{records}\":["));
             for (ri, r) in s.records.iter().enumerate() {
                 if ri > 0 {
@@ -404,6 +374,32 @@ fn encode_json(groups: &[Group<'_>], signal: usize) -> Vec<u8> {
     }
     w(&mut out, "]}");
     out
+}
+
+/// Opens the `i`th object of a resource or scope array and writes the
+/// fields it has besides its children: `what` (the resource or scope) and
+/// `schemaUrl`, each left out when absent, as the JSON mapping does.
+fn open_json_group<T: serde::Serialize>(
+    out: &mut Vec<u8>,
+    i: usize,
+    what: &str,
+    value: Option<&T>,
+    schema: &str,
+) {
+    if i > 0 {
+        out.push(b',');
+    }
+    out.push(b'{');
+    if let Some(v) = value {
+        out.extend_from_slice(format!("\"{what}\":").as_bytes());
+        let _ = serde_json::to_writer(&mut *out, v);
+        out.push(b',');
+    }
+    if !schema.is_empty() {
+        out.extend_from_slice(b"\"schemaUrl\":");
+        let _ = serde_json::to_writer(&mut *out, schema);
+        out.push(b',');
+    }
 }
 
 impl Protocol for OtlpHttp {

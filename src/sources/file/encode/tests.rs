@@ -1,5 +1,5 @@
 use super::*;
-use crate::event::Record;
+use crate::sinks::test_events::text_log;
 
 /// The envelope built the ordinary way, to compare with.
 fn expected(body: &str, m: &LineMeta, path: &str) -> Envelope {
@@ -44,14 +44,7 @@ fn expected(body: &str, m: &LineMeta, path: &str) -> Envelope {
             version: env!("CARGO_PKG_VERSION").into(),
             ..Default::default()
         }),
-        record: Some(Record::Log(LogRecord {
-            observed_time_unix_nano: m.observed_ns,
-            body: Some(AnyValue {
-                value: Some(any_value::Value::StringValue(body.into())),
-            }),
-            attributes,
-            ..Default::default()
-        })),
+        record: Some(text_log(m.observed_ns, body, attributes)),
         origin: Some(FileOrigin {
             path: path.into(),
             fingerprint: m.key,
