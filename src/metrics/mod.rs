@@ -689,3 +689,6 @@ impl Collector for LogCollector {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
