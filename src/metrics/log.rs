@@ -1,6 +1,7 @@
 //! The log's figures, read from [`Log::stats`] at scrape time by
 //! [`LogCollector`], so the log's hot path updates nothing for metrics.
-//! Each family is written once here, at the point it is encoded.
+//! Each family is written once here, as a row of the table it is encoded
+//! from.
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -9,7 +10,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
 
-use crate::seglog::{Log, FSYNC_BUCKETS_SECONDS};
+use crate::seglog::{ConsumerStats, Log, FSYNC_BUCKETS_SECONDS};
 
 /// Reads the log's figures at scrape time.
 #[derive(Debug)]
@@ -34,26 +35,24 @@ struct EvictionLabels {
     reason: String,
 }
 
-fn gauge(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    v: f64,
-) -> Result<(), std::fmt::Error> {
-    let m = enc.encode_descriptor(name, help, unit, MetricType::Gauge)?;
-    ConstGauge::new(v).encode(m)
-}
+/// One unlabelled family: name, help, unit, value.
+type Row<'a, V> = (&'a str, &'a str, Option<Unit>, V);
 
-fn counter(
+/// Encodes one family with a sample per consumer.
+fn per_consumer<M: EncodeMetric>(
     enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    v: u64,
+    (name, help, unit, kind): (&str, &str, Option<Unit>, MetricType),
+    consumers: &[ConsumerStats],
+    value: impl Fn(&ConsumerStats) -> M,
 ) -> Result<(), std::fmt::Error> {
-    let m = enc.encode_descriptor(name, help, unit, MetricType::Counter)?;
-    ConstCounter::new(v).encode(m)
+    let mut family = enc.encode_descriptor(name, help, unit.as_ref(), kind)?;
+    for cs in consumers {
+        let l = ConsumerLabels {
+            consumer: cs.name.clone(),
+        };
+        value(cs).encode(family.encode_family(&l)?)?;
+    }
+    Ok(())
 }
 
 impl Collector for LogCollector {
@@ -65,97 +64,81 @@ impl Collector for LogCollector {
             .map_or(0, |d| d.as_millis() as u64);
         let age = |ms: Option<u64>| ms.map_or(0.0, |t| now_ms.saturating_sub(t) as f64 / 1000.0);
 
-        gauge(
-            &mut enc,
-            "holdfast_log",
-            "Bytes of all segment files",
-            Some(&Unit::Bytes),
-            s.bytes as f64,
-        )?;
-        gauge(
-            &mut enc,
-            "holdfast_log_segments",
-            "Segment files on disk",
-            None,
-            s.segments as f64,
-        )?;
-        gauge(
-            &mut enc,
-            "holdfast_log_oldest_event_age",
-            "Age of the oldest event still in the log",
-            Some(&Unit::Seconds),
-            age(s.oldest_append_ms),
-        )?;
-        gauge(
-            &mut enc,
-            "holdfast_log_next_sequence",
-            "Sequence number the next appended event will get",
-            None,
-            s.next_seq as f64,
-        )?;
-        counter(
-            &mut enc,
-            "holdfast_log_appended_events",
-            "Events appended and acknowledged",
-            None,
-            c.appended_events,
-        )?;
-        counter(
-            &mut enc,
-            "holdfast_log_written",
-            "Bytes written to segment files (payload and framing)",
-            Some(&Unit::Bytes),
-            c.bytes_written,
-        )?;
-        counter(
-            &mut enc,
-            "holdfast_log_write_errors",
-            "Failed segment writes (the appends were refused)",
-            None,
-            c.write_errors,
-        )?;
-        counter(
-            &mut enc,
-            "holdfast_log_sync_errors",
-            "Failed fdatasync calls",
-            None,
-            c.sync_errors,
-        )?;
-        counter(
-            &mut enc,
-            "holdfast_log_full_rejections",
-            "Appends refused because the log stayed full under when_full = \"block\"",
-            None,
-            c.full_rejections,
-        )?;
-        counter(
-            &mut enc,
-            "holdfast_log_corrupt_frames",
-            "Damaged frames found and skipped",
-            None,
-            c.corrupt_frames,
-        )?;
-        counter(
-            &mut enc,
-            "holdfast_log_torn_tails",
-            "Torn tails truncated when the log was opened",
-            None,
-            c.torn_tails,
-        )?;
-        counter(
-            &mut enc,
-            "holdfast_log_corrupt_segment_headers",
-            "Segment headers found damaged (their frames are still read and checked)",
-            None,
-            c.corrupt_headers,
-        )?;
-        counter(
-            &mut enc,
-            "holdfast_log_damaged_cursor_files",
-            "Cursor slots found damaged when the log was opened (the other slot, or the oldest event, was used)",
-            None,
-            c.damaged_cursor_files,
-        )?;
+        let gauges: [Row<f64>; 4] = [
+            (
+                "holdfast_log",
+                "Bytes of all segment files",
+                Some(Unit::Bytes),
+                s.bytes as f64,
+            ),
+            (
+                "holdfast_log_segments",
+                "Segment files on disk",
+                None,
+                s.segments as f64,
+            ),
+            (
+                "holdfast_log_oldest_event_age",
+                "Age of the oldest event still in the log",
+                Some(Unit::Seconds),
+                age(s.oldest_append_ms),
+            ),
+            (
+                "holdfast_log_next_sequence",
+                "Sequence number the next appended event will get",
+                None,
+                s.next_seq as f64,
+            ),
+        ];
+        for (name, help, unit, v) in gauges {
+            let m = enc.encode_descriptor(name, help, unit.as_ref(), MetricType::Gauge)?;
+            ConstGauge::new(v).encode(m)?;
+        }
+        let counters: [Row<u64>; 9] = [
+            ("holdfast_log_appended_events", "Events appended and acknowledged", None, c.appended_events),
+            (
+                "holdfast_log_written",
+                "Bytes written to segment files (payload and framing)",
+                Some(Unit::Bytes),
+                c.bytes_written,
+            ),
+            (
+                "holdfast_log_write_errors",
+                "Failed segment writes (the appends were refused)",
+                None,
+                c.write_errors,
+            ),
+            ("holdfast_log_sync_errors", "Failed fdatasync calls", None, c.sync_errors),
+            (
+                "holdfast_log_full_rejections",
+                "Appends refused because the log stayed full under when_full = \"block\"",
+                None,
+                c.full_rejections,
+            ),
+            ("holdfast_log_corrupt_frames", "Damaged frames found and skipped", None, c.corrupt_frames),
+            (
+                "holdfast_log_torn_tails",
+                "Torn tails truncated when the log was opened",
+                None,
+                c.torn_tails,
+            ),
+            (
+                "holdfast_log_corrupt_segment_headers",
+                "Segment headers found damaged (their frames are still read and checked)",
+                None,
+                c.corrupt_headers,
+            ),
+            (
+                "holdfast_log_damaged_cursor_files",
+                "Cursor slots found damaged when the log was opened (the other slot, or the oldest event, was used)",
+                None,
+                c.damaged_cursor_files,
+            ),
+        ];
+        for (name, help, unit, v) in counters {
+            let m = enc.encode_descriptor(name, help, unit.as_ref(), MetricType::Counter)?;
+            ConstCounter::new(v).encode(m)?;
+        }
 
         let mut m = enc.encode_descriptor(
             "holdfast_log_fsync_duration",
@@ -180,42 +163,37 @@ impl Collector for LogCollector {
             None,
         )?;
 
-        let mut lag = enc.encode_descriptor(
-            "holdfast_consumer_lag_events",
-            "Events a consumer (sink) has not yet finished",
-            None,
-            MetricType::Gauge,
+        let gauge = |name, help, unit| (name, help, unit, MetricType::Gauge);
+        per_consumer(
+            &mut enc,
+            gauge(
+                "holdfast_consumer_lag_events",
+                "Events a consumer (sink) has not yet finished",
+                None,
+            ),
+            &s.consumers,
+            |cs| ConstGauge::new(cs.lag_events as i64),
         )?;
-        for cs in &s.consumers {
-            let l = ConsumerLabels {
-                consumer: cs.name.clone(),
-            };
-            ConstGauge::new(cs.lag_events as i64).encode(lag.encode_family(&l)?)?;
-        }
-        let mut lag_bytes = enc.encode_descriptor(
-            "holdfast_consumer_lag",
-            "Bytes of log data a consumer has not yet finished",
-            Some(&Unit::Bytes),
-            MetricType::Gauge,
+        per_consumer(
+            &mut enc,
+            gauge(
+                "holdfast_consumer_lag",
+                "Bytes of log data a consumer has not yet finished",
+                Some(Unit::Bytes),
+            ),
+            &s.consumers,
+            |cs| ConstGauge::new(cs.lag_bytes as i64),
         )?;
-        for cs in &s.consumers {
-            let l = ConsumerLabels {
-                consumer: cs.name.clone(),
-            };
-            ConstGauge::new(cs.lag_bytes as i64).encode(lag_bytes.encode_family(&l)?)?;
-        }
-        let mut oldest = enc.encode_descriptor(
-            "holdfast_consumer_oldest_unread_age",
-            "Age of the oldest event a consumer has not finished (0 when caught up)",
-            Some(&Unit::Seconds),
-            MetricType::Gauge,
+        per_consumer(
+            &mut enc,
+            gauge(
+                "holdfast_consumer_oldest_unread_age",
+                "Age of the oldest event a consumer has not finished (0 when caught up)",
+                Some(Unit::Seconds),
+            ),
+            &s.consumers,
+            |cs| ConstGauge::new(age(cs.oldest_unread_ms)),
         )?;
-        for cs in &s.consumers {
-            let l = ConsumerLabels {
-                consumer: cs.name.clone(),
-            };
-            ConstGauge::new(age(cs.oldest_unread_ms)).encode(oldest.encode_family(&l)?)?;
-        }
         let mut evicted = enc.encode_descriptor(
             "holdfast_log_evicted_events",
             "Events a consumer lost before finishing them: size (drop_oldest), age (max_age), corrupt (damaged data)",
@@ -231,18 +209,17 @@ impl Collector for LogCollector {
                 ConstCounter::new(*n).encode(evicted.encode_family(&l)?)?;
             }
         }
-        let mut in_doubt = enc.encode_descriptor(
-            "holdfast_log_evicted_in_doubt_events",
-            "Evicted events a consumer had on the wire when the process was killed: delivered or not, unknown (never counted as evicted)",
-            None,
-            MetricType::Counter,
+        per_consumer(
+            &mut enc,
+            (
+                "holdfast_log_evicted_in_doubt_events",
+                "Evicted events a consumer had on the wire when the process was killed: delivered or not, unknown (never counted as evicted)",
+                None,
+                MetricType::Counter,
+            ),
+            &s.consumers,
+            |cs| ConstCounter::new(cs.in_doubt),
         )?;
-        for cs in &s.consumers {
-            let l = ConsumerLabels {
-                consumer: cs.name.clone(),
-            };
-            ConstCounter::new(cs.in_doubt).encode(in_doubt.encode_family(&l)?)?;
-        }
         Ok(())
     }
 }
