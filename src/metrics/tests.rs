@@ -110,6 +110,10 @@ fn exposition_is_unchanged() {
         std::fs::write(repo_file(GOLDEN), &text).expect("write golden");
     }
     let golden = std::fs::read_to_string(repo_file(GOLDEN)).expect("read golden");
+    // Line by line first, so a failure names the family that changed.
+    for (n, (got, want)) in text.lines().zip(golden.lines()).enumerate() {
+        assert_eq!(got, want, "line {} of {GOLDEN}", n + 1);
+    }
     assert_eq!(text, golden);
 }
 
