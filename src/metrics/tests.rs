@@ -1,0 +1,163 @@
+//! The exposition is part of the product (dashboards and alerts read it), so
+//! it is pinned byte for byte, and `docs/metrics.md` is checked against what
+//! is actually registered.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::*;
+use crate::seglog::{LogOptions, StartAt};
+
+/// A registry with a log and a sample in every family, encoded.
+fn exposition() -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), LogOptions::default()).expect("open log");
+    log.consumer("es", StartAt::Oldest).expect("consumer");
+    let m = Metrics::new(Some(log));
+    let source = SourceLabels {
+        source: "app".to_string(),
+    };
+    let sink = SinkLabels {
+        sink: "es".to_string(),
+    };
+    let sink_reason = |reason: &str| SinkReasonLabels {
+        sink: "es".to_string(),
+        reason: reason.to_string(),
+    };
+    let signal = OtlpSignalLabels {
+        source: "otlp".to_string(),
+        signal: "logs".to_string(),
+    };
+    m.sources.events.get_or_create(&source).inc_by(3);
+    m.sources.bytes.get_or_create(&source).inc_by(120);
+    let f = &m.file_sources;
+    f.files_watched.get_or_create(&source).set(2);
+    f.files_open.get_or_create(&source).set(1);
+    f.lines.get_or_create(&source).inc_by(9);
+    f.bytes.get_or_create(&source).inc_by(900);
+    f.lines_truncated.get_or_create(&source).inc();
+    f.lines_invalid_utf8.get_or_create(&source).inc();
+    f.rotations.get_or_create(&source).inc();
+    f.truncations.get_or_create(&source).inc();
+    f.read_errors.get_or_create(&source).inc();
+    f.checkpoint_errors.get_or_create(&source).inc();
+    m.otlp
+        .requests
+        .get_or_create(&OtlpRequestLabels {
+            source: "otlp".to_string(),
+            path: "/v1/logs".to_string(),
+            status: "200".to_string(),
+        })
+        .inc();
+    m.otlp.events.get_or_create(&signal).inc_by(4);
+    m.otlp.bytes.get_or_create(&signal).inc_by(400);
+    m.otlp
+        .rejected
+        .get_or_create(&OtlpReasonLabels {
+            source: "otlp".to_string(),
+            reason: "decode".to_string(),
+        })
+        .inc();
+    m.otlp
+        .duration
+        .get_or_create(&OtlpPathLabels {
+            source: "otlp".to_string(),
+            path: "/v1/logs".to_string(),
+        })
+        .observe(0.003);
+    let s = &m.sinks;
+    s.events_sent.get_or_create(&sink).inc_by(7);
+    s.bytes_sent.get_or_create(&sink).inc_by(700);
+    s.requests
+        .get_or_create(&SinkStatusLabels {
+            sink: "es".to_string(),
+            status: "2xx".to_string(),
+        })
+        .inc();
+    s.retries.get_or_create(&sink_reason("http_429")).inc_by(4);
+    s.rejected.get_or_create(&sink_reason("rejected")).inc();
+    s.quarantined.get_or_create(&sink_reason("rejected")).inc();
+    s.in_flight.get_or_create(&sink).set(2);
+    s.concurrency_limit.get_or_create(&sink).set(3);
+    s.latency.get_or_create(&sink).observe(0.2);
+    s.duplicates.get_or_create(&sink).inc();
+    s.auth_failures.get_or_create(&sink).inc();
+    s.receiver_warnings.get_or_create(&sink).inc();
+    s.partially_rejected.get_or_create(&sink).inc_by(2);
+    s.quarantine_bytes.get_or_create(&sink).set(4096);
+    s.quarantine_full.get_or_create(&sink).set(1);
+    m.drop_events("sink:archive", "output_retention", 5);
+    m.task_restarts
+        .get_or_create(&TaskLabels {
+            task: "sink:es".to_string(),
+        })
+        .inc();
+    m.encode().expect("encode")
+}
+
+const GOLDEN: &str = "src/metrics/exposition.golden.txt";
+
+fn repo_file(rel: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// The text captured before the families were declared by table: declaring
+/// them differently must not change a byte of what is served.
+#[test]
+fn exposition_is_unchanged() {
+    let text = exposition();
+    if std::env::var_os("HOLDFAST_BLESS").is_some() {
+        std::fs::write(repo_file(GOLDEN), &text).expect("write golden");
+    }
+    let golden = std::fs::read_to_string(repo_file(GOLDEN)).expect("read golden");
+    // Line by line first, so a failure names the family that changed.
+    for (n, (got, want)) in text.lines().zip(golden.lines()).enumerate() {
+        assert_eq!(got, want, "line {} of {GOLDEN}", n + 1);
+    }
+    assert_eq!(text, golden);
+}
+
+/// The exposition names of every family served: `# TYPE` gives the family
+/// name, to which a counter's samples add `_total`, the name the docs use.
+fn served_names(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| match l.split_once(' ') {
+            Some((name, "counter")) => format!("{name}_total"),
+            Some((name, _)) => name.to_string(),
+            None => panic!("odd TYPE line: {l}"),
+        })
+        .collect()
+}
+
+/// The metric names docs/metrics.md documents: the first cell of its tables.
+fn documented_names(docs: &str) -> BTreeSet<String> {
+    docs.lines()
+        .filter_map(|l| l.strip_prefix("| `holdfast_"))
+        .filter_map(|l| l.split_once('`'))
+        .map(|(rest, _)| format!("holdfast_{rest}"))
+        .collect()
+}
+
+/// Every family served is documented, and every metric documented is
+/// served, so the reference cannot drift from the registry either way.
+#[test]
+fn every_metric_is_documented() {
+    let docs = std::fs::read_to_string(repo_file("docs/metrics.md")).expect("read docs");
+    // Every family gets a sample (families without one are not encoded), so
+    // a family added later is checked without touching this test.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), LogOptions::default()).expect("open log");
+    let m = Metrics::new(Some(log));
+    m.touch_every_family();
+    let served = served_names(&m.encode().expect("encode"));
+    let documented = documented_names(&docs);
+    let undocumented: Vec<_> = served.difference(&documented).collect();
+    let unserved: Vec<_> = documented.difference(&served).collect();
+    assert!(
+        undocumented.is_empty() && unserved.is_empty(),
+        "served but not in docs/metrics.md: {undocumented:?}; \
+         in docs/metrics.md but not served: {unserved:?}"
+    );
+    assert!(served.len() > 50, "{served:?}");
+}
