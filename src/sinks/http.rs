@@ -1,19 +1,24 @@
-//! The HTTP client of a network sink: TLS with rustls (the system's CA
-//! certificates plus an optional `ca_file`), one `request_timeout` per
-//! request, no redirects (a redirect is reported as a wrong endpoint, not
-//! followed with the data), gzip done here, credentials read from their
-//! files once at start, and answers read up to a bound.
+//! The HTTP client of a network sink: TLS with rustls (`client_tls.rs`: the
+//! system's CA certificates plus an optional `ca_file`, and a client
+//! certificate that follows its files), one `request_timeout` per request,
+//! no redirects (a redirect is reported as a wrong endpoint, not followed
+//! with the data), gzip done here, credentials and secret header values
+//! read from their files once at start, and answers read up to a bound.
 
 use std::io::Write;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use bytes::Bytes;
-use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::header::{
+    HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER,
+};
 
 use crate::pool;
 
-use super::options::{Auth, Compression, HttpSinkOptions};
+use super::client_tls::ClientTls;
+use super::options::{Auth, Compression, Header, HeaderValueFrom, HttpSinkOptions};
 use super::protocol::Request;
 use super::retry::{parse_retry_after, TransportKind};
 
@@ -23,9 +28,37 @@ use super::retry::{parse_retry_after, TransportKind};
 pub const MAX_RESPONSE_BYTES: usize = 64 << 20;
 
 pub(crate) struct Client {
-    http: reqwest::Client,
+    /// The client of the current client certificate's generation: a new
+    /// certificate gets a new client, so that no pooled connection or
+    /// session ticket goes on speaking for the old one.
+    http: Mutex<(u64, reqwest::Client)>,
+    settings: Settings,
     auth: Option<HeaderValue>,
     compression: Compression,
+}
+
+/// What every `reqwest::Client` of a sink is built from.
+struct Settings {
+    tls: ClientTls,
+    headers: HeaderMap,
+    request_timeout: Duration,
+    concurrency: usize,
+}
+
+impl Settings {
+    fn build(&self) -> anyhow::Result<reqwest::Client> {
+        reqwest::Client::builder()
+            .timeout(self.request_timeout)
+            .connect_timeout(self.request_timeout.min(Duration::from_secs(10)))
+            .pool_max_idle_per_host(self.concurrency)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("holdfast/", env!("CARGO_PKG_VERSION")))
+            .default_headers(self.headers.clone())
+            .tcp_nodelay(true)
+            .use_preconfigured_tls(self.tls.config())
+            .build()
+            .context("building the HTTP client")
+    }
 }
 
 /// What came back for one request.
@@ -46,35 +79,46 @@ pub(crate) enum Answer {
 }
 
 impl Client {
-    /// Builds the client; fails (naming the file) when a credential or CA
-    /// file cannot be read.
+    /// Builds the client; fails (naming the file) when a credential, header,
+    /// CA or client certificate file cannot be read.
     pub fn new(opts: &HttpSinkOptions) -> anyhow::Result<Client> {
-        let mut b = reqwest::Client::builder()
-            .timeout(opts.request_timeout)
-            .connect_timeout(opts.request_timeout.min(Duration::from_secs(10)))
-            .pool_max_idle_per_host(opts.concurrency)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("holdfast/", env!("CARGO_PKG_VERSION")))
-            .tcp_nodelay(true);
-        if let Some(ca) = &opts.ca_file {
-            let pem = std::fs::read(ca)
-                .with_context(|| format!("reading the CA file {}", ca.display()))?;
-            for cert in reqwest::Certificate::from_pem_bundle(&pem)
-                .with_context(|| format!("{} is not a PEM certificate bundle", ca.display()))?
-            {
-                b = b.add_root_certificate(cert);
-            }
-        }
-        let http = b.build().context("building the HTTP client")?;
+        let client_cert = opts
+            .client_cert
+            .as_ref()
+            .map(|c| (c.cert_file.as_path(), c.key_file.as_path()));
+        let settings = Settings {
+            tls: ClientTls::new(opts.ca_file.as_deref(), client_cert)?,
+            headers: header_map(&opts.headers)?,
+            request_timeout: opts.request_timeout,
+            concurrency: opts.concurrency,
+        };
+        let http = settings.build()?;
+        let generation = settings.tls.identity().map_or(0, |i| i.generation());
         let auth = match &opts.auth {
             None => None,
             Some(a) => Some(auth_header(a)?),
         };
         Ok(Client {
-            http,
+            http: Mutex::new((generation, http)),
+            settings,
             auth,
             compression: opts.compression,
         })
+    }
+
+    /// The client to send with, new when the client certificate changed.
+    fn http(&self) -> reqwest::Client {
+        let generation = self.settings.tls.identity().map(|i| i.refresh());
+        let mut current = self.http.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(g) = generation.filter(|g| *g != current.0) {
+            match self.settings.build() {
+                Ok(c) => *current = (g, c),
+                // Cannot happen with settings that built once; the old
+                // client still works.
+                Err(e) => tracing::warn!("keeping the HTTP client of the old certificate: {e:#}"),
+            }
+        }
+        current.1.clone()
     }
 
     /// Sends one request; returns the answer and the bytes put on the wire.
@@ -89,7 +133,7 @@ impl Client {
         };
         let wire = body.len();
         let mut r = self
-            .http
+            .http()
             .post(req.url)
             .header(CONTENT_TYPE, req.content_type)
             .body(body);
@@ -181,6 +225,34 @@ pub(crate) fn read_secret(path: &std::path::Path, what: &str) -> anyhow::Result<
         anyhow::bail!("the {what} file {} is empty", path.display());
     }
     Ok(t.to_string())
+}
+
+/// The `headers`/`headers_file` of a sink, values read from their files.
+fn header_map(headers: &[Header]) -> anyhow::Result<HeaderMap> {
+    let mut map = HeaderMap::new();
+    for h in headers {
+        let name = HeaderName::from_bytes(h.name.as_bytes())
+            .with_context(|| format!("{} is not a valid header name", h.name))?;
+        let value = match &h.value {
+            HeaderValueFrom::Inline(v) => HeaderValue::from_str(v),
+            HeaderValueFrom::File(path) => {
+                let secret = read_secret(path, &format!("{} header", h.name))?;
+                HeaderValue::from_str(&secret).map(|mut v| {
+                    // Keeps the value out of debug output.
+                    v.set_sensitive(true);
+                    v
+                })
+            }
+        }
+        .with_context(|| {
+            format!(
+                "the {} header value holds characters not allowed in an HTTP header",
+                h.name
+            )
+        })?;
+        map.insert(name, value);
+    }
+    Ok(map)
 }
 
 fn auth_header(a: &Auth) -> anyhow::Result<HeaderValue> {

@@ -33,6 +33,7 @@ is not finished (`DESIGN.md` promises 6-8). `docs/sinks.md` describes the
 behaviour for operators.
 */
 
+mod client_tls;
 mod deliver;
 pub mod document;
 pub mod elasticsearch;
@@ -58,6 +59,9 @@ mod watermark;
 
 pub use elasticsearch::ElasticsearchOptions;
 pub use openobserve::OpenObserveOptions;
-pub use options::{Auth, Compression, HttpSinkOptions, QuarantineFull, QuarantineOptions};
+pub use options::{
+    Auth, ClientCert, Compression, Header, HeaderValueFrom, HttpSinkOptions, QuarantineFull,
+    QuarantineOptions,
+};
 pub use otlp_http::{OtlpEncoding, OtlpHttpSinkOptions};
 pub use template::Template;

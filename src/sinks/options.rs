@@ -34,6 +34,10 @@ pub struct HttpSinkOptions {
     pub auth: Option<Auth>,
     /// Extra CA certificates (PEM) to trust besides the system's.
     pub ca_file: Option<PathBuf>,
+    /// The certificate this device presents to the receiver (mTLS).
+    pub client_cert: Option<ClientCert>,
+    /// Headers sent with every request, in config order.
+    pub headers: Vec<Header>,
     pub quarantine: QuarantineOptions,
     /// A hash of the config this runs with, stored with quarantined events.
     pub config_hash: String,
@@ -61,6 +65,32 @@ pub enum Auth {
     /// Elasticsearch API key: `Authorization: ApiKey <file content>` (the
     /// base64 `id:key` Elasticsearch hands out as `encoded`).
     ApiKey { key_file: PathBuf },
+}
+
+/// A client certificate chain and its private key (PEM files), read at
+/// start and again whenever they change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCert {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+}
+
+/// A header sent with every request (`headers` or `headers_file`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// As written; HTTP compares header names without case.
+    pub name: String,
+    pub value: HeaderValueFrom,
+}
+
+/// Where a header's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderValueFrom {
+    /// Written in the config (`headers`).
+    Inline(String),
+    /// A secret read from this file at start (`headers_file`), trimmed
+    /// like the `auth.*_file` secrets.
+    File(PathBuf),
 }
 
 /// Where rejected events go, and how much room they get.
@@ -116,6 +146,8 @@ impl HttpSinkOptions {
             compression: Compression::Gzip,
             auth: None,
             ca_file: None,
+            client_cert: None,
+            headers: Vec::new(),
             quarantine: QuarantineOptions {
                 dir: quarantine_dir,
                 max_bytes: d::QUARANTINE_MAX_BYTES,

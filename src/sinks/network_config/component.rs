@@ -12,11 +12,13 @@ use super::{check_network, Place, RawNetworkSink};
 use crate::config::check::{Checker, NamedTable};
 use crate::config::environment::Env;
 use crate::config::units::{format_duration, format_size};
+use crate::config::Severity;
 use crate::config::SinkEnv;
 use crate::registry::{ComponentContext, Run, Sink};
+use crate::sinks::client_tls::load_pair;
 use crate::sinks::protocol::Protocol;
 use crate::sinks::runtime;
-use crate::sinks::{Auth, Compression, HttpSinkOptions, QuarantineFull};
+use crate::sinks::{Auth, Compression, HeaderValueFrom, HttpSinkOptions, QuarantineFull};
 
 /// The lines every network sink shares: batching, retries, credentials,
 /// the quarantine.
@@ -92,11 +94,30 @@ fn describe_network(out: &mut String, o: &HttpSinkOptions) -> fmt::Result {
             ca.display()
         )?;
     }
+    if let Some(c) = &o.client_cert {
+        writeln!(
+            out,
+            "    presents the client certificate {} (key {}), loaded again when the files change",
+            c.cert_file.display(),
+            c.key_file.display()
+        )?;
+    }
+    if !o.headers.is_empty() {
+        let list: Vec<String> = o
+            .headers
+            .iter()
+            .map(|h| match &h.value {
+                HeaderValueFrom::Inline(v) => format!("{}: {v}", h.name),
+                HeaderValueFrom::File(f) => format!("{} from {}", h.name, f.display()),
+            })
+            .collect();
+        writeln!(out, "    sends the headers {}", list.join("; "))?;
+    }
     Ok(())
 }
 
-/// Paths of the secret and CA files of a network sink, for the machine
-/// checks: (key, path, what).
+/// Paths of the secret files of a network sink, for the machine checks:
+/// (key, path, what).
 fn files_to_check(name: &str, o: &HttpSinkOptions) -> Vec<(String, PathBuf, &'static str)> {
     let key = |k: &str| format!("sinks.{name}.{k}");
     let mut out = Vec::new();
@@ -112,10 +133,37 @@ fn files_to_check(name: &str, o: &HttpSinkOptions) -> Vec<(String, PathBuf, &'st
         }
         None => {}
     }
-    if let Some(ca) = &o.ca_file {
-        out.push((key("tls.ca_file"), ca.clone(), "CA"));
+    for h in &o.headers {
+        if let HeaderValueFrom::File(f) = &h.value {
+            out.push((
+                key(&format!("headers_file.{}", h.name)),
+                f.clone(),
+                "header value",
+            ));
+        }
     }
     out
+}
+
+/// The CA file and the client certificate: readable PEM, and a key that
+/// fits its certificate, as `run` will load them.
+fn check_tls_files(name: &str, o: &HttpSinkOptions, env: &mut Env<'_>) {
+    let key = |k: &str| format!("sinks.{name}.tls.{k}");
+    if let Some(ca) = &o.ca_file {
+        env.pem_file(&key("ca_file"), ca, "CERTIFICATE");
+    }
+    if let Some(c) = &o.client_cert {
+        let cert = env.pem_file(&key("client_cert_file"), &c.cert_file, "CERTIFICATE");
+        let private = env.pem_file(&key("client_key_file"), &c.key_file, "PRIVATE KEY");
+        if private {
+            env.secret_file(&key("client_key_file"), &c.key_file, "private key");
+        }
+        if cert && private {
+            if let Err(e) = load_pair(&c.cert_file, &c.key_file) {
+                env.push(Severity::Error, &key("client_cert_file"), e.to_string());
+            }
+        }
+    }
 }
 
 /// A network sink type: its options, with the shared ones in `common`.
@@ -190,11 +238,8 @@ impl<T: NetworkSink> Sink for T {
 
     fn check_environment(&self, name: &str, env: &mut Env<'_>) {
         for (key, path, what) in files_to_check(name, self.common()) {
-            if what == "CA" {
-                env.pem_file(&key, &path, "CERTIFICATE");
-            } else {
-                env.secret_file(&key, &path, what);
-            }
+            env.secret_file(&key, &path, what);
         }
+        check_tls_files(name, self.common(), env);
     }
 }

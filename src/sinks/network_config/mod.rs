@@ -1,6 +1,6 @@
 //! The config keys every network sink shares (`otlp_http`, `elasticsearch`,
 //! `openobserve`, each with its own `config.rs`): they share most keys (batching, concurrency, timeouts,
-//! retries, compression, `auth.*`, `tls.*`, `quarantine.*`); since serde's
+//! retries, compression, `auth.*`, `tls.*`, `headers`, `quarantine.*`); since serde's
 //! `flatten` and `deny_unknown_fields` do not mix, a macro writes the shared
 //! fields into each raw struct, and [`Common`] checks them once;
 //! [`NetworkSink`] (`component.rs`) makes each network sink a registry
@@ -16,16 +16,17 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use toml::Spanned;
 
-use self::auth::RawAuth;
 use super::options::defaults as d;
 use super::{Compression, HttpSinkOptions, QuarantineFull, Template};
 use crate::config::check::{Checker, NamedTable};
 use crate::config::raw::one_of_newtype;
-use crate::config::units::{format_duration, Count, Dur, Size};
+use crate::config::units::{format_duration, Size};
 use crate::config::SinkEnv;
 
 pub(crate) mod auth;
 mod component;
+pub(crate) mod headers;
+pub(crate) mod tls;
 
 pub(crate) use component::{network_sink_types, NetworkSink};
 
@@ -45,14 +46,6 @@ one_of_newtype! {
     }
 }
 
-/// `tls.*` of a network sink.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a table with ca_file")]
-pub(crate) struct RawSinkTls {
-    /// PEM CA certificates to trust besides the system's.
-    ca_file: Option<Spanned<String>>,
-}
-
 /// `quarantine.*`.
 #[derive(Debug, Deserialize)]
 #[serde(
@@ -66,9 +59,69 @@ pub(crate) struct RawQuarantine {
     when_full: Option<Spanned<RawWhenQuarantineFull>>,
 }
 
+/// Calls `$cb! { { args } keys }` with the keys every network sink shares,
+/// each as `name: Type,` with its doc (written as `Option<Spanned<Type>>`):
+/// the one list the raw structs ([`network_sink!`]) and [`Common`] are
+/// written from.
+macro_rules! shared_keys {
+    ($($cb:ident)::+ { $($args:tt)* }) => {
+        $($cb)::+! {
+            { $($args)* }
+            /// Default 500; 1 to 100 000.
+            batch_max_events: $crate::config::units::Count,
+            /// Default `"5MiB"`; 1 KiB to 256 MiB.
+            batch_max_bytes: $crate::config::units::Size,
+            /// Default `"1s"`.
+            batch_timeout: $crate::config::units::Dur,
+            /// Default 2; 1 to 64. The most requests in flight.
+            concurrency: $crate::config::units::Count,
+            /// Default `true`: the requests in flight follow the receiver,
+            /// between 1 and `concurrency`.
+            adaptive_concurrency: bool,
+            /// Default `"30s"`.
+            request_timeout: $crate::config::units::Dur,
+            /// Default 5; 1 to 1000.
+            max_attempts: $crate::config::units::Count,
+            /// Default `"500ms"`.
+            backoff_initial: $crate::config::units::Dur,
+            /// Default `"60s"`; at least `backoff_initial`.
+            backoff_max: $crate::config::units::Dur,
+            /// `"gzip"` or `"none"`. Default `"gzip"`.
+            compression: $crate::sinks::network_config::RawCompression,
+            /// Default: absent, no credentials.
+            auth: $crate::sinks::network_config::auth::RawAuth,
+            /// Default: absent, the system's CA certificates only and no
+            /// client certificate.
+            tls: $crate::sinks::network_config::tls::RawSinkTls,
+            /// Default: none. Header names to values, sent with every request.
+            headers: $crate::sinks::network_config::headers::RawHeaders,
+            /// Default: none. Header names to files holding their values.
+            headers_file: $crate::sinks::network_config::headers::RawHeaders,
+            /// Default: every key at its default.
+            quarantine: $crate::sinks::network_config::RawQuarantine,
+        }
+    };
+}
+
+pub(crate) use shared_keys;
+
 /// Declares a raw network sink struct: the shared keys, then its own.
 macro_rules! network_sink {
-    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
+    ($(#[$meta:meta])* $name:ident { $($own:tt)* }) => {
+        $crate::sinks::network_config::shared_keys!(
+            $crate::sinks::network_config::raw_network_sink { $(#[$meta])* $name { $($own)* } }
+        );
+    };
+}
+
+pub(crate) use network_sink;
+
+/// [`network_sink!`] with the shared keys written out by [`shared_keys!`].
+macro_rules! raw_network_sink {
+    (
+        { $(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* } }
+        $($(#[$kmeta:meta])* $key:ident: $kty:ty,)*
+    ) => {
         $(#[$meta])*
         #[derive(Debug, serde::Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -78,33 +131,7 @@ macro_rules! network_sink {
             _type: serde::de::IgnoredAny,
             /// Source names. Required, non-empty.
             inputs: Option<toml::Spanned<Vec<toml::Spanned<String>>>>,
-            /// Default 500; 1 to 100 000.
-            batch_max_events: Option<toml::Spanned<$crate::config::units::Count>>,
-            /// Default `"5MiB"`; 1 KiB to 256 MiB.
-            batch_max_bytes: Option<toml::Spanned<$crate::config::units::Size>>,
-            /// Default `"1s"`.
-            batch_timeout: Option<toml::Spanned<$crate::config::units::Dur>>,
-            /// Default 2; 1 to 64. The most requests in flight.
-            concurrency: Option<toml::Spanned<$crate::config::units::Count>>,
-            /// Default `true`: the requests in flight follow the receiver,
-            /// between 1 and `concurrency`.
-            adaptive_concurrency: Option<toml::Spanned<bool>>,
-            /// Default `"30s"`.
-            request_timeout: Option<toml::Spanned<$crate::config::units::Dur>>,
-            /// Default 5; 1 to 1000.
-            max_attempts: Option<toml::Spanned<$crate::config::units::Count>>,
-            /// Default `"500ms"`.
-            backoff_initial: Option<toml::Spanned<$crate::config::units::Dur>>,
-            /// Default `"60s"`; at least `backoff_initial`.
-            backoff_max: Option<toml::Spanned<$crate::config::units::Dur>>,
-            /// `"gzip"` or `"none"`. Default `"gzip"`.
-            compression: Option<toml::Spanned<$crate::sinks::network_config::RawCompression>>,
-            /// Default: absent, no credentials.
-            auth: Option<toml::Spanned<$crate::sinks::network_config::auth::RawAuth>>,
-            /// Default: absent, the system's CA certificates only.
-            tls: Option<toml::Spanned<$crate::sinks::network_config::RawSinkTls>>,
-            /// Default: every key at its default.
-            quarantine: Option<toml::Spanned<$crate::sinks::network_config::RawQuarantine>>,
+            $($(#[$kmeta])* $key: Option<toml::Spanned<$kty>>,)*
             $($(#[$fmeta])* $field: $ty,)*
         }
 
@@ -115,26 +142,26 @@ macro_rules! network_sink {
 
             fn common(&self) -> $crate::sinks::network_config::Common<'_> {
                 $crate::sinks::network_config::Common {
-                    batch_max_events: self.batch_max_events.as_ref(),
-                    batch_max_bytes: self.batch_max_bytes.as_ref(),
-                    batch_timeout: self.batch_timeout.as_ref(),
-                    concurrency: self.concurrency.as_ref(),
-                    adaptive_concurrency: self.adaptive_concurrency.as_ref(),
-                    request_timeout: self.request_timeout.as_ref(),
-                    max_attempts: self.max_attempts.as_ref(),
-                    backoff_initial: self.backoff_initial.as_ref(),
-                    backoff_max: self.backoff_max.as_ref(),
-                    compression: self.compression.as_ref(),
-                    auth: self.auth.as_ref(),
-                    tls: self.tls.as_ref(),
-                    quarantine: self.quarantine.as_ref(),
+                    $($key: self.$key.as_ref(),)*
                 }
             }
         }
     };
 }
 
-pub(crate) use network_sink;
+pub(crate) use raw_network_sink;
+
+/// Writes [`Common`] from [`shared_keys!`].
+macro_rules! common_struct {
+    ({} $($(#[$kmeta:meta])* $key:ident: $kty:ty,)*) => {
+        /// The shared keys of a raw network sink, borrowed from it.
+        pub(crate) struct Common<'a> {
+            $($(#[$kmeta])* pub(crate) $key: Option<&'a Spanned<$kty>>,)*
+        }
+    };
+}
+
+shared_keys!(common_struct {});
 
 /// What [`check_network`] needs of a raw network sink struct (written by
 /// [`network_sink!`]).
@@ -161,23 +188,6 @@ pub(crate) fn check_network<'a, R: DeserializeOwned + RawNetworkSink, O>(
         };
         check(raw, cx, &place)
     })
-}
-
-/// The shared keys of a raw network sink.
-pub(crate) struct Common<'a> {
-    pub(crate) batch_max_events: Option<&'a Spanned<Count>>,
-    pub(crate) batch_max_bytes: Option<&'a Spanned<Size>>,
-    pub(crate) batch_timeout: Option<&'a Spanned<Dur>>,
-    pub(crate) concurrency: Option<&'a Spanned<Count>>,
-    pub(crate) adaptive_concurrency: Option<&'a Spanned<bool>>,
-    pub(crate) request_timeout: Option<&'a Spanned<Dur>>,
-    pub(crate) max_attempts: Option<&'a Spanned<Count>>,
-    pub(crate) backoff_initial: Option<&'a Spanned<Dur>>,
-    pub(crate) backoff_max: Option<&'a Spanned<Dur>>,
-    pub(crate) compression: Option<&'a Spanned<RawCompression>>,
-    pub(crate) auth: Option<&'a Spanned<RawAuth>>,
-    pub(crate) tls: Option<&'a Spanned<RawSinkTls>>,
-    pub(crate) quarantine: Option<&'a Spanned<RawQuarantine>>,
 }
 
 /// What the checks of one table need besides the raw struct.
@@ -290,8 +300,10 @@ impl Common<'_> {
         }
         o.auth = self.auth.and_then(|a| auth::check_auth(cx, p, a, api_keys));
         if let Some(tls) = self.tls {
-            o.ca_file = cx.path(&key("tls.ca_file"), tls.get_ref().ca_file.as_ref());
+            tls::check_tls(cx, p, tls, &mut o);
         }
+        o.headers =
+            headers::check_headers(cx, p, self.headers, self.headers_file, o.auth.is_some());
         if let Some(q) = self.quarantine {
             let q = q.get_ref();
             o.quarantine.max_bytes = cx.size(

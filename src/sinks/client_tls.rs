@@ -1,0 +1,297 @@
+//! The client side of TLS for network sinks: the rustls [`ClientConfig`]
+//! (the system's CA certificates plus `tls.ca_file`, ring provider, TLS 1.2
+//! and 1.3) and the device's identity, a client certificate from
+//! `tls.client_cert_file` / `tls.client_key_file` that follows its files so
+//! certificates rotate without a restart.
+//!
+//! Rotation: before each request the sink calls
+//! [`ClientIdentity::refresh`], which compares the files' stamps (inode,
+//! size, modification time) at most every [`CHECK_INTERVAL`]. A changed
+//! pair is loaded and checked (both parse, the key fits the certificate)
+//! before it replaces the current one. A bad pair — often a rotation caught
+//! halfway, the certificate written and the key not yet — keeps the current
+//! one, is logged with the reason, and is tried again when a file changes
+//! again. A new pair bumps the generation, so that the HTTP client starts
+//! over with fresh connections and no session tickets: TLS authenticates a
+//! client once per connection (and a resumed session keeps the identity it
+//! was made with), so pooled connections would go on speaking for the old
+//! certificate.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context;
+use tokio_rustls::rustls::client::{ResolvesClientCert, Resumption};
+use tokio_rustls::rustls::crypto::{self, CryptoProvider};
+use tokio_rustls::rustls::pki_types::pem::{self, PemObject};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::sign::CertifiedKey;
+use tokio_rustls::rustls::{ClientConfig, RootCertStore, SignatureScheme};
+
+/// How often, at most, the certificate files are looked at: two `stat`
+/// calls, cheap enough to keep rotation quick.
+pub(crate) const CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Why a certificate/key pair cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PairError {
+    #[error("reading the certificate chain {path} (PEM): {source}")]
+    Cert { path: PathBuf, source: pem::Error },
+    #[error("{0} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")]
+    NoCert(PathBuf),
+    #[error("reading the private key {path} (PEM: PKCS#8, PKCS#1 or SEC1): {source}")]
+    Key { path: PathBuf, source: pem::Error },
+    #[error("the key {key} does not fit the certificate {cert}: {reason}")]
+    Mismatch {
+        cert: PathBuf,
+        key: PathBuf,
+        reason: tokio_rustls::rustls::Error,
+    },
+}
+
+/// The provider is named, so that TLS never depends on a process-wide
+/// default being installed.
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(crypto::ring::default_provider())
+}
+
+/// A PEM certificate chain (leaf first) and its PEM private key.
+pub(crate) fn read_pair(
+    cert: &Path,
+    key: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), PairError> {
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|source| PairError::Cert {
+            path: cert.to_path_buf(),
+            source,
+        })?;
+    if certs.is_empty() {
+        return Err(PairError::NoCert(cert.to_path_buf()));
+    }
+    let private = PrivateKeyDer::from_pem_file(key).map_err(|source| PairError::Key {
+        path: key.to_path_buf(),
+        source,
+    })?;
+    Ok((certs, private))
+}
+
+/// [`read_pair`], with the key loaded and checked against the certificate.
+pub(crate) fn load_pair(cert: &Path, key: &Path) -> Result<CertifiedKey, PairError> {
+    let (certs, private) = read_pair(cert, key)?;
+    let mismatch = |reason| PairError::Mismatch {
+        cert: cert.to_path_buf(),
+        key: key.to_path_buf(),
+        reason,
+    };
+    let signing = provider()
+        .key_provider
+        .load_private_key(private)
+        .map_err(mismatch)?;
+    let pair = CertifiedKey::new(certs, signing);
+    pair.keys_match().map_err(mismatch)?;
+    Ok(pair)
+}
+
+/// What identifies a file's content without reading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    inode: u64,
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+/// `None` for a file that cannot be looked at now (mid-rotation, say).
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    // Follows links: a rotation that swaps a link (Kubernetes secrets, a
+    // `current` link in a certificate store) changes the target's inode.
+    let m = std::fs::metadata(path).ok()?;
+    Some(Stamp {
+        inode: m.ino(),
+        len: m.len(),
+        modified: m.modified().ok(),
+    })
+}
+
+/// When the files were last looked at, and what they looked like.
+struct Watch {
+    checked: Instant,
+    seen: (Option<Stamp>, Option<Stamp>),
+}
+
+/// The client certificate a sink presents; see the module docs.
+pub(crate) struct ClientIdentity {
+    cert_file: PathBuf,
+    key_file: PathBuf,
+    /// Read at each TLS handshake; replaced only by a pair that loaded.
+    current: RwLock<Arc<CertifiedKey>>,
+    /// Held by the one request that looks at the files.
+    watch: Mutex<Watch>,
+    /// Counts the pairs loaded since start (0 for the first).
+    generation: AtomicU64,
+}
+
+impl fmt::Debug for ClientIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientIdentity")
+            .field("cert_file", &self.cert_file)
+            .field("key_file", &self.key_file)
+            .field("generation", &self.generation())
+            .finish()
+    }
+}
+
+impl ClientIdentity {
+    /// Loads the pair; an error here stops the sink from starting (there is
+    /// no older pair to keep).
+    pub(crate) fn load(cert_file: &Path, key_file: &Path) -> Result<ClientIdentity, PairError> {
+        // Stamped before reading, so that a write racing the read is seen
+        // at the next check.
+        let seen = (stamp(cert_file), stamp(key_file));
+        let pair = load_pair(cert_file, key_file)?;
+        Ok(ClientIdentity {
+            cert_file: cert_file.to_path_buf(),
+            key_file: key_file.to_path_buf(),
+            current: RwLock::new(Arc::new(pair)),
+            watch: Mutex::new(Watch {
+                checked: Instant::now(),
+                seen,
+            }),
+            generation: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Loads the files again if they changed since the last look (at most
+    /// every [`CHECK_INTERVAL`]); returns the generation now current.
+    pub(crate) fn refresh(&self) -> u64 {
+        self.refresh_at(Instant::now())
+    }
+
+    fn refresh_at(&self, now: Instant) -> u64 {
+        let Ok(mut w) = self.watch.try_lock() else {
+            // Another request is looking at the files right now.
+            return self.generation();
+        };
+        if now.duration_since(w.checked) < CHECK_INTERVAL {
+            return self.generation();
+        }
+        w.checked = now;
+        let seen = (stamp(&self.cert_file), stamp(&self.key_file));
+        if seen == w.seen {
+            return self.generation();
+        }
+        w.seen = seen;
+        match load_pair(&self.cert_file, &self.key_file) {
+            Ok(pair) => {
+                *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(pair);
+                let g = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+                tracing::info!(
+                    cert = %self.cert_file.display(),
+                    "loaded the new client certificate; new connections present it"
+                );
+                g
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "keeping the current client certificate: the changed files cannot be used \
+                     ({e}); they are tried again when they change"
+                );
+                self.generation()
+            }
+        }
+    }
+}
+
+impl ResolvesClientCert for ClientIdentity {
+    fn resolve(&self, _hints: &[&[u8]], _schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        )
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// The system's CA certificates plus those in `ca_file`.
+fn roots(ca_file: Option<&Path>) -> anyhow::Result<RootCertStore> {
+    let mut roots = RootCertStore::empty();
+    // Like reqwest's own setup: a system store often holds a few ancient
+    // certificates rustls cannot parse; they are skipped, not fatal.
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    if let Some(ca) = ca_file {
+        let pem =
+            std::fs::read(ca).with_context(|| format!("reading the CA file {}", ca.display()))?;
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert =
+                cert.with_context(|| format!("{} is not a PEM certificate bundle", ca.display()))?;
+            roots
+                .add(cert)
+                .with_context(|| format!("a certificate in {} cannot be used", ca.display()))?;
+        }
+    }
+    Ok(roots)
+}
+
+/// The TLS setup of one sink: verification and, when configured, the
+/// client certificate.
+#[derive(Clone)]
+pub(crate) struct ClientTls {
+    config: ClientConfig,
+    identity: Option<Arc<ClientIdentity>>,
+}
+
+impl ClientTls {
+    pub(crate) fn new(
+        ca_file: Option<&Path>,
+        client_cert: Option<(&Path, &Path)>,
+    ) -> anyhow::Result<ClientTls> {
+        let identity = match client_cert {
+            Some((cert, key)) => Some(Arc::new(
+                ClientIdentity::load(cert, key).context("loading the client certificate")?,
+            )),
+            None => None,
+        };
+        let builder = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .context("choosing TLS versions")?
+            .with_root_certificates(roots(ca_file)?);
+        let mut config = match &identity {
+            Some(id) => builder.with_client_cert_resolver(id.clone()),
+            None => builder.with_no_client_auth(),
+        };
+        // The sinks speak HTTP/1.1 only.
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(ClientTls { config, identity })
+    }
+
+    /// The client certificate, if one is configured.
+    pub(crate) fn identity(&self) -> Option<&ClientIdentity> {
+        self.identity.as_deref()
+    }
+
+    /// A config for a new HTTP client: shares the verifier and the
+    /// identity, but not the session tickets of earlier clients.
+    pub(crate) fn config(&self) -> ClientConfig {
+        let mut c = self.config.clone();
+        c.resumption = Resumption::default();
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests;
