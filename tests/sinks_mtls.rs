@@ -202,3 +202,44 @@ async fn replaced_certificate_files_are_presented_without_a_restart() {
         "events went on during the half rotation"
     );
 }
+
+/// `holdfast check` loads the pair as `run` will: a key that does not fit
+/// the certificate, and a certificate without its key, are errors naming
+/// the key (and its line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_refuses_a_client_certificate_that_cannot_be_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let (cert, _) = pki.client("one", 3001);
+    let (_, other_key) = pki.client("two", 3002);
+    let receiver = Receiver::start(None).await;
+
+    let a = agent(&pki, &receiver, &client_keys(&cert, &other_key));
+    let out = holdfast(&["check", "--config", a.config_arg()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("sinks.central.tls.client_cert_file")
+            && stderr.contains("does not fit the certificate"),
+        "{stderr}"
+    );
+
+    let lone = format!("tls.client_cert_file = \"{}\"\n", cert.display());
+    let a = agent(&pki, &receiver, &lone);
+    let out = holdfast(&["check", "--config", a.config_arg()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let text = std::fs::read_to_string(&a.config).unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.contains("client_cert_file"))
+        .unwrap()
+        + 1;
+    assert!(
+        stderr.contains(&format!(
+            "holdfast.toml:{line}:24: sinks.central.tls.client_cert_file: tls.client_cert_file \
+             is set but tls.client_key_file is not"
+        )),
+        "{stderr}"
+    );
+}
