@@ -2,34 +2,30 @@
 //! files or the environment), checked.
 
 use serde::de::IgnoredAny;
-use serde::Deserialize;
 use toml::Spanned;
 
 use super::Place;
 use crate::config::check::Checker;
 use crate::sinks::Auth;
 
-/// `auth.*`, as written. At most one scheme.
-#[derive(Debug, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a table with user and password_file, bearer_token_file, or api_key_file"
-)]
-pub(crate) struct RawAuth {
-    /// HTTP basic auth user; needs `password_file`.
-    user: Option<Spanned<String>>,
-    /// A file holding the basic auth password.
-    password_file: Option<Spanned<String>>,
-    /// A file holding a bearer token.
-    bearer_token_file: Option<Spanned<String>>,
-    /// A file holding an Elasticsearch API key (`elasticsearch` only).
-    api_key_file: Option<Spanned<String>>,
-    /// Never allowed: refused with the reason.
-    password: Option<Spanned<IgnoredAny>>,
-    /// Never allowed: refused with the reason.
-    bearer_token: Option<Spanned<IgnoredAny>>,
-    /// Never allowed: refused with the reason.
-    api_key: Option<Spanned<IgnoredAny>>,
+raw_table! {
+    /// `auth.*`, as written. At most one scheme.
+    RawAuth, "a table with user and password_file, bearer_token_file, or api_key_file" {
+        /// HTTP basic auth user; needs `password_file`.
+        user: String,
+        /// A file holding the basic auth password.
+        password_file: String,
+        /// A file holding a bearer token.
+        bearer_token_file: String,
+        /// A file holding an Elasticsearch API key (`elasticsearch` only).
+        api_key_file: String,
+        /// Never allowed: refused with the reason.
+        password: IgnoredAny,
+        /// Never allowed: refused with the reason.
+        bearer_token: IgnoredAny,
+        /// Never allowed: refused with the reason.
+        api_key: IgnoredAny,
+    }
 }
 
 pub(super) fn check_auth(

@@ -95,11 +95,11 @@ fn describe_network(out: &mut String, o: &HttpSinkOptions) -> fmt::Result {
         )?;
     }
     if let Some(c) = &o.client_cert {
+        let (cert, key) = (c.cert_file.display(), c.key_file.display());
+        let reload = "loaded again when the files change";
         writeln!(
             out,
-            "    presents the client certificate {} (key {}), loaded again when the files change",
-            c.cert_file.display(),
-            c.key_file.display()
+            "    presents the client certificate {cert} (key {key}), {reload}"
         )?;
     }
     if !o.headers.is_empty() {
@@ -153,15 +153,22 @@ fn check_tls_files(name: &str, o: &HttpSinkOptions, env: &mut Env<'_>) {
         env.pem_file(&key("ca_file"), ca, "CERTIFICATE");
     }
     if let Some(c) = &o.client_cert {
-        let cert = env.pem_file(&key("client_cert_file"), &c.cert_file, "CERTIFICATE");
-        let private = env.pem_file(&key("client_key_file"), &c.key_file, "PRIVATE KEY");
-        if private {
-            env.secret_file(&key("client_key_file"), &c.key_file, "private key");
+        let (cert_key, key_key) = (key("client_cert_file"), key("client_key_file"));
+        let pem = [
+            env.pem_file(&cert_key, &c.cert_file, "CERTIFICATE"),
+            env.pem_file(&key_key, &c.key_file, "PRIVATE KEY"),
+        ];
+        if pem[1] {
+            env.secret_file(&key_key, &c.key_file, "private key");
         }
-        if cert && private {
-            if let Err(e) = load_pair(&c.cert_file, &c.key_file) {
-                env.push(Severity::Error, &key("client_cert_file"), e.to_string());
-            }
+        // Loaded as `run` will, so that a file that only looks like PEM, or
+        // a key that does not fit the certificate, is found before start.
+        let loaded = pem
+            .iter()
+            .all(|ok| *ok)
+            .then(|| load_pair(&c.cert_file, &c.key_file));
+        if let Some(Err(e)) = loaded {
+            env.push(Severity::Error, &cert_key, e.to_string());
         }
     }
 }

@@ -13,7 +13,6 @@
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use toml::Spanned;
 
 use super::options::defaults as d;
@@ -22,6 +21,22 @@ use crate::config::check::{Checker, NamedTable};
 use crate::config::raw::one_of_newtype;
 use crate::config::units::{format_duration, Size};
 use crate::config::SinkEnv;
+
+/// Declares the raw struct of a small table of a network sink (`auth`,
+/// `tls`, `quarantine`): every key optional and spanned, unknown keys
+/// refused with what the table holds (`$expecting`).
+macro_rules! raw_table {
+    ($(#[$meta:meta])* $name:ident, $expecting:tt {
+        $($(#[$fmeta:meta])* $field:ident: $ty:ty,)*
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields, expecting = $expecting)]
+        pub(crate) struct $name {
+            $($(#[$fmeta])* $field: Option<toml::Spanned<$ty>>,)*
+        }
+    };
+}
 
 pub(crate) mod auth;
 mod component;
@@ -46,17 +61,14 @@ one_of_newtype! {
     }
 }
 
-/// `quarantine.*`.
-#[derive(Debug, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a table with max_bytes and when_full"
-)]
-pub(crate) struct RawQuarantine {
-    /// Default `"256MiB"`; at least 64 KiB.
-    max_bytes: Option<Spanned<Size>>,
-    /// `"block"` or `"drop"`. Default `"block"`.
-    when_full: Option<Spanned<RawWhenQuarantineFull>>,
+raw_table! {
+    /// `quarantine.*`.
+    RawQuarantine, "a table with max_bytes and when_full" {
+        /// Default `"256MiB"`; at least 64 KiB.
+        max_bytes: Size,
+        /// `"block"` or `"drop"`. Default `"block"`.
+        when_full: RawWhenQuarantineFull,
+    }
 }
 
 /// Calls `$cb! { { args } keys }` with the keys every network sink shares,
@@ -232,12 +244,34 @@ impl Common<'_> {
             1 << 10,
             256 << 20,
         ) as usize;
-        o.batch_timeout = cx.duration(
-            &key("batch_timeout"),
-            self.batch_timeout,
-            d::BATCH_TIMEOUT,
-            Some("use a small value like \"100ms\" to send sooner"),
-        );
+        let hammer = "retries would hammer a receiver that is already failing";
+        let durations = [
+            (
+                "batch_timeout",
+                self.batch_timeout,
+                d::BATCH_TIMEOUT,
+                "use a small value like \"100ms\" to send sooner",
+            ),
+            (
+                "request_timeout",
+                self.request_timeout,
+                d::REQUEST_TIMEOUT,
+                "every request would time out at once",
+            ),
+            (
+                "backoff_initial",
+                self.backoff_initial,
+                d::BACKOFF_INITIAL,
+                hammer,
+            ),
+            ("backoff_max", self.backoff_max, d::BACKOFF_MAX, hammer),
+        ];
+        [
+            o.batch_timeout,
+            o.request_timeout,
+            o.backoff_initial,
+            o.backoff_max,
+        ] = durations.map(|(k, v, default, zero)| cx.duration(&key(k), v, default, Some(zero)));
         o.concurrency =
             cx.count(&key("concurrency"), self.concurrency, d::CONCURRENCY, 1, 64) as usize;
         if let Some(a) = self.adaptive_concurrency {
@@ -254,12 +288,6 @@ impl Common<'_> {
                 );
             }
         }
-        o.request_timeout = cx.duration(
-            &key("request_timeout"),
-            self.request_timeout,
-            d::REQUEST_TIMEOUT,
-            Some("every request would time out at once"),
-        );
         o.max_attempts = cx.count(
             &key("max_attempts"),
             self.max_attempts,
@@ -267,18 +295,6 @@ impl Common<'_> {
             1,
             1000,
         ) as u32;
-        o.backoff_initial = cx.duration(
-            &key("backoff_initial"),
-            self.backoff_initial,
-            d::BACKOFF_INITIAL,
-            Some("retries would hammer a receiver that is already failing"),
-        );
-        o.backoff_max = cx.duration(
-            &key("backoff_max"),
-            self.backoff_max,
-            d::BACKOFF_MAX,
-            Some("retries would hammer a receiver that is already failing"),
-        );
         if o.backoff_max < o.backoff_initial {
             let span = self.backoff_max.or(self.backoff_initial).map(|v| v.span());
             cx.error(
@@ -300,7 +316,7 @@ impl Common<'_> {
         }
         o.auth = self.auth.and_then(|a| auth::check_auth(cx, p, a, api_keys));
         if let Some(tls) = self.tls {
-            tls::check_tls(cx, p, tls, &mut o);
+            tls.get_ref().check(cx, p, &mut o);
         }
         o.headers =
             headers::check_headers(cx, p, self.headers, self.headers_file, o.auth.is_some());
