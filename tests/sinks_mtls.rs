@@ -95,6 +95,8 @@ async fn without_a_client_certificate_events_are_held_and_with_one_delivered_onc
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
     assert_eq!(dropped, 0.0, "{metrics}");
+    // The operator reads why: the receiver asked for a certificate.
+    assert!(a.stderr().contains("CertificateRequired"), "{}", a.stderr());
     assert!(a.stop().success(), "{}", a.stderr());
 
     // The same data directory with the certificate: the held events go.
