@@ -142,3 +142,47 @@ fn inline_value(
     }
     Some(HeaderValueFrom::Inline(value.get_ref().clone()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(name: &str, table: &str, auth: bool) -> Option<String> {
+        let earlier = [Header {
+            name: "X-Tenant".into(),
+            value: HeaderValueFrom::Inline("a".into()),
+        }];
+        name_problem(name, table, auth, &earlier)
+    }
+
+    #[test]
+    fn names_are_checked_for_what_the_sink_owns_and_for_secrets() {
+        assert_eq!(problem("X-Scope-OrgID", "headers", true), None);
+        assert_eq!(problem("X-Api-Key", "headers_file", false), None);
+        assert_eq!(problem("Authorization", "headers_file", false), None);
+        let cases = [
+            ("X Bad", "headers", false, "not a valid header name"),
+            ("Bad:", "headers", false, "not a valid header name"),
+            (
+                "content-type",
+                "headers",
+                false,
+                "holdfast sets content-type itself",
+            ),
+            ("Host", "headers_file", false, "the endpoint URL decides it"),
+            (
+                "Authorization",
+                "headers_file",
+                true,
+                "auth sets the Authorization",
+            ),
+            ("x-tenant", "headers_file", false, "set twice"),
+            ("X-Auth-Token", "headers", false, "set headers_file"),
+            ("Cookie", "headers", false, "set headers_file"),
+        ];
+        for (name, table, auth, fragment) in cases {
+            let p = problem(name, table, auth).unwrap_or_else(|| panic!("{name} accepted"));
+            assert!(p.contains(fragment), "{name}: {p}");
+        }
+    }
+}
