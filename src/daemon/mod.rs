@@ -103,21 +103,18 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
         health: health.clone(),
         stop: stop.clone(),
     };
-    let sinks_stop = CancellationToken::new();
+    // Sources stop first (no new input), then sinks drain what is in the log.
+    let (sources_stop, sinks_stop) = (CancellationToken::new(), CancellationToken::new());
     let sink_tasks = start_all(
-        "sink",
+        Role::Sink,
         settings.sinks.iter().map(|(name, s)| (name, &s.kind)),
         |name| context(name, &sinks_stop),
-        false,
         SinkKind::run,
     );
-    // A source that cannot take input is listed in /readyz (watched).
-    let sources_stop = CancellationToken::new();
     let source_tasks = start_all(
-        "source",
+        Role::Source,
         settings.sources.iter().map(|(name, s)| (name, &s.kind)),
         |name| context(name, &sources_stop),
-        true,
         SourceKind::run,
     );
     health.set(Phase::Ready);
@@ -163,9 +160,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     let deadline = tokio::time::Instant::now() + settings.daemon.shutdown_timeout;
     let drain = async {
         sources_stop.cancel();
-        wait_all("source", source_tasks, deadline).await;
+        wait_all(Role::Source, source_tasks, deadline).await;
         sinks_stop.cancel();
-        wait_all("sink", sink_tasks, deadline).await;
+        wait_all(Role::Sink, sink_tasks, deadline).await;
         if let Err(e) = log.close().await {
             error!(error = %e, "closing the log failed; cursor progress since the last sync will be replayed");
         }
@@ -190,20 +187,36 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
 
 /// Starts each component (`what`: "sink" or "source") under the
 /// supervisor, named `what:name`.
+/// What a supervised component is, for its task name and its health.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    /// Watched: a source that cannot take input is listed in /readyz.
+    Source,
+    Sink,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Source => "source",
+            Role::Sink => "sink",
+        }
+    }
+}
+
 fn start_all<'a, K: Clone + Send + 'static>(
-    what: &str,
+    role: Role,
     components: impl Iterator<Item = (&'a String, &'a K)>,
     context: impl Fn(&str) -> ComponentContext,
-    watched: bool,
     run: fn(&K, &ComponentContext) -> Run,
 ) -> Vec<(String, JoinHandle<()>)> {
     components
         .map(|(name, kind)| {
             let kind = kind.clone();
             let task = supervisor::spawn_component(
-                format!("{what}:{name}"),
+                format!("{}:{name}", role.name()),
                 context(name),
-                watched,
+                matches!(role, Role::Source),
                 move |ctx| run(&kind, ctx),
             );
             (name.clone(), task)
@@ -213,7 +226,7 @@ fn start_all<'a, K: Clone + Send + 'static>(
 
 /// Waits for tasks until `deadline`, then abandons the rest (aborting them).
 async fn wait_all(
-    kind: &str,
+    role: Role,
     tasks: Vec<(String, JoinHandle<()>)>,
     deadline: tokio::time::Instant,
 ) {
@@ -221,7 +234,7 @@ async fn wait_all(
         tokio::select! {
             _ = &mut task => {}
             _ = tokio::time::sleep_until(deadline) => {
-                warn!(%kind, %name, "did not finish within shutdown_timeout; abandoning its in-flight work (it will be redelivered)");
+                warn!(kind = role.name(), %name, "did not finish within shutdown_timeout; abandoning its in-flight work (it will be redelivered)");
                 task.abort();
             }
         }
