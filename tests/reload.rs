@@ -10,7 +10,9 @@
 //! 3. a source is removed: what it read is delivered, as a gap-free prefix
 //!    of its file, each line once; the other source goes on;
 //! 4. an invalid file: refused with the problem logged, counted, and the
-//!    running config goes on delivering.
+//!    running config goes on delivering;
+//! 5. a sink removed: its cursor stays in the log until `holdfast forget`,
+//!    which the next reload carries out.
 //!
 //! systemd sees RELOADING=1 and then READY=1 for each.
 
@@ -27,7 +29,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use daemon::{wait_for, Agent};
+use daemon::{holdfast, wait_for, Agent};
 use receivers::{Api, Receiver};
 
 const BATCH: usize = 100;
@@ -119,6 +121,20 @@ impl Setup {
     fn write(&self, a: &Agent, body: &str) {
         std::fs::write(&a.config, format!("{}\n{body}", self.base)).unwrap();
     }
+}
+
+/// The cursors the log has, as `holdfast inspect` shows them.
+fn cursors(a: &Agent) -> Vec<String> {
+    let out = holdfast(&["inspect", "--config", a.config_arg(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    (v["consumers"].as_array().unwrap().iter())
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// Sends SIGHUP and waits for the reload to be counted with `result`.
@@ -235,6 +251,29 @@ async fn reloads_under_load_lose_nothing_and_repeat_at_most_the_in_flight() {
             (main.len() >= a_written && lines(&r2, "a").len() >= a_written).then_some(())
         },
     );
+
+    // 5. A sink removed: its cursor stays until `holdfast forget`, carried
+    // out at the next reload.
+    s.write(&a, &(only_a.clone() + &main_a));
+    reload(&mut a, "ok", 4.0);
+    assert!(
+        cursors(&a).contains(&"copy".to_string()),
+        "{:?}",
+        cursors(&a)
+    );
+    let out = holdfast(&["forget", "--config", a.config_arg(), "--sink", "copy"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let refused = holdfast(&["forget", "--config", a.config_arg(), "--sink", "nosuch"]);
+    assert!(!refused.status.success());
+    reload(&mut a, "ok", 5.0);
+    wait_for("the cursor forgotten", Duration::from_secs(10), || {
+        (!cursors(&a).contains(&"copy".to_string())).then_some(())
+    });
+    assert!(cursors(&a).contains(&"main".to_string()));
     assert!(a.stop().success(), "{}", a.stderr());
 
     // Every line of a: at the added sink once each, at the main sink on one

@@ -21,6 +21,7 @@ last sync is replayed next time (duplicates, never loss).
 */
 
 mod components;
+pub mod forget;
 mod reload;
 mod startup_pages;
 pub mod supervisor;
@@ -106,6 +107,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<Exit> {
         api_stop.clone(),
     ));
 
+    forget::apply(&log, &settings);
     let mut components = Components::new(log.clone(), metrics.clone(), health.clone());
     components.start_all(&settings);
     health.set(Phase::Ready);
@@ -139,14 +141,17 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<Exit> {
             _ = sighup.recv() => {
                 // Stopping components may take up to shutdown_timeout: the
                 // watchdog is kept fed meanwhile.
-                let reload = reload::reload(&mut settings, &mut components, &metrics);
-                tokio::pin!(reload);
-                loop {
-                    tokio::select! {
-                        _ = &mut reload => break,
-                        _ = beat.tick() => beat_once(&log, watchdog.is_some()),
+                {
+                    let reload = reload::reload(&mut settings, &mut components, &metrics);
+                    tokio::pin!(reload);
+                    loop {
+                        tokio::select! {
+                            _ = &mut reload => break,
+                            _ = beat.tick() => beat_once(&log, watchdog.is_some()),
+                        }
                     }
                 }
+                forget::apply(&log, &settings);
             }
             _ = beat.tick() => beat_once(&log, watchdog.is_some()),
         }

@@ -107,7 +107,8 @@ async fn apply(current: &mut Settings, new: Settings, components: &mut Component
         warn!(
             sink = %name,
             "sink removed: its cursor stays in the log (and keeps its unsent events from \
-             deletion until the log is full), so adding it back resumes where it stopped"
+             deletion until the log is full), so adding it back resumes where it stopped; \
+             `holdfast forget --sink {name}` drops it"
         );
     }
     info!("config reloaded: {changes}");
