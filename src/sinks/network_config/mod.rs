@@ -234,8 +234,7 @@ impl Common<'_> {
             &key("batch_max_events"),
             self.batch_max_events,
             d::BATCH_MAX_EVENTS,
-            1,
-            100_000,
+            1..=100_000,
         ) as usize;
         o.batch_max_bytes = cx.size(
             &key("batch_max_bytes"),
@@ -272,8 +271,13 @@ impl Common<'_> {
             o.backoff_initial,
             o.backoff_max,
         ] = durations.map(|(k, v, default, zero)| cx.duration(&key(k), v, default, Some(zero)));
-        o.concurrency =
-            cx.count(&key("concurrency"), self.concurrency, d::CONCURRENCY, 1, 64) as usize;
+        let concurrency = cx.count(
+            &key("concurrency"),
+            self.concurrency,
+            d::CONCURRENCY,
+            1..=64,
+        );
+        o.concurrency = concurrency as usize;
         if let Some(a) = self.adaptive_concurrency {
             cx.note(&key("adaptive_concurrency"), a);
             o.adaptive_concurrency = *a.get_ref();
@@ -292,8 +296,7 @@ impl Common<'_> {
             &key("max_attempts"),
             self.max_attempts,
             d::MAX_ATTEMPTS,
-            1,
-            1000,
+            1..=1000,
         ) as u32;
         if o.backoff_max < o.backoff_initial {
             let span = self.backoff_max.or(self.backoff_initial).map(|v| v.span());
