@@ -277,6 +277,10 @@ fn check_command(
     let (settings, mut problems) = match config::load(path) {
         Ok(s) => (Some(s), Vec::new()),
         Err(config::ConfigError::Invalid { problems }) => (None, problems),
+        Err(e) if !json => {
+            eprintln!("error: invalid configuration\n{e}");
+            return ExitCode::from(2);
+        }
         Err(e) => (
             None,
             vec![config::Diagnostic {
