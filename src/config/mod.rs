@@ -2,6 +2,12 @@
 The config: one TOML file (by default `/etc/holdfast/holdfast.toml`) read in
 two stages, the way `holdfast check` and `holdfast run` both use it.
 
+First, `${VAR}` / `${VAR:-default}` references are replaced with values from
+the environment (`interpolate.rs`: escaped so that no value can change the
+document's structure; positions in messages still point into the file as
+written), so one file serves a fleet. [`Settings::effective_config`]
+(`effective.rs`) is the result with secrets masked.
+
 1. **Raw** (`raw.rs`; each source's and sink's own in its folder's
    `config.rs`, found through [`crate::registry`]): serde structs with `deny_unknown_fields`, every field optional and
    documented with its default. Sizes (`"64MiB"`) and durations (`"30s"`)
