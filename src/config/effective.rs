@@ -16,6 +16,37 @@ use super::interpolate::Piece;
 /// What a masked value is shown as.
 pub const MASK: &str = "\"********\"";
 
+/// The spellings of each secret value that a message could quote (as
+/// given, as escaped in TOML, as Rust's `{:?}` writes it), longest first.
+/// Values shorter than 4 characters are left: replacing them would mangle
+/// messages and hide nothing worth hiding.
+pub(crate) fn secret_spellings(pieces: &[Piece]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for v in pieces.iter().filter_map(|p| p.secret_value.as_deref()) {
+        let debug = format!("{v:?}");
+        let forms = [
+            v.to_string(),
+            super::interpolate::escape_basic(v),
+            debug[1..debug.len() - 1].to_string(),
+        ];
+        out.extend(forms.into_iter().filter(|f| f.chars().count() >= 4));
+    }
+    out.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    out.dedup();
+    out
+}
+
+/// `text` with every occurrence of a secret spelling replaced by the mask.
+pub(crate) fn redact(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_string();
+    for s in secrets {
+        if out.contains(s.as_str()) {
+            out = out.replace(s.as_str(), "********");
+        }
+    }
+    out
+}
+
 /// `text` (the substituted config) with each secret value masked.
 pub(crate) fn masked(text: &str, root: &DeTable<'_>, pieces: &[Piece]) -> String {
     let secret_pieces: Vec<Range<usize>> = pieces

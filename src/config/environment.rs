@@ -100,7 +100,7 @@ impl Env<'_> {
             file: self.settings.config_file.clone(),
             position,
             key: key.to_string(),
-            message,
+            message: super::effective::redact(&message, &self.settings.secrets),
         });
     }
 

@@ -31,6 +31,9 @@ pub(crate) struct Piece {
     pub var: Option<String>,
     /// The value is not to be shown (`check` masks it).
     pub secret: bool,
+    /// A secret value as the environment gave it, so that messages which
+    /// quote it can be redacted.
+    pub secret_value: Option<String>,
     /// The replacement could not be made; `to` holds a placeholder, and
     /// other problems about the value there are not reported (they would
     /// be about the placeholder).
@@ -124,16 +127,20 @@ pub(crate) fn interpolate(text: &str, env: &dyn Fn(&str) -> Option<String>) -> I
                 out.text.push_str(&text[copied..i]);
                 let start = out.text.len();
                 let (value, var, secret, problem) = match replacement {
-                    Replacement::Dollar => ("$".to_string(), None, false, None),
+                    Replacement::Dollar => ("$".to_string(), None, None, None),
                     Replacement::Var {
                         name,
+                        raw,
                         value,
                         secret,
-                    } => match value {
-                        Ok(v) => (v, Some(name), secret, None),
-                        Err(why) => (placeholder(place), Some(name), secret, Some(why)),
-                    },
-                    Replacement::Malformed(why) => (placeholder(place), None, false, Some(why)),
+                    } => {
+                        let secret = secret.then_some(raw.unwrap_or_default());
+                        match value {
+                            Ok(v) => (v, Some(name), secret, None),
+                            Err(why) => (placeholder(place), Some(name), secret, Some(why)),
+                        }
+                    }
+                    Replacement::Malformed(why) => (placeholder(place), None, None, Some(why)),
                 };
                 out.text.push_str(&value);
                 let to = start..out.text.len();
@@ -147,7 +154,8 @@ pub(crate) fn interpolate(text: &str, env: &dyn Fn(&str) -> Option<String>) -> I
                     from: i..i + len,
                     to,
                     var,
-                    secret,
+                    secret: secret.is_some(),
+                    secret_value: secret,
                     failed: problem.is_some(),
                 });
                 i += len;
@@ -193,6 +201,8 @@ enum Replacement {
     Dollar,
     Var {
         name: String,
+        /// The value before it is written into its place.
+        raw: Option<String>,
         value: Result<String, String>,
         secret: bool,
     },
@@ -239,10 +249,12 @@ fn reference(
         ));
     }
     let secret = looks_secret(name);
-    let value = match (env(name).filter(|v| !v.is_empty()), default) {
-        (Some(v), _) => render(&v, place, name, secret),
-        (None, Some(d)) => render(d, place, name, secret),
-        (None, None) => Err(format!(
+    let raw = env(name)
+        .filter(|v| !v.is_empty())
+        .or_else(|| default.map(str::to_string));
+    let value = match &raw {
+        Some(v) => render(v, place, name, secret),
+        None => Err(format!(
             "the environment variable {name} is not set (or is empty): set it in the \
              environment holdfast runs in (for the service, Environment= or EnvironmentFile= \
              in a drop-in: systemctl edit holdfast), or give a default: ${{{name}:-value}}"
@@ -252,6 +264,7 @@ fn reference(
         close + 1,
         Replacement::Var {
             name: name.to_string(),
+            raw,
             value,
             secret,
         },
@@ -352,7 +365,7 @@ fn bare_scalar(value: &str) -> Option<&str> {
 }
 
 /// The inside of a TOML basic string holding exactly `value`.
-fn escape_basic(value: &str) -> String {
+pub(crate) fn escape_basic(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {

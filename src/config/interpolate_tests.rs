@@ -235,3 +235,14 @@ fn the_effective_config_is_interpolated_and_masked() {
     assert!(s.effective_config().contains("data_dir = \"/srv/hf\""));
     assert_eq!(s.data_dir, std::path::Path::new("/srv/hf"));
 }
+
+#[test]
+fn messages_that_quote_a_value_never_show_a_secret_variable() {
+    let text = "[sources.o]\ntype = \"otlp_http\"\nlisten = \"127.0.0.1:0\"\n\
+                [sinks.s]\ntype = \"elasticsearch\"\ninputs = [\"o\"]\n\
+                endpoint = \"http://es:9200/x?token=${API_TOKEN}\"\n";
+    let found = problems(text, &[("API_TOKEN", "tok\"en-secret")]);
+    let d = found.iter().find(|d| d.key == "sinks.s.endpoint").unwrap();
+    assert!(!d.message.contains("en-secret"), "{d}");
+    assert!(d.message.contains("token=********"), "{d}");
+}

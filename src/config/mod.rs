@@ -143,6 +143,12 @@ pub fn parse_with_env(
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let interpolated = interpolate::interpolate(text, env);
     let src = SourceText::interpolated(text, &interpolated.text, &interpolated.pieces, path);
+    // A message may quote a value (a URL holding a token): never a secret.
+    let secrets = effective::secret_spellings(&interpolated.pieces);
+    let redacted = |mut d: Diagnostic| {
+        d.message = effective::redact(&d.message, &secrets);
+        d
+    };
     let root = match DeTable::parse(&interpolated.text) {
         Ok(root) => root,
         Err(e) => {
@@ -154,7 +160,9 @@ pub fn parse_with_env(
                 .map(|p| src.diagnostic(Severity::Error, Some(p.to.clone()), "", &p.message))
                 .collect();
             problems.push(src.syntax_error(&e));
-            return Err(ConfigError::Invalid { problems });
+            return Err(ConfigError::Invalid {
+                problems: problems.into_iter().map(redacted).collect(),
+            });
         }
     };
     let mut cx = Checker::new(&src, root.get_ref(), base_dir(path));
@@ -173,12 +181,15 @@ pub fn parse_with_env(
     let mut settings = settings::check_document(&mut cx, &root, path);
     let (errors, warnings, origins) = cx.finish();
     if !errors.is_empty() {
-        return Err(ConfigError::Invalid { problems: errors });
+        return Err(ConfigError::Invalid {
+            problems: errors.into_iter().map(redacted).collect(),
+        });
     }
-    settings.warnings = warnings;
+    settings.warnings = warnings.into_iter().map(redacted).collect();
     settings.origins = origins;
     settings.effective =
         effective::masked(&interpolated.text, root.get_ref(), &interpolated.pieces);
+    settings.secrets = secrets;
     Ok(settings)
 }
 

@@ -75,6 +75,9 @@ pub struct Settings {
     pub(crate) origins: BTreeMap<String, Position>,
     /// The file after interpolation, secrets masked.
     pub(crate) effective: String,
+    /// Secret values from the environment, as messages could quote them:
+    /// redacted from the description and the machine checks' messages.
+    pub(crate) secrets: Vec<String>,
 }
 
 impl Settings {
@@ -253,6 +256,7 @@ pub(crate) fn check_document<'a>(
         warnings: Vec::new(),
         origins: BTreeMap::new(),
         effective: String::new(),
+        secrets: Vec::new(),
     }
 }
 
