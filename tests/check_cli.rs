@@ -9,6 +9,7 @@ mod daemon;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use daemon::{free_port, Agent, BIN};
 
@@ -213,4 +214,42 @@ fn check_beside_the_running_daemon_accepts_the_ports_it_holds() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("already in use"), "{stderr}");
     drop(taken);
+}
+
+#[test]
+fn run_reads_the_same_variables() {
+    let a = Agent::new(PIPELINE);
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .args(["run", "--config", a.config_arg()])
+        .env("HF_PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting holdfast run");
+    let otlp: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // The OTLP receiver answers on the port the variable named.
+    daemon::wait_for("the OTLP port to answer", Duration::from_secs(30), || {
+        daemon::http_get(otlp, "/")
+    });
+    let term = Command::new("kill")
+        .args(["-s", "TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = daemon::wait_for("holdfast to exit", Duration::from_secs(30), || {
+        child.try_wait().ok().flatten()
+    });
+    assert!(status.success(), "{status:?}");
+
+    // Without it, run refuses to start, naming the key.
+    let out = Command::new(BIN)
+        .args(["run", "--config", a.config_arg()])
+        .env_remove("HF_PORT")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("sources.otlp.listen"), "{stderr}");
 }
