@@ -34,10 +34,24 @@ enum Command {
         #[arg(long, short, default_value = DEFAULT_CONFIG)]
         config: PathBuf,
     },
-    /// Validate a config and print what it would do.
+    /// Validate a config and print what it would do. Exit 0 when it can
+    /// run, 2 when it cannot.
     Check {
         #[arg(long, short, default_value = DEFAULT_CONFIG)]
         config: PathBuf,
+        /// Skip the checks of this machine (directories writable, ports
+        /// free, files present): validate the file alone, as in a CI
+        /// pipeline.
+        #[arg(long)]
+        offline: bool,
+        /// Print the result as one JSON object (ok, errors, warnings, notes,
+        /// describe, effective_config) for tools.
+        #[arg(long)]
+        json: bool,
+        /// Print the config as read (environment variables substituted,
+        /// secrets masked) instead of the description.
+        #[arg(long)]
+        print_config: bool,
     },
     /// Show the log: segments, bytes, sequence range, per-consumer lag and
     /// losses. Read-only; works while the daemon runs.
@@ -262,6 +276,102 @@ fn quarantine_command(action: QuarantineAction) -> ExitCode {
     }
 }
 
+/// `holdfast check`: the config's problems, then (unless `offline`) the
+/// machine's. Exit 0 when holdfast can run with it, 2 when it cannot.
+fn check_command(
+    path: &std::path::Path,
+    offline: bool,
+    json: bool,
+    print_config: bool,
+) -> ExitCode {
+    let (settings, mut problems) = match config::load(path) {
+        Ok(s) => (Some(s), Vec::new()),
+        Err(config::ConfigError::Invalid { problems }) => (None, problems),
+        Err(e) if !json => {
+            eprintln!("error: invalid configuration\n{e}");
+            return ExitCode::from(2);
+        }
+        Err(e) => (
+            None,
+            vec![config::Diagnostic {
+                severity: config::Severity::Error,
+                file: path.to_path_buf(),
+                position: None,
+                key: String::new(),
+                message: e.to_string(),
+            }],
+        ),
+    };
+    if let Some(s) = &settings {
+        problems.extend(s.warnings().iter().cloned());
+        if !offline {
+            problems.extend(s.check_environment());
+        }
+    }
+    let ok = !problems.iter().any(|d| d.is_error());
+    if json {
+        let of = |severity| -> Vec<serde_json::Value> {
+            problems
+                .iter()
+                .filter(|d| d.severity == severity)
+                .map(|d| d.to_json())
+                .collect()
+        };
+        let out = serde_json::json!({
+            "ok": ok,
+            "config": path.display().to_string(),
+            "offline": offline,
+            "errors": of(config::Severity::Error),
+            "warnings": of(config::Severity::Warning),
+            "notes": of(config::Severity::Note),
+            "describe": settings.as_ref().map(|s| s.describe()),
+            "effective_config": settings.as_ref().map(|s| s.effective_config()),
+        });
+        println!("{out}");
+        return if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(2)
+        };
+    }
+    match &settings {
+        Some(s) if print_config => print!("{}", s.effective_config()),
+        // The description lists the config's own warnings.
+        Some(s) => print!("{}", s.describe()),
+        None => eprintln!("error: invalid configuration"),
+    }
+    for d in &problems {
+        let described =
+            !print_config && settings.as_ref().is_some_and(|s| s.warnings().contains(d));
+        if !described {
+            eprintln!("{d}");
+        }
+    }
+    let skipped = if offline {
+        " (machine checks skipped: --offline)"
+    } else {
+        ""
+    };
+    if ok {
+        // With --print-config stdout is the config alone, ready to save.
+        let line = format!("configuration OK: {}{skipped}", path.display());
+        if print_config {
+            eprintln!("{line}")
+        } else {
+            println!("\n{line}")
+        }
+        ExitCode::SUCCESS
+    } else if settings.is_some() {
+        eprintln!(
+            "\nconfiguration {} cannot run on this machine as it is",
+            path.display()
+        );
+        ExitCode::from(2)
+    } else {
+        ExitCode::from(2)
+    }
+}
+
 fn load(path: &std::path::Path) -> Result<Settings, ExitCode> {
     config::load(path).map_err(|e| {
         eprintln!("error: invalid configuration\n{e}");
@@ -323,27 +433,12 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Check { config } => {
-            let settings = match load(&config) {
-                Ok(s) => s,
-                Err(code) => return code,
-            };
-            print!("{}", settings.describe());
-            let found = settings.check_environment();
-            for d in &found {
-                eprintln!("{d}");
-            }
-            if found.iter().any(|d| d.is_error()) {
-                eprintln!(
-                    "\nconfiguration {} cannot run on this machine as it is",
-                    config.display()
-                );
-                ExitCode::from(2)
-            } else {
-                println!("\nconfiguration OK: {}", config.display());
-                ExitCode::SUCCESS
-            }
-        }
+        Command::Check {
+            config,
+            offline,
+            json,
+            print_config,
+        } => check_command(&config, offline, json, print_config),
         Command::Inspect { place, json } => {
             let dir = match place.log_dir() {
                 Ok(d) => d,

@@ -55,6 +55,10 @@ pub(crate) struct Checker<'a> {
     /// file's.
     pub base_dir: PathBuf,
     found: Vec<(usize, Diagnostic)>,
+    /// Placeholders of environment references that failed (already
+    /// reported): problems about the values there would be about the
+    /// placeholder, not the file, so they are not reported.
+    placeholders: Vec<Range<usize>>,
     /// Where each key set in the file is, for messages that come later
     /// (`check_environment`, the daemon).
     pub origins: BTreeMap<String, Position>,
@@ -67,8 +71,14 @@ impl<'a> Checker<'a> {
             root,
             base_dir,
             found: Vec::new(),
+            placeholders: Vec::new(),
             origins: BTreeMap::new(),
         }
+    }
+
+    /// From now on, drops problems whose span touches one of `ranges`.
+    pub fn ignore_problems_at(&mut self, ranges: Vec<Range<usize>>) {
+        self.placeholders = ranges;
     }
 
     pub fn error(&mut self, span: Option<Range<usize>>, key: &str, message: impl Into<String>) {
@@ -80,6 +90,15 @@ impl<'a> Checker<'a> {
     }
 
     fn push(&mut self, severity: Severity, span: Option<Range<usize>>, key: &str, message: String) {
+        if let Some(s) = &span {
+            if self
+                .placeholders
+                .iter()
+                .any(|p| s.start <= p.end && p.start <= s.end)
+            {
+                return;
+            }
+        }
         let order = span.as_ref().map_or(usize::MAX, |s| s.start);
         let d = self.src.diagnostic(severity, span, key, message);
         // A value TOML cannot represent (`1e400`) fails both the whole-file
@@ -143,24 +162,51 @@ impl<'a> Checker<'a> {
         table.get(*last)
     }
 
-    /// Deserializes one table of the tree into its raw struct; a serde error
-    /// becomes a diagnostic at its key (under `prefix`) and `None`.
+    /// Deserializes one table of the tree into its raw struct; each serde
+    /// error becomes a diagnostic at its key (under `prefix`), and the
+    /// result is `None` if there was any.
+    ///
+    /// Serde stops at the first error of a table, so the entry at fault is
+    /// taken out and the rest read again: three unknown keys in one table
+    /// are three diagnostics from one run.
     pub fn deserialize<T: DeserializeOwned>(
         &mut self,
         prefix: &str,
         value: &Spanned<DeValue<'a>>,
     ) -> Option<T> {
-        match T::deserialize(ValueDeserializer::from(value.clone())) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                let span = e.span().or_else(|| Some(value.span()));
-                let key = match (&span, value.get_ref()) {
-                    (Some(s), DeValue::Table(t)) => key_path_at(t, prefix, s),
-                    _ => None,
-                }
-                .unwrap_or_else(|| prefix.to_string());
-                self.error(span, &key, rewrite_serde_message(e.message()));
-                None
+        let mut value = value.clone();
+        let mut failed = false;
+        loop {
+            let e = match T::deserialize(ValueDeserializer::from(value.clone())) {
+                Ok(t) => return (!failed).then_some(t),
+                Err(e) => e,
+            };
+            // Without a span of its own (a missing key), a later error may
+            // come from an entry taken out: only the first is certain.
+            if failed && e.span().is_none() {
+                return None;
+            }
+            failed = true;
+            let span = e.span().or_else(|| Some(value.span()));
+            let key = match (&span, value.get_ref()) {
+                (Some(s), DeValue::Table(t)) => key_path_at(t, prefix, s),
+                _ => None,
+            }
+            .unwrap_or_else(|| prefix.to_string());
+            self.error(span, &key, rewrite_serde_message(e.message()));
+            let (Some(at), DeValue::Table(t)) = (e.span(), value.get_mut()) else {
+                return None;
+            };
+            let at_fault: Vec<_> = t
+                .iter()
+                .filter(|(k, v)| within(&k.span(), &at) || holds(v, &at))
+                .map(|(k, _)| k.clone())
+                .collect();
+            if at_fault.is_empty() {
+                return None;
+            }
+            for k in &at_fault {
+                t.remove(k);
             }
         }
     }
@@ -430,6 +476,21 @@ impl<'a> Checker<'a> {
         }
         (tables, declared)
     }
+}
+
+fn within(outer: &Range<usize>, inner: &Range<usize>) -> bool {
+    outer.start <= inner.start && inner.end <= outer.end
+}
+
+/// Whether `at` is inside `v`, looking into tables (whose span is only their
+/// header) and arrays.
+fn holds(v: &Spanned<DeValue<'_>>, at: &Range<usize>) -> bool {
+    within(&v.span(), at)
+        || match v.get_ref() {
+            DeValue::Table(t) => t.iter().any(|(k, v)| within(&k.span(), at) || holds(v, at)),
+            DeValue::Array(a) => a.iter().any(|e| holds(e, at)),
+            _ => false,
+        }
 }
 
 /// A `[sources.<name>]` or `[sinks.<name>]` table whose name and type passed.

@@ -17,7 +17,7 @@ impl Settings {
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = self.write_description(&mut out);
-        out
+        super::effective::redact(&out, &self.secrets)
     }
 
     fn write_description(&self, out: &mut String) -> std::fmt::Result {

@@ -2,6 +2,14 @@
 //! config can be valid and still fail here: the data directory is not
 //! writable by this user, a port is taken, a token file is missing.
 //!
+//! A port this config listens on is expected to be in use while holdfast
+//! runs with it (`holdfast check && systemctl reload holdfast`): when the
+//! log's lock is held by a live process, a port in use is a note, not an
+//! error. Secret files in systemd's credentials directory
+//! (`$CREDENTIALS_DIRECTORY`, from `LoadCredential=`) are not held to the
+//! mode check: systemd grants the service user access to them (by ACL, which
+//! shows in the group bits) in a directory only the unit can read.
+//!
 //! These checks leave no trace: directories created to prove they can be
 //! created are removed again, probe files are deleted, sockets are closed.
 //! They answer for the user running them, so run `holdfast check` as the
@@ -30,6 +38,7 @@ impl Settings {
         let mut env = Env {
             settings: self,
             found: Vec::new(),
+            running: log_in_use(&self.log_dir()),
         };
 
         env.writable_dir("data_dir", &self.log_dir());
@@ -56,6 +65,27 @@ impl Settings {
 pub(crate) struct Env<'a> {
     settings: &'a Settings,
     found: Vec<Diagnostic>,
+    /// A live process holds this config's log open: a holdfast running with
+    /// it, whose listeners are expected to be bound.
+    running: bool,
+}
+
+/// Whether a live process holds the log's `LOCK` (taken with `flock` by the
+/// daemon; released by the kernel when it dies, so a stale file says
+/// nothing).
+fn log_in_use(log_dir: &Path) -> bool {
+    let Ok(lock) = fs::File::open(log_dir.join("LOCK")) else {
+        return false;
+    };
+    // A shared lock conflicts with the daemon's exclusive one and with no
+    // other `check`; it is released when `lock` is dropped.
+    matches!(lock.try_lock_shared(), Err(fs::TryLockError::WouldBlock))
+}
+
+/// Whether `path` is in systemd's credentials directory for this service.
+fn in_credentials_dir(path: &Path) -> bool {
+    let dir = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+    dir.is_some_and(|d| path.starts_with(d)) || path.starts_with("/run/credentials")
 }
 
 impl Env<'_> {
@@ -70,7 +100,7 @@ impl Env<'_> {
             file: self.settings.config_file.clone(),
             position,
             key: key.to_string(),
-            message,
+            message: super::effective::redact(&message, &self.settings.secrets),
         });
     }
 
@@ -194,6 +224,18 @@ impl Env<'_> {
             return;
         }
         if let Err(e) = TcpListener::bind(addr) {
+            if e.kind() == io::ErrorKind::AddrInUse && self.running {
+                self.push(
+                    Severity::Note,
+                    key,
+                    format!(
+                        "{addr} is in use, by the holdfast running with this data directory \
+                         ({}): fine, a reload or restart takes it over",
+                        self.settings.data_dir.display()
+                    ),
+                );
+                return;
+            }
             let why = match e.kind() {
                 io::ErrorKind::AddrInUse => {
                     "the address is already in use by another process (or by a running \
@@ -251,7 +293,7 @@ impl Env<'_> {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            if let Ok(meta) = fs::metadata(path) {
+            if let (Ok(meta), false) = (fs::metadata(path), in_credentials_dir(path)) {
                 let mode = meta.permissions().mode() & 0o777;
                 if mode & 0o077 != 0 {
                     self.push(

@@ -16,6 +16,11 @@ pub enum Severity {
     /// Allowed, but probably not what the operator wants (for example a
     /// listener on a public address without authentication).
     Warning,
+    /// For information only, from
+    /// [`Settings::check_environment`](super::Settings::check_environment):
+    /// for example a port held by the holdfast already running with this
+    /// config.
+    Note,
 }
 
 /// A place in the config file: 1-based line and column (the column counts
@@ -67,8 +72,10 @@ impl fmt::Display for Diagnostic {
             write!(f, ":{}:{}", p.line, p.column)?;
         }
         f.write_str(": ")?;
-        if self.severity == Severity::Warning {
-            f.write_str("warning: ")?;
+        match self.severity {
+            Severity::Error => {}
+            Severity::Warning => f.write_str("warning: ")?,
+            Severity::Note => f.write_str("note: ")?,
         }
         if !self.key.is_empty() {
             write!(f, "{}: ", self.key)?;
@@ -81,6 +88,24 @@ impl fmt::Display for Diagnostic {
             f.write_str(line)?;
         }
         Ok(())
+    }
+}
+
+impl Diagnostic {
+    /// The diagnostic as one JSON object, for `holdfast check --json`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "severity": match self.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+                Severity::Note => "note",
+            },
+            "file": self.file.display().to_string(),
+            "line": self.position.map(|p| p.line),
+            "column": self.position.map(|p| p.column),
+            "key": self.key,
+            "message": self.message,
+        })
     }
 }
 

@@ -2,6 +2,12 @@
 The config: one TOML file (by default `/etc/holdfast/holdfast.toml`) read in
 two stages, the way `holdfast check` and `holdfast run` both use it.
 
+First, `${VAR}` / `${VAR:-default}` references are replaced with values from
+the environment (`interpolate.rs`: escaped so that no value can change the
+document's structure; positions in messages still point into the file as
+written), so one file serves a fleet. [`Settings::effective_config`]
+(`effective.rs`) is the result with secrets masked.
+
 1. **Raw** (`raw.rs`; each source's and sink's own in its folder's
    `config.rs`, found through [`crate::registry`]): serde structs with `deny_unknown_fields`, every field optional and
    documented with its default. Sizes (`"64MiB"`) and durations (`"30s"`)
@@ -61,8 +67,10 @@ The keys, their defaults and what they mean for the operator are in
 
 pub(crate) mod check;
 mod describe;
+mod effective;
 pub(crate) mod environment;
 mod error;
+mod interpolate;
 mod log;
 pub(crate) mod raw;
 mod serde_messages;
@@ -116,24 +124,72 @@ pub fn load(path: impl AsRef<Path>) -> Result<Settings, ConfigError> {
 }
 
 /// Validates config text; `path` is named in messages and is the base for
-/// relative paths in the config.
+/// relative paths in the config. `${VAR}` references are read from the
+/// process environment.
 pub fn parse(text: &str, path: impl AsRef<Path>) -> Result<Settings, ConfigError> {
+    parse_with_env(text, path, &|name| std::env::var(name).ok())
+}
+
+/// [`parse`] with the environment given: `env` returns a variable's value,
+/// or `None` when it is unset.
+pub fn parse_with_env(
+    text: &str,
+    path: impl AsRef<Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Settings, ConfigError> {
     let path = path.as_ref();
     // A byte-order mark is harmless; drop it rather than call it a syntax
     // error (columns on line 1 then count from after it).
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let src = SourceText::new(text, path);
-    let root = DeTable::parse(text).map_err(|e| ConfigError::Invalid {
-        problems: vec![src.syntax_error(&e)],
-    })?;
+    let interpolated = interpolate::interpolate(text, env);
+    let src = SourceText::interpolated(text, &interpolated.text, &interpolated.pieces, path);
+    // A message may quote a value (a URL holding a token): never a secret.
+    let secrets = effective::secret_spellings(&interpolated.pieces);
+    let redacted = |mut d: Diagnostic| {
+        d.message = effective::redact(&d.message, &secrets);
+        d
+    };
+    let root = match DeTable::parse(&interpolated.text) {
+        Ok(root) => root,
+        Err(e) => {
+            // The references' own problems first: a failed one may be why
+            // the text does not parse.
+            let mut problems: Vec<Diagnostic> = interpolated
+                .problems
+                .iter()
+                .map(|p| src.diagnostic(Severity::Error, Some(p.to.clone()), "", &p.message))
+                .collect();
+            problems.push(src.syntax_error(&e));
+            return Err(ConfigError::Invalid {
+                problems: problems.into_iter().map(redacted).collect(),
+            });
+        }
+    };
     let mut cx = Checker::new(&src, root.get_ref(), base_dir(path));
+    for p in &interpolated.problems {
+        let key = text::key_path_at(root.get_ref(), "", &p.to).unwrap_or_default();
+        cx.error(Some(p.to.clone()), &key, &p.message);
+    }
+    cx.ignore_problems_at(
+        interpolated
+            .pieces
+            .iter()
+            .filter(|p| p.failed)
+            .map(|p| p.to.clone())
+            .collect(),
+    );
     let mut settings = settings::check_document(&mut cx, &root, path);
     let (errors, warnings, origins) = cx.finish();
     if !errors.is_empty() {
-        return Err(ConfigError::Invalid { problems: errors });
+        return Err(ConfigError::Invalid {
+            problems: errors.into_iter().map(redacted).collect(),
+        });
     }
-    settings.warnings = warnings;
+    settings.warnings = warnings.into_iter().map(redacted).collect();
     settings.origins = origins;
+    settings.effective =
+        effective::masked(&interpolated.text, root.get_ref(), &interpolated.pieces);
+    settings.secrets = secrets;
     Ok(settings)
 }
 

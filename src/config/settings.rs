@@ -73,6 +73,11 @@ pub struct Settings {
     pub sinks: BTreeMap<String, SinkSettings>,
     pub(crate) warnings: Vec<Diagnostic>,
     pub(crate) origins: BTreeMap<String, Position>,
+    /// The file after interpolation, secrets masked.
+    pub(crate) effective: String,
+    /// Secret values from the environment, as messages could quote them:
+    /// redacted from the description and the machine checks' messages.
+    pub(crate) secrets: Vec<String>,
 }
 
 impl Settings {
@@ -86,6 +91,13 @@ impl Settings {
     /// prints these; `run` should log them at startup.
     pub fn warnings(&self) -> &[Diagnostic] {
         &self.warnings
+    }
+
+    /// The config file as read: after environment interpolation, comments
+    /// and layout kept, every secret shown as `"********"` (what `holdfast
+    /// check --print-config` prints).
+    pub fn effective_config(&self) -> &str {
+        &self.effective
     }
 
     /// Where `key` (like `sources.otlp.listen`) is set in the file, for
@@ -243,6 +255,8 @@ pub(crate) fn check_document<'a>(
         sinks: sinks.into_iter().map(|s| (s.name.clone(), s)).collect(),
         warnings: Vec::new(),
         origins: BTreeMap::new(),
+        effective: String::new(),
+        secrets: Vec::new(),
     }
 }
 

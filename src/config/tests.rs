@@ -945,3 +945,31 @@ fn every_key_is_documented() {
         assert!(docs.contains(&format!("`{t}`")), "type {t} not documented");
     }
 }
+
+#[test]
+fn every_bad_key_of_a_table_is_reported_in_one_run() {
+    let found = problems(
+        "[log]\nsegmnt_size = \"1MiB\"\nmax_bytes = \"2GiB\"\nfsnyc = \"always\"\ncompresion = \"zstd\"\n\
+         [sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\nbogus = 1\nstart_at = 5\n",
+    );
+    let seen: Vec<(usize, &str)> = found
+        .iter()
+        .map(|d| (d.position.map_or(0, |p| p.line), d.key.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (2, "log.segmnt_size"),
+            (4, "log.fsnyc"),
+            (5, "log.compresion"),
+            (9, "sources.a.bogus"),
+            (10, "sources.a.start_at"),
+        ],
+        "{found:#?}"
+    );
+    assert!(
+        found[1].message.contains("did you mean `fsync`"),
+        "{}",
+        found[1]
+    );
+}

@@ -9,32 +9,49 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::error::{Diagnostic, Position, Severity};
+use super::interpolate::{original_offset, Piece};
 
 /// The config text with a line index, for turning byte offsets into lines and
-/// columns.
+/// columns. `text` is what is parsed (after environment interpolation);
+/// positions are in the file as written.
 pub(crate) struct SourceText<'a> {
     pub text: &'a str,
     pub file: &'a Path,
+    written: &'a str,
+    pieces: &'a [Piece],
     line_starts: Vec<usize>,
 }
 
 impl<'a> SourceText<'a> {
     pub fn new(text: &'a str, file: &'a Path) -> Self {
+        Self::interpolated(text, text, &[], file)
+    }
+
+    /// `text` is `written` after the replacements `pieces`.
+    pub fn interpolated(
+        written: &'a str,
+        text: &'a str,
+        pieces: &'a [Piece],
+        file: &'a Path,
+    ) -> Self {
         let mut line_starts = vec![0];
-        line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        line_starts.extend(written.match_indices('\n').map(|(i, _)| i + 1));
         SourceText {
             text,
             file,
+            written,
+            pieces,
             line_starts,
         }
     }
 
-    /// The 1-based line and column of a byte offset.
+    /// The 1-based line and column in the file as written of a byte offset
+    /// in the parsed text.
     pub fn position(&self, offset: usize) -> Position {
-        let offset = offset.min(self.text.len());
+        let offset = original_offset(self.pieces, offset).min(self.written.len());
         let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
         let start = self.line_starts[line];
-        let column = match self.text.get(start..offset) {
+        let column = match self.written.get(start..offset) {
             Some(s) => s.chars().count(),
             None => offset - start,
         };

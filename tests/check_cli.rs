@@ -1,0 +1,255 @@
+//! `holdfast check` as a fleet and a CI pipeline use it, through the real
+//! binary: environment interpolation (set, unset, defaults), secrets from a
+//! systemd credentials directory, the masked effective config, `--offline`,
+//! `--json`, every bad key of a table in one run, and a check beside the
+//! running daemon with the same config.
+
+#[path = "common/daemon.rs"]
+mod daemon;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use daemon::{free_port, Agent, BIN};
+
+/// `holdfast check ARGS…` with exactly the given environment variables
+/// beyond PATH, so the test host's environment cannot leak in.
+fn check(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("check").args(args).env_clear();
+    if let Some(path) = std::env::var_os("PATH") {
+        cmd.env("PATH", path);
+    }
+    cmd.envs(env.iter().copied());
+    cmd.output().expect("running holdfast check")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A file sink reading an OTLP source on `${HF_PORT}`.
+const PIPELINE: &str =
+    "[sources.otlp]\ntype = \"otlp_http\"\nlisten = \"127.0.0.1:${HF_PORT}\"\n\n\
+                        [sinks.archive]\ntype = \"file\"\ninputs = [\"otlp\"]\n";
+
+#[test]
+fn an_unset_variable_names_its_key_and_line_and_a_set_one_is_used() {
+    let a = Agent::new(PIPELINE);
+    let out = check(&["--config", a.config_arg()], &[]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    // The harness writes 8 lines before the body; listen is its third.
+    let want = format!("{}:11:21: sources.otlp.listen: ", a.config_arg());
+    assert!(stderr.contains(&want), "{want} in:\n{stderr}");
+    assert!(stderr.contains("HF_PORT is not set"), "{stderr}");
+
+    let port = free_port().to_string();
+    let out = check(&["--config", a.config_arg()], &[("HF_PORT", &port)]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("http://127.0.0.1:{port}")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn secrets_come_from_the_credentials_directory() {
+    let a = Agent::new(
+        "[sources.otlp]\ntype = \"otlp_http\"\nlisten = \"127.0.0.1:0\"\n\
+         bearer_token_file = \"${CREDENTIALS_DIRECTORY}/otlp-token\"\n\n\
+         [sinks.es]\ntype = \"elasticsearch\"\ninputs = [\"otlp\"]\n\
+         endpoint = \"http://127.0.0.1:9/\"\nauth.user = \"${ES_AUTH_USER}\"\n\
+         auth.password_file = \"${CREDENTIALS_DIRECTORY}/es-password\"\n",
+    );
+    let creds = a.path("credentials");
+    std::fs::create_dir(&creds).unwrap();
+    for (name, secret) in [("otlp-token", "t0ken"), ("es-password", "hunter2")] {
+        let file = creds.join(name);
+        std::fs::write(&file, secret).unwrap();
+        // As systemd leaves them for a non-root User=: the ACL that lets
+        // the service read the file shows in the group bits.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o440)).unwrap();
+    }
+    let creds_arg = creds.to_str().unwrap();
+    let env = [
+        ("CREDENTIALS_DIRECTORY", creds_arg),
+        ("ES_AUTH_USER", "device-17"),
+    ];
+    let out = check(&["--config", a.config_arg()], &env);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("readable by other users"), "{stderr}");
+
+    // The effective config: paths shown, the secret variable masked.
+    let out = check(&["--config", a.config_arg(), "--print-config"], &env);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let password_file = format!("auth.password_file = \"{creds_arg}/es-password\"");
+    assert!(stdout.contains(&password_file), "{stdout}");
+    assert!(stdout.contains("auth.user = \"********\""), "{stdout}");
+    for secret in ["device-17", "hunter2", "t0ken"] {
+        assert!(!stdout.contains(secret), "{secret} in:\n{stdout}");
+    }
+    assert!(stderr.contains("configuration OK"), "{stderr}");
+
+    // A missing credential file is named with its key.
+    std::fs::remove_file(creds.join("es-password")).unwrap();
+    let out = check(&["--config", a.config_arg()], &env);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("sinks.es.auth.password_file"), "{stderr}");
+}
+
+#[test]
+fn offline_validates_a_config_for_another_machine() {
+    let a = Agent::new(
+        "[sources.otlp]\ntype = \"otlp_http\"\nlisten = \"127.0.0.1:0\"\n\
+         bearer_token_file = \"/etc/holdfast/nowhere/token\"\n\n\
+         [sinks.archive]\ntype = \"file\"\ninputs = [\"otlp\"]\npath = \"${HF_OUT}/archive\"\n",
+    );
+    // A sink directory under a regular file can never be created.
+    let blocker = a.path("blocker");
+    std::fs::write(&blocker, "").unwrap();
+    let out_dir = blocker.join("out");
+    let env = [("HF_OUT", out_dir.to_str().unwrap())];
+    let out = check(&["--config", a.config_arg()], &env);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("sources.otlp.bearer_token_file"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("sinks.archive.path"), "{stderr}");
+
+    let out = check(&["--config", a.config_arg(), "--offline"], &env);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("machine checks skipped"), "{stdout}");
+}
+
+#[test]
+fn json_reports_every_bad_key_of_a_table_in_one_run() {
+    let a = Agent::new(
+        "[log]\nsegmnt_size = \"1MiB\"\nfsnyc = \"always\"\nmax_bytes = \"1GiB\"\ncompresion = \"zstd\"\n",
+    );
+    let out = check(&["--config", a.config_arg(), "--json"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["ok"], false);
+    let errors = v["errors"].as_array().unwrap();
+    let seen: Vec<(u64, &str)> = errors
+        .iter()
+        .map(|e| (e["line"].as_u64().unwrap(), e["key"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (10, "log.segmnt_size"),
+            (11, "log.fsnyc"),
+            (13, "log.compresion")
+        ],
+        "{v:#}"
+    );
+    assert_eq!(errors[0]["column"], 1);
+    assert_eq!(errors[0]["file"], a.config_arg());
+    assert!(errors[1]["message"]
+        .as_str()
+        .unwrap()
+        .contains("did you mean `fsync`"));
+
+    // A good config: ok, the description, and no errors.
+    let good = Agent::new(PIPELINE);
+    let out = check(
+        &["--config", good.config_arg(), "--json", "--offline"],
+        &[("HF_PORT", "4318")],
+    );
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["errors"].as_array().unwrap().len(), 0);
+    assert!(v["describe"].as_str().unwrap().contains("otlp (otlp_http)"));
+    assert!(v["effective_config"]
+        .as_str()
+        .unwrap()
+        .contains("listen = \"127.0.0.1:4318\""));
+}
+
+#[test]
+fn check_beside_the_running_daemon_accepts_the_ports_it_holds() {
+    let port = free_port().to_string();
+    let mut a = Agent::new(PIPELINE);
+    let env = [("HF_PORT", port.as_str())];
+    // The daemon reads its port from the environment too.
+    let body = std::fs::read_to_string(&a.config)
+        .unwrap()
+        .replace("${HF_PORT}", &port);
+    std::fs::write(&a.config, body).unwrap();
+    a.start();
+    a.wait_ready();
+
+    let out = check(&["--config", a.config_arg()], &env);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("configuration OK"), "{stdout}");
+    for key in ["api.listen", "sources.otlp.listen"] {
+        let note = stderr
+            .lines()
+            .find(|l| l.contains(key))
+            .unwrap_or_else(|| panic!("{key} in:\n{stderr}"));
+        assert!(note.contains("note: ") && note.contains("in use"), "{note}");
+    }
+    let status = a.stop();
+    assert!(status.success(), "{}", a.stderr());
+
+    // With the daemon gone, a port held by another program is an error.
+    let taken = std::net::TcpListener::bind(format!("127.0.0.1:{port}")).unwrap();
+    let out = check(&["--config", a.config_arg()], &env);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("already in use"), "{stderr}");
+    drop(taken);
+}
+
+#[test]
+fn run_reads_the_same_variables() {
+    let a = Agent::new(PIPELINE);
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .args(["run", "--config", a.config_arg()])
+        .env("HF_PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting holdfast run");
+    let otlp: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // The OTLP receiver answers on the port the variable named.
+    daemon::wait_for("the OTLP port to answer", Duration::from_secs(30), || {
+        daemon::http_get(otlp, "/")
+    });
+    let term = Command::new("kill")
+        .args(["-s", "TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = daemon::wait_for("holdfast to exit", Duration::from_secs(30), || {
+        child.try_wait().ok().flatten()
+    });
+    assert!(status.success(), "{status:?}");
+
+    // Without it, run refuses to start, naming the key.
+    let out = Command::new(BIN)
+        .args(["run", "--config", a.config_arg()])
+        .env_remove("HF_PORT")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("sources.otlp.listen"), "{stderr}");
+}
