@@ -295,9 +295,15 @@ fn stop_on_signals() -> &'static AtomicBool {
 fn fail(e: anyhow::Error) -> ExitCode {
     // The chain of causes, one per line, for the journal at 3 a.m.
     let causes = causes(&e);
-    eprintln!("error: {}", causes[0]);
+    // Under the journal, with the error priority on each line.
+    let p = if daemon::systemd::under_journal() {
+        "<3>"
+    } else {
+        ""
+    };
+    eprintln!("{p}error: {}", causes[0]);
     for cause in &causes[1..] {
-        eprintln!("  caused by: {cause}");
+        eprintln!("{p}  caused by: {cause}");
     }
     ExitCode::from(1)
 }
@@ -325,6 +331,7 @@ fn main() -> ExitCode {
                 Err(code) => return code,
             };
             holdfast::logging::init(&settings.logging);
+            let json_logs = settings.logging.format == config::LogFormat::Json;
             for w in settings.warnings() {
                 tracing::warn!("{w}");
             }
@@ -340,10 +347,14 @@ fn main() -> ExitCode {
             match rt.block_on(daemon::run(settings)) {
                 Ok(Exit::Clean) => ExitCode::SUCCESS,
                 Ok(Exit::Interrupted) => ExitCode::from(130),
-                Err(e) => {
+                // Once: it was logged and then printed again. JSON logs get
+                // it as one more JSON line, for the shipper; text as the
+                // chain of causes, a line each.
+                Err(e) if json_logs => {
                     tracing::error!("{}", causes(&e).join(": "));
-                    fail(e)
+                    ExitCode::from(1)
                 }
+                Err(e) => fail(e),
             }
         }
         Command::Check { config } => {
