@@ -295,15 +295,9 @@ fn stop_on_signals() -> &'static AtomicBool {
 fn fail(e: anyhow::Error) -> ExitCode {
     // The chain of causes, one per line, for the journal at 3 a.m.
     let causes = causes(&e);
-    // Under the journal, with the error priority on each line.
-    let p = if daemon::systemd::under_journal() {
-        "<3>"
-    } else {
-        ""
-    };
-    eprintln!("{p}error: {}", causes[0]);
+    eprintln!("error: {}", causes[0]);
     for cause in &causes[1..] {
-        eprintln!("{p}  caused by: {cause}");
+        eprintln!("  caused by: {cause}");
     }
     ExitCode::from(1)
 }
@@ -347,14 +341,22 @@ fn main() -> ExitCode {
             match rt.block_on(daemon::run(settings)) {
                 Ok(Exit::Clean) => ExitCode::SUCCESS,
                 Ok(Exit::Interrupted) => ExitCode::from(130),
-                // Once: it was logged and then printed again. JSON logs get
-                // it as one more JSON line, for the shipper; text as the
-                // chain of causes, a line each.
+                // Once (it was logged and then printed again), and on one
+                // line: one journal entry, at the error priority there. JSON
+                // logs get it as one more JSON line, for the shipper.
                 Err(e) if json_logs => {
                     tracing::error!("{}", causes(&e).join(": "));
                     ExitCode::from(1)
                 }
-                Err(e) => fail(e),
+                Err(e) => {
+                    let p = if daemon::systemd::under_journal() {
+                        "<3>"
+                    } else {
+                        ""
+                    };
+                    eprintln!("{p}error: {}", causes(&e).join("; caused by: "));
+                    ExitCode::from(1)
+                }
             }
         }
         Command::Check { config } => {

@@ -124,6 +124,19 @@ fn a_fatal_error_is_printed_once() {
         1,
         "{text}"
     );
+    assert_eq!(text.matches("error: ").count(), 1, "{text}");
+
+    // Under the journal: one entry, at the error priority.
+    std::fs::File::create(&err2).unwrap();
+    let journal = dev_ino(&err2);
+    let out = spawn(&second, &err2, &[("JOURNAL_STREAM", journal)])
+        .wait()
+        .unwrap();
+    assert_eq!(out.code(), Some(1));
+    let text = daemon::read_to_string(&err2);
+    let fatal: Vec<&str> = text.lines().filter(|l| l.contains("locked")).collect();
+    assert_eq!(fatal.len(), 1, "{text}");
+    assert!(fatal[0].starts_with("<3>error: "), "{text}");
     stop(&mut first);
 }
 
