@@ -394,6 +394,11 @@ impl Printer<'_> {
                 serde_json::to_writer(&mut *out, &v)?;
                 out.write_all(b"\n")?;
                 self.printed += 1;
+                // Ends a follow at once, not at the next event.
+                if self.opts.limit.is_some_and(|l| self.printed >= l) {
+                    out.flush()?;
+                    return Ok(true);
+                }
             }
         };
         out.flush()?;

@@ -202,6 +202,18 @@ fn follow_prints_new_events_across_a_roll() {
     behind.wait_for_text("final");
     assert_eq!(behind.count("before-0"), 1);
 
+    // A limit ends a follow by itself.
+    let mut limited = Tail::start(&a, &["--from", "0", "--limit", "3"]);
+    let status = wait_for(
+        "dump --follow --limit 3 to exit",
+        Duration::from_secs(20),
+        || limited.child.try_wait().unwrap(),
+    );
+    assert!(status.success());
+    wait_for("its 3 lines", Duration::from_secs(5), || {
+        (limited.lines.lock().unwrap().len() == 3).then_some(())
+    });
+
     tail.stop("INT");
     behind.stop("TERM");
     a.stop();
