@@ -52,6 +52,12 @@ pub struct TaskLabels {
     pub task: String,
 }
 
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `ok` or `failed`.
+    pub result: String,
+}
+
 families! {
     /// The metrics components update, and the registry `/metrics` encodes.
     pub struct Metrics [registry: Registry] {
@@ -69,6 +75,10 @@ families! {
         /// Supervised tasks restarted after a failure.
         pub task_restarts: Family<TaskLabels, Counter> = "holdfast_task_restarts",
             "Source and sink tasks restarted after a failure";
+        /// SIGHUP reloads: `ok` (the new config runs) or `failed` (refused,
+        /// the old one still runs).
+        pub config_reloads: Family<ReloadLabels, Counter> = "holdfast_config_reloads",
+            "Config reloads (SIGHUP), by result: ok, or failed (the previous config still runs)";
     }
 }
 
@@ -79,6 +89,7 @@ impl Metrics {
         // from the struct that owns it and put in place afterwards.
         let mut registry = Registry::default();
         metrics.register(&mut registry);
+
         if let Some(log) = log {
             registry.register_collector(Box::new(LogCollector { log }));
         }
@@ -92,6 +103,16 @@ impl Metrics {
             .get_or_create(&DropLabels {
                 component: component.to_string(),
                 reason: reason.to_string(),
+            })
+            .inc_by(n);
+    }
+
+    /// Counts a config reload that ended with `result` (`ok`, `failed`);
+    /// `n` = 0 only makes the series exist.
+    pub fn count_reloads(&self, result: &str, n: u64) {
+        self.config_reloads
+            .get_or_create(&ReloadLabels {
+                result: result.to_string(),
             })
             .inc_by(n);
     }
