@@ -76,7 +76,8 @@ pub fn otlp_prepare(
     };
     let data = decode::decompress(Bytes::copy_from_slice(body), c, max_body_bytes, &mut res)
         .map_err(|e| e.to_string())?;
-    let decoded = decode::decode(signal, enc, &data).map_err(|e| e.to_string())?;
+    let unknown = Default::default();
+    let decoded = decode::decode(signal, enc, &data, &unknown).map_err(|e| e.to_string())?;
     let records = decoded.record_count();
     let protobuf = match &decoded {
         decode::Decoded::Logs(r) => r.encode_to_vec(),

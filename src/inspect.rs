@@ -1,5 +1,6 @@
 /*!
-Operator tools over the log directory: `holdfast inspect` and `holdfast dump`.
+Operator tools over the log directory: `holdfast inspect` and `holdfast dump`
+(with `--follow`, a live tap of new events).
 
 Both open the log read-only ([`Log::open_read_only`]): no lock, nothing
 changed, so they work whether the daemon is running or not, and they read
@@ -8,6 +9,7 @@ the same structures the daemon does through the same code.
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use serde_json::json;
@@ -215,21 +217,60 @@ pub enum DumpFrom {
     Seq(u64),
     /// The named consumer's committed position: what it has not finished.
     Consumer(String),
+    /// The end of the log when it is opened: only events appended later
+    /// (`--follow` without a start).
+    End,
+}
+
+/// What `holdfast dump` prints beyond where it starts.
+#[derive(Debug, Clone, Default)]
+pub struct DumpOptions {
+    /// Stop before this sequence number.
+    pub to: Option<u64>,
+    /// Print at most this many events.
+    pub limit: Option<u64>,
+    /// Only events of this source.
+    pub source: Option<String>,
+    /// Keep printing events as they are appended (`--follow`).
+    pub follow: Option<Follow>,
+}
+
+/// How `dump --follow` waits for new events.
+#[derive(Debug, Clone)]
+pub struct Follow {
+    /// How often the segment files are looked at for growth or a roll.
+    pub poll: std::time::Duration,
+    /// Set (by a SIGINT or SIGTERM handler) to end the dump.
+    pub stop: &'static AtomicBool,
 }
 
 /// `holdfast dump`: events as NDJSON, from a sequence number or a consumer's
-/// cursor, up to `to` (exclusive) or `limit` events.
+/// cursor, up to `to` (exclusive) or `limit` events; with `follow`, then
+/// every event appended later, until `stop` is set.
+///
+/// Following stays read-only: the log is opened without its lock as a
+/// snapshot ([`Log::open_read_only`]), and opened again whenever a segment
+/// file grew or appeared (a write or a roll; segments only grow by appends),
+/// which a poll of their names and lengths sees. An evicted start is read
+/// from the oldest event left, as without `follow`. A closed stdout (`| head`)
+/// ends it quietly.
 pub fn dump(
     log_dir: &Path,
     from: DumpFrom,
-    to: Option<u64>,
-    limit: Option<u64>,
+    opts: &DumpOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<u64> {
-    let log = Log::open_read_only(log_dir)
-        .with_context(|| format!("reading the log in {}", log_dir.display()))?;
-    let start = match from {
+    let open = || {
+        Log::open_read_only(log_dir)
+            .with_context(|| format!("reading the log in {}", log_dir.display()))
+    };
+    let mut seen = segment_sizes(log_dir);
+    let t = std::time::Instant::now();
+    let mut log = open()?;
+    let mut opened = t.elapsed();
+    let mut next = match from {
         DumpFrom::Seq(s) => s,
+        DumpFrom::End => log.next_seq(),
         DumpFrom::Consumer(name) => {
             let s = log.stats();
             let c = s
@@ -246,29 +287,121 @@ pub fn dump(
             c.committed
         }
     };
-    let mut reader = log.reader(start);
-    let mut decoder = Decoder::new();
-    let mut n = 0u64;
-    'outer: loop {
-        let batch = reader.read(1024, 4 << 20)?;
-        if batch.is_empty() {
+    let mut printer = Printer {
+        opts,
+        decoder: Decoder::new(),
+        printed: 0,
+    };
+    loop {
+        let done = match printer.print(&log, &mut next, out) {
+            Err(e) if is_broken_pipe(&e) => return Ok(printer.printed),
+            r => r?,
+        };
+        let Some(follow) = &opts.follow else {
+            break;
+        };
+        if done {
             break;
         }
-        for e in batch {
-            if to.is_some_and(|t| e.seq >= t) || limit.is_some_and(|l| n >= l) {
-                break 'outer;
+        // Wait for a segment to grow or appear, then look again; each look
+        // reads the active segment, so a slow one (a large segment) spaces
+        // the next out rather than keep a core busy beside the daemon.
+        let pause = follow.poll.max(opened * 4);
+        loop {
+            if follow.stop.load(Ordering::Relaxed) {
+                return Ok(printer.printed);
             }
-            // Either format, the same line (the `file` sink's).
-            let index = e.seq.saturating_sub(e.batch_start);
-            let v = match decoder.decode(&e.data, &e.context, index) {
-                Ok(ev) => crate::sinks::file::event_json(&ev, &e.context, e.seq),
-                Err(err) => event::raw_json(e.seq, &e.data, &err),
-            };
-            serde_json::to_writer(&mut *out, &v)?;
-            out.write_all(b"\n")?;
-            n += 1;
+            std::thread::sleep(pause);
+            let now = segment_sizes(log_dir);
+            if now != seen {
+                seen = now;
+                break;
+            }
         }
+        // A snapshot taken while the daemon rolls or evicts may fail; the
+        // next change is waited for and the log opened again.
+        let t = std::time::Instant::now();
+        match open() {
+            Ok(l) => log = l,
+            Err(_) => seen.clear(),
+        }
+        opened = t.elapsed();
     }
-    out.flush()?;
-    Ok(n)
+    Ok(printer.printed)
+}
+
+/// The names and lengths of the segment files: what changes when the
+/// daemon appends (segments only grow, by appends) or rolls.
+fn segment_sizes(log_dir: &Path) -> Vec<(std::ffi::OsString, u64)> {
+    let Ok(entries) = std::fs::read_dir(log_dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<_> = entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "seg"))
+        .filter_map(|e| Some((e.file_name(), e.metadata().ok()?.len())))
+        .collect();
+    v.sort();
+    v
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .and_then(|j| j.io_error_kind())
+                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Prints the events of one snapshot of the log.
+struct Printer<'o> {
+    opts: &'o DumpOptions,
+    decoder: Decoder,
+    printed: u64,
+}
+
+impl Printer<'_> {
+    /// Prints from `next` to the snapshot's end and moves `next` past what
+    /// it read; true once `to` or `limit` is reached.
+    fn print(&mut self, log: &Log, next: &mut u64, out: &mut dyn Write) -> anyhow::Result<bool> {
+        let mut reader = log.reader(*next);
+        let done = loop {
+            let batch = reader.read(1024, 4 << 20)?;
+            if batch.is_empty() {
+                break false;
+            }
+            for e in batch {
+                if self.opts.to.is_some_and(|t| e.seq >= t)
+                    || self.opts.limit.is_some_and(|l| self.printed >= l)
+                {
+                    out.flush()?;
+                    return Ok(true);
+                }
+                *next = e.seq + 1;
+                // Either format, the same line (the `file` sink's).
+                let index = e.seq.saturating_sub(e.batch_start);
+                let v = match self.decoder.decode(&e.data, &e.context, index) {
+                    Ok(ev) => {
+                        if self.opts.source.as_ref().is_some_and(|s| *s != ev.source()) {
+                            continue;
+                        }
+                        crate::sinks::file::event_json(&ev, &e.context, e.seq)
+                    }
+                    Err(err) => event::raw_json(e.seq, &e.data, &err),
+                };
+                serde_json::to_writer(&mut *out, &v)?;
+                out.write_all(b"\n")?;
+                self.printed += 1;
+                // Ends a follow at once, not at the next event.
+                if self.opts.limit.is_some_and(|l| self.printed >= l) {
+                    out.flush()?;
+                    return Ok(true);
+                }
+            }
+        };
+        out.flush()?;
+        Ok(done)
+    }
 }

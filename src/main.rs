@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -63,16 +64,28 @@ enum Command {
         json: bool,
     },
     /// Print events as NDJSON, from a sequence number or from where a
-    /// consumer stands. Read-only; works while the daemon runs.
+    /// consumer stands; with --follow, then new events as they are appended.
+    /// Read-only; works while the daemon runs.
     Dump {
         #[command(flatten)]
         place: Place,
-        /// First sequence number to print (default: the oldest).
-        #[arg(long, conflicts_with = "consumer")]
+        /// First sequence number to print (default: the oldest; with
+        /// --follow, the end: only new events).
+        #[arg(long, conflicts_with_all = ["consumer", "sink"])]
         from: Option<u64>,
         /// Start at this consumer's committed position (its unfinished events).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "sink")]
         consumer: Option<String>,
+        /// Start at this sink's cursor: the events it has not delivered yet.
+        #[arg(long)]
+        sink: Option<String>,
+        /// Only events of this source.
+        #[arg(long)]
+        source: Option<String>,
+        /// Keep printing events as they are appended, following segment
+        /// rolls, until SIGINT or SIGTERM.
+        #[arg(long)]
+        follow: bool,
         /// Stop before this sequence number.
         #[arg(long)]
         to: Option<u64>,
@@ -379,6 +392,26 @@ fn load(path: &std::path::Path) -> Result<Settings, ExitCode> {
     })
 }
 
+/// A flag SIGINT and SIGTERM set instead of ending the process, so that
+/// `dump --follow` stops between events with its output flushed.
+fn stop_on_signals() -> &'static AtomicBool {
+    static STOP: AtomicBool = AtomicBool::new(false);
+    extern "C" fn on_signal(_: libc::c_int) {
+        // Only an atomic store: async-signal-safe.
+        STOP.store(true, Ordering::Relaxed);
+    }
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to a static atomic.
+        unsafe {
+            libc::signal(
+                sig,
+                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+    }
+    &STOP
+}
+
 fn fail(e: anyhow::Error) -> ExitCode {
     // The chain of causes, one per line, for the journal at 3 a.m.
     let causes = causes(&e);
@@ -412,6 +445,7 @@ fn main() -> ExitCode {
                 Err(code) => return code,
             };
             holdfast::logging::init(&settings.logging);
+            let json_logs = settings.logging.format == config::LogFormat::Json;
             for w in settings.warnings() {
                 tracing::warn!("{w}");
             }
@@ -427,9 +461,21 @@ fn main() -> ExitCode {
             match rt.block_on(daemon::run(settings)) {
                 Ok(Exit::Clean) => ExitCode::SUCCESS,
                 Ok(Exit::Interrupted) => ExitCode::from(130),
-                Err(e) => {
+                // Once (it was logged and then printed again), and on one
+                // line: one journal entry, at the error priority there. JSON
+                // logs get it as one more JSON line, for the shipper.
+                Err(e) if json_logs => {
                     tracing::error!("{}", causes(&e).join(": "));
-                    fail(e)
+                    ExitCode::from(1)
+                }
+                Err(e) => {
+                    let p = if daemon::systemd::under_journal() {
+                        "<3>"
+                    } else {
+                        ""
+                    };
+                    eprintln!("{p}error: {}", causes(&e).join("; caused by: "));
+                    ExitCode::from(1)
                 }
             }
         }
@@ -456,6 +502,9 @@ fn main() -> ExitCode {
             place,
             from,
             consumer,
+            sink,
+            source,
+            follow,
             to,
             limit,
         } => {
@@ -463,13 +512,25 @@ fn main() -> ExitCode {
                 Ok(d) => d,
                 Err(code) => return code,
             };
-            let from = match consumer {
-                Some(c) => DumpFrom::Consumer(c),
-                None => DumpFrom::Seq(from.unwrap_or(0)),
+            // A sink's cursor is its consumer's, by the sink's name.
+            let from = match (consumer.or(sink), from) {
+                (Some(c), _) => DumpFrom::Consumer(c),
+                (None, Some(s)) => DumpFrom::Seq(s),
+                (None, None) if follow => DumpFrom::End,
+                (None, None) => DumpFrom::Seq(0),
+            };
+            let opts = inspect::DumpOptions {
+                to,
+                limit,
+                source,
+                follow: follow.then(|| inspect::Follow {
+                    poll: std::time::Duration::from_millis(100),
+                    stop: stop_on_signals(),
+                }),
             };
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            match inspect::dump(&dir, from, to, limit, &mut out) {
+            match inspect::dump(&dir, from, &opts, &mut out) {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(e) => fail(e),
             }

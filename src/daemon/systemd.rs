@@ -48,8 +48,27 @@ pub fn watchdog_interval() -> Option<Duration> {
     sd_notify::watchdog_enabled(false, &mut usec).then(|| Duration::from_micros(usec / 2))
 }
 
-/// True when the process was started by systemd with its journal as output,
-/// so log lines need neither colours nor timestamps.
+/// True when stderr is the journal: `JOURNAL_STREAM` (`DEV:INODE`, set by
+/// systemd for a unit whose output goes to the journal) names the file
+/// stderr is. A child that inherited the variable but writes elsewhere (a
+/// redirect, a pipe) is not under the journal.
 pub fn under_journal() -> bool {
-    std::env::var_os("JOURNAL_STREAM").is_some()
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Some(v) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = v.to_str().and_then(|s| s.split_once(':')) else {
+        return false;
+    };
+    let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
+        return false;
+    };
+    // A duplicate of fd 2, so that closing it leaves stderr open.
+    let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|m| m.dev() == dev && m.ino() == ino)
 }

@@ -66,6 +66,9 @@ families! {
         /// Request body bytes (after decompression) of accepted requests, by signal.
         pub bytes: Family<OtlpSignalLabels, Counter> = "holdfast_otlp_accepted", Bytes,
             "Request body bytes (decompressed) of the requests an OTLP/HTTP source accepted, by signal";
+        /// OTLP/JSON keys ignored as unknown in accepted requests, by signal.
+        pub unknown_fields: Family<OtlpSignalLabels, Counter> = "holdfast_otlp_unknown_fields",
+            "Unknown OTLP/JSON keys (fields of a newer OTLP release, or misspelt) ignored in accepted requests, by signal";
         /// Requests answered with anything but 200, by reason (`decode`,
         /// `too_large`, `log_full`, `draining`, …; see docs/sources-otlp-http.md).
         pub rejected: Family<OtlpReasonLabels, Counter> = "holdfast_otlp_rejected_requests",

@@ -239,8 +239,15 @@ fn request_name(signal: Signal) -> &'static str {
 }
 
 /// Decodes a (decompressed) body. For JSON, the records are also counted on
-/// the raw tree, and a count the typed decoding does not match is refused.
-pub(crate) fn decode(signal: Signal, enc: Encoding, body: &[u8]) -> Result<Decoded, RequestError> {
+/// the raw tree, and a count the typed decoding does not match is refused;
+/// the keys the JSON decoder ignored are counted in `unknown` (protobuf's
+/// unknown fields are skipped by prost, uncounted).
+pub(crate) fn decode(
+    signal: Signal,
+    enc: Encoding,
+    body: &[u8],
+    unknown: &json::UnknownKeys,
+) -> Result<Decoded, RequestError> {
     match enc {
         Encoding::Protobuf => {
             let bad = |e: prost::DecodeError| {
@@ -263,9 +270,11 @@ pub(crate) fn decode(signal: Signal, enc: Encoding, body: &[u8]) -> Result<Decod
             let json_err = |e: json::JsonError| RequestError::Decode(e.to_string());
             let tree = J::parse(body).map_err(json_err)?;
             let decoded = match signal {
-                Signal::Logs => Decoded::Logs(json::logs(&tree).map_err(json_err)?),
-                Signal::Traces => Decoded::Traces(json::traces(&tree).map_err(json_err)?),
-                Signal::Metrics => Decoded::Metrics(json::metrics(&tree).map_err(json_err)?),
+                Signal::Logs => Decoded::Logs(json::logs(&tree, unknown).map_err(json_err)?),
+                Signal::Traces => Decoded::Traces(json::traces(&tree, unknown).map_err(json_err)?),
+                Signal::Metrics => {
+                    Decoded::Metrics(json::metrics(&tree, unknown).map_err(json_err)?)
+                }
             };
             let seen = json::count_records(&tree, signal);
             let decoded_count = decoded.record_count();

@@ -26,6 +26,7 @@ use tracing::{debug, error, warn};
 use super::auth::Token;
 use super::body::{self, Budget};
 use super::decode::{self, Compression, Decoded};
+use super::json;
 use super::response::{self, Body, Encoding, RequestError};
 use super::split::{self, SplitError};
 use super::OtlpHttpSourceSettings;
@@ -75,6 +76,7 @@ pub(crate) struct Source {
     /// Counters fixed per source, created once rather than per request.
     events: [Counter; 3],
     bytes: [Counter; 3],
+    unknown_keys: [Counter; 3],
     durations: [Histogram; 4],
     source_events: Counter,
     source_bytes: Counter,
@@ -116,6 +118,8 @@ struct Accepted {
     events: u64,
     event_bytes: u64,
     body_bytes: u64,
+    /// OTLP/JSON keys the decoder ignored.
+    unknown_keys: u64,
 }
 
 impl Source {
@@ -144,6 +148,7 @@ impl Source {
         let all = [Signal::Logs, Signal::Traces, Signal::Metrics];
         let events = all.map(|s| signal(&o.events, s));
         let bytes = all.map(|s| signal(&o.bytes, s));
+        let unknown_keys = all.map(|s| signal(&o.unknown_fields, s));
         let durations = PATHS.map(|p| {
             o.duration
                 .get_or_create(&OtlpPathLabels {
@@ -175,6 +180,7 @@ impl Source {
             max_append_bytes,
             events,
             bytes,
+            unknown_keys,
             durations,
             source_events,
             source_bytes,
@@ -211,6 +217,7 @@ impl Source {
             Ok(a) => {
                 self.events[index(a.signal)].inc_by(a.events);
                 self.bytes[index(a.signal)].inc_by(a.body_bytes);
+                self.unknown_keys[index(a.signal)].inc_by(a.unknown_keys);
                 self.source_events.inc_by(a.events);
                 self.source_bytes.inc_by(a.event_bytes);
             }
@@ -375,6 +382,7 @@ struct Prepared {
     events: u64,
     event_bytes: u64,
     body_bytes: u64,
+    unknown_keys: u64,
 }
 
 /// Decompresses, decodes and splits: CPU work, off the async workers when
@@ -388,7 +396,13 @@ fn prepare(
     res: &mut body::Reservation,
 ) -> Result<Prepared, RequestError> {
     let data = decode::decompress(raw, compression, src.opts.max_body_bytes, res)?;
-    let decoded: Decoded = decode::decode(signal, encoding, &data)?;
+    let unknown = json::UnknownKeys::default();
+    let decoded: Decoded = decode::decode(signal, encoding, &data, &unknown)?;
+    if unknown.count() > 0 {
+        debug!(source = %src.name, signal = signal.as_str(), count = unknown.count(),
+            first = %unknown.first().join("; "),
+            "ignored OTLP/JSON keys this version does not know (a newer OTLP release's fields, or misspelt keys)");
+    }
     let expected = decoded.record_count();
     // A record's event is about the record's bytes in the body plus its
     // framing (format 2), or plus a copy of its resource and scope (format
@@ -427,6 +441,7 @@ fn prepare(
         events: split.events,
         event_bytes,
         body_bytes: data.len() as u64,
+        unknown_keys: unknown.count(),
     })
 }
 
@@ -465,6 +480,7 @@ async fn prepare_and_append(
         events: p.events,
         event_bytes: p.event_bytes,
         body_bytes: p.body_bytes,
+        unknown_keys: p.unknown_keys,
     };
     if p.events == 0 {
         // An empty request is valid and answered with success (OTLP spec).

@@ -45,14 +45,14 @@ request's records are durable in the log.
 
 Protobuf is decoded with prost. JSON is decoded by our own strict decoder
 (`json/`), never by the serde derive of `opentelemetry-proto`, which drops
-unknown keys, snake_case keys and malformed oneof members without a word:
-a request answered 200 would then have lost records. The strict decoder
-rejects (400) every key it does not know, duplicate keys, two members of one
+snake_case keys and duplicate keys without a word: a request answered 200
+would then have lost records. The strict decoder rejects (400) the
+snake_case spelling of a known key, duplicate keys, two members of one
 oneof, numbers it cannot represent exactly and ids of the wrong length; and
 the number of records is counted a second time on the raw JSON tree and again
-after splitting, so a mismatch can never be acknowledged. This is stricter
-than the OTLP spec's "ignore unknown fields": for a receiver that promises
-durability, acknowledging a field it cannot store is the worse failure.
+after splitting, so a mismatch can never be acknowledged. Other unknown keys
+are ignored as the OTLP spec requires (a newer client's fields must not cost
+it the batch) and counted in `holdfast_otlp_unknown_fields_total`.
 
 # Bounds
 

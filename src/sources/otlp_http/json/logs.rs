@@ -5,7 +5,7 @@ use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs, S
 
 use super::common::{any_value, key_value, resource, scope};
 use super::scalar::{enumeration, id, string, uint32, uint64};
-use super::table::{list, object, optional, top_list, unknown, OneOf, Path};
+use super::table::{list, object, optional, top_list, unknown, OneOf, Path, UnknownKeys};
 use super::tree::J;
 use super::Result;
 

@@ -15,7 +15,7 @@ use metric::Data;
 
 use super::common::{key_value, resource, scope};
 use super::scalar::{boolean, double, enumeration, id, int32, int64, string, uint32, uint64};
-use super::table::{list, object, optional, top_list, unknown, OneOf, Path};
+use super::table::{list, object, optional, top_list, unknown, OneOf, Path, UnknownKeys};
 use super::tree::J;
 use super::Result;
 

@@ -4,20 +4,28 @@ A strict OTLP/JSON decoder: the JSON mapping of the OTLP protobuf messages
 strings or numbers, enums as integers) into the prost types, accepting only
 what it can represent exactly.
 
-Why not the serde derive that `opentelemetry-proto` ships: it skips keys it
-does not know (so `"log_records"` or `"logRecord"` silently yields a scope
-with no records), treats an `AnyValue` with an unknown member as empty, and
-keeps only the last of duplicate keys. Each of those would let holdfast
-answer 200 for records it never stored. Here, every one of them is a 400
-naming the JSON path:
+Why not the serde derive that `opentelemetry-proto` ships: it skips the
+snake_case spelling of a known key like any unknown key (so `"log_records"`
+silently yields a scope with no records; OTLP/JSON keys are lowerCamelCase
+only), and keeps only the last of duplicate keys. Each of those would let holdfast answer 200 for
+records it never stored. Here, every one of these is a 400 naming the JSON
+path:
 
-* unknown keys (with the lowerCamelCase spelling, or the nearest known key,
-  as a hint) and duplicate keys in one object;
+* the snake_case spelling of a known key (with the lowerCamelCase one as a
+  hint), another signal's request key at the top (a body sent to the wrong
+  path), and duplicate keys in one object;
 * two members of one oneof (`stringValue` and `intValue`, `asDouble` and
   `asInt`, `gauge` and `sum`);
 * a value of the wrong JSON type, `null` inside an array, an integer out of
   range or not exactly representable (write 64-bit integers as strings),
   trace ids that are not 32 hex digits and span ids that are not 16.
+
+Any other key is ignored, as the OTLP spec requires of receivers: a field
+added by a newer OTLP release must not cost a newer client its batch (OTLP
+clients drop a batch answered 400), and protobuf requests with unknown
+fields are accepted too. Ignored keys are counted in an [`UnknownKeys`]
+tally the caller passes in, with the path of the first few, so that a
+misspelt key shows in the metrics and the debug log.
 
 `null` stands for an absent field (proto3 JSON). Enum values may be integers
 or their proto names (`"SPAN_KIND_SERVER"`). The input is first parsed into
@@ -50,6 +58,7 @@ mod tree;
 
 pub(crate) use logs::logs;
 pub(crate) use metrics::{metrics, METRIC_KINDS};
+pub(crate) use table::UnknownKeys;
 pub(crate) use traces::traces;
 pub(crate) use tree::J;
 

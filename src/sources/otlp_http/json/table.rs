@@ -1,10 +1,11 @@
 /*!
 How a message table becomes a decoder: the `messages!` macro (and
 `signal!`, the envelopes every signal shares, written with it) and what the
-code they write relies on (JSON paths for errors, the unknown-key hint, the
-oneof guard, the object and array shapes).
+code they write relies on (JSON paths for errors, the unknown-key rule and
+its tally, the oneof guard, the object and array shapes).
 */
 
+use std::cell::{Cell, RefCell};
 use std::fmt;
 
 use super::tree::J;
@@ -53,7 +54,7 @@ macro_rules! messages {
                 let kp = p.key(k);
                 match k.as_str() {
                     $($key => messages!(@set out.$field, one, p, k, v, kp, $read $(($($arg),*))?),)+
-                    _ => return Err(unknown(p, k, KEYS)),
+                    _ => unknown(p, k, KEYS)?,
                 }
             }
             Ok(out)
@@ -74,9 +75,9 @@ macro_rules! signal {
         }
     ) => {
         $(#[$attr])*
-        pub(crate) fn $name(tree: &J) -> Result<$request> {
+        pub(crate) fn $name(tree: &J, tally: &UnknownKeys) -> Result<$request> {
             Ok($request {
-                $resources: top_list(tree, $resources_key, $resources)?,
+                $resources: top_list(tree, tally, $resources_key, $resources)?,
             })
         }
 
@@ -99,10 +100,12 @@ macro_rules! signal {
 // ---------------------------------------------------------------------------
 // Paths and errors
 
-/// Where in the document a value is; rendered only for errors.
+/// Where in the document a value is; rendered only for errors and for the
+/// first unknown keys. The root holds the request's tally of unknown keys,
+/// so that every reader can reach it through the path it already has.
 #[derive(Clone, Copy)]
 pub(super) enum Path<'a> {
-    Root,
+    Root(&'a UnknownKeys),
     Key(&'a Path<'a>, &'a str),
     Index(&'a Path<'a>, usize),
 }
@@ -114,14 +117,20 @@ impl<'a> Path<'a> {
     pub(super) fn index(&'a self, i: usize) -> Path<'a> {
         Path::Index(self, i)
     }
+    fn tally(&self) -> &'a UnknownKeys {
+        match self {
+            Path::Root(t) => t,
+            Path::Key(p, _) | Path::Index(p, _) => p.tally(),
+        }
+    }
 }
 
 impl fmt::Display for Path<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Path::Root => Ok(()),
+            Path::Root(_) => Ok(()),
             Path::Key(p, k) => {
-                if matches!(p, Path::Root) {
+                if matches!(p, Path::Root(_)) {
                     write!(f, "{k}")
                 } else {
                     write!(f, "{p}.{k}")
@@ -155,33 +164,71 @@ pub(super) fn snake_to_camel(s: &str) -> String {
     out
 }
 
-pub(super) fn unknown(p: &Path<'_>, key: &str, known: &[&str]) -> JsonError {
-    let camel = snake_to_camel(key);
-    let hint = if camel != key && known.contains(&camel.as_str()) {
-        format!("OTLP/JSON keys are lowerCamelCase: write {camel:?}")
-    } else if let Some(best) = known
+/// How many unknown keys of one request are named in the debug log.
+pub(super) const UNKNOWN_KEYS_NAMED: usize = 3;
+
+/// The keys a request held that no table knows, ignored as the OTLP spec
+/// requires ("receivers MUST ignore unknown fields": a newer client's field
+/// must not cost the batch) but counted, with where the first few were.
+#[derive(Debug, Default)]
+pub(crate) struct UnknownKeys {
+    count: Cell<u64>,
+    first: RefCell<Vec<String>>,
+}
+
+impl UnknownKeys {
+    pub(crate) fn count(&self) -> u64 {
+        self.count.get()
+    }
+
+    /// The first [`UNKNOWN_KEYS_NAMED`] of them, each as its JSON path and a
+    /// hint.
+    pub(crate) fn first(&self) -> Vec<String> {
+        self.first.borrow().clone()
+    }
+
+    fn add(&self, p: &Path<'_>, key: &str, known: &[&str]) {
+        self.count.set(self.count.get() + 1);
+        let mut first = self.first.borrow_mut();
+        if first.len() < UNKNOWN_KEYS_NAMED {
+            let at = p.key(key);
+            first.push(format!("{at} ({})", near_miss(key, known)));
+        }
+    }
+}
+
+/// What a key may have meant, for a message.
+fn near_miss(key: &str, known: &[&str]) -> String {
+    let lower = key.to_ascii_lowercase();
+    known
         .iter()
-        .map(|k| {
-            (
-                k,
-                strsim::jaro_winkler(&key.to_ascii_lowercase(), &k.to_ascii_lowercase()),
-            )
-        })
+        .map(|k| (k, strsim::jaro_winkler(&lower, &k.to_ascii_lowercase())))
         .filter(|(_, score)| *score >= 0.85)
         .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(k, _)| k)
-    {
-        format!("did you mean {best:?}?")
-    } else {
-        format!("the keys of this object are {}", known.join(", "))
-    };
-    err(
-        p,
-        format!(
-            "unknown key {key:?} ({hint}); holdfast refuses keys it cannot store rather than \
-             drop what they hold"
-        ),
-    )
+        .map_or_else(
+            || format!("the keys of this object are {}", known.join(", ")),
+            |(k, _)| format!("did you mean {k:?}?"),
+        )
+}
+
+/// A key no row of the table holds: the snake_case spelling of a known key
+/// is a mistake (OTLP/JSON keys are lowerCamelCase only, and the records it
+/// holds would be lost), refused; any other key is taken as a field of a
+/// newer OTLP release, counted in the request's tally and skipped (its
+/// value, whatever it is, was parsed into the tree and is dropped with it).
+pub(super) fn unknown(p: &Path<'_>, key: &str, known: &[&str]) -> Result<()> {
+    let camel = snake_to_camel(key);
+    if camel != key && known.contains(&camel.as_str()) {
+        return Err(err(
+            p,
+            format!(
+                "unknown key {key:?} (OTLP/JSON keys are lowerCamelCase: write {camel:?}); \
+                 holdfast refuses a misspelt key rather than drop what it holds"
+            ),
+        ));
+    }
+    p.tally().add(p, key, known);
+    Ok(())
 }
 
 /// Remembers which member of a oneof was set, to refuse a second one.
@@ -256,27 +303,39 @@ pub(super) fn optional<T>(
     }
 }
 
-/// The top-level object: one key holding the resource list.
-fn top<'j>(tree: &'j J, key: &str) -> Result<&'j J> {
-    let root = Path::Root;
+/// The key of each signal's request that holds its resources.
+const REQUEST_KEYS: [&str; 3] = ["resourceLogs", "resourceSpans", "resourceMetrics"];
+
+/// The top-level object: one key holding the resource list. Another
+/// signal's key there is a request sent to the wrong path, refused.
+fn top<'j>(tree: &'j J, root: &Path<'_>, key: &str) -> Result<&'j J> {
     let mut found = &J::Null;
-    for (k, v) in object(tree, &root, "an Export*ServiceRequest")? {
+    for (k, v) in object(tree, root, "an Export*ServiceRequest")? {
         if k == key {
             found = v;
+        } else if REQUEST_KEYS.contains(&k.as_str()) {
+            return Err(err(
+                root,
+                format!(
+                    "unknown key {k:?} (did you mean {key:?}?): this is the request of another \
+                     signal; send it to that signal's path"
+                ),
+            ));
         } else {
-            return Err(unknown(&root, k, &[key]));
+            unknown(root, k, &[key])?;
         }
     }
     Ok(found)
 }
 
 /// The request's list of resources, read only once the top-level object is
-/// known to hold no other key.
+/// known to hold no other signal's key.
 pub(super) fn top_list<T>(
     tree: &J,
+    unknown: &UnknownKeys,
     key: &str,
     f: impl Fn(&J, &Path<'_>) -> Result<T>,
 ) -> Result<Vec<T>> {
-    let root = Path::Root;
-    list(top(tree, key)?, &root.key(key), f)
+    let root = Path::Root(unknown);
+    list(top(tree, &root, key)?, &root.key(key), f)
 }

@@ -6,7 +6,14 @@ use opentelemetry_proto::tonic::common::v1::any_value;
 use super::*;
 
 fn logs_of(s: &str) -> Result<ExportLogsServiceRequest> {
-    logs(&J::parse(s.as_bytes())?)
+    logs(&J::parse(s.as_bytes())?, &UnknownKeys::default())
+}
+
+/// Decodes a log request, with the unknown keys it ignored.
+fn logs_counting(s: &str) -> (ExportLogsServiceRequest, UnknownKeys) {
+    let tally = UnknownKeys::default();
+    let r = logs(&J::parse(s.as_bytes()).unwrap(), &tally).expect(s);
+    (r, tally)
 }
 
 fn record(fields: &str) -> String {
@@ -60,11 +67,11 @@ fn refuses_what_it_cannot_store() {
     assert_eq!(e.path, "resourceLogs[0].scopeLogs[0]");
     assert!(e.problem.contains("write \"logRecords\""), "{e}");
 
-    let e = problem(r#"{"resourceLogs":[{"scopeLogs":[{"logRecord":[{}]}]}]}"#);
-    assert!(e.problem.contains("did you mean \"logRecords\""), "{e}");
+    let e = problem(r#"{"resource_logs":[]}"#);
+    assert!(e.problem.contains("write \"resourceLogs\""), "{e}");
 
-    let e = problem(&record(r#""body":{"strValue":"x"}"#));
-    assert!(e.problem.contains("unknown key \"strValue\""), "{e}");
+    let e = problem(r#"{"resourceSpans":[]}"#);
+    assert!(e.problem.contains("another signal"), "{e}");
 
     let e = problem(&record(r#""body":{"stringValue":"x","intValue":"1"}"#));
     assert!(e.problem.contains("alternatives"), "{e}");
@@ -103,6 +110,45 @@ fn refuses_what_it_cannot_store() {
 }
 
 #[test]
+fn unknown_keys_are_skipped_and_counted() {
+    let plain = r#"{"resourceLogs":[{"resource":{},"scopeLogs":[{"scope":{},"logRecords":[{
+        "body":{"stringValue":"x"},"severityText":"w"}]}]}]}"#;
+    let (want, none) = logs_counting(plain);
+    assert_eq!(none.count(), 0);
+
+    // Every JSON type, nested, at every level; a typo of a known key too.
+    let extra =
+        r#"{"n":null,"b":true,"i":-1,"f":1.5,"s":"x","a":[[{"k":{}}]],"o":{"p":{"q":[1]}}}"#;
+    let doc = format!(
+        r#"{{"newTop":{extra},"resourceLogs":[{{"newResource":1,"resource":{{"newField":{extra}}},
+           "scopeLogs":[{{"scope":{{"x":[]}},"logRecord":[{{}}],"logRecords":[{{
+           "body":{{"stringValue":"x","newValueField":{extra}}},"severityText":"w",
+           "futureField":{extra}}}]}}]}}]}}"#
+    );
+    let (got, tally) = logs_counting(&doc);
+    assert_eq!(got, want);
+    assert_eq!(tally.count(), 7);
+    let first = tally.first();
+    assert_eq!(first.len(), table::UNKNOWN_KEYS_NAMED);
+    assert!(first[0].starts_with("newTop ("), "{first:?}");
+    assert!(
+        first[1].starts_with("resourceLogs[0].newResource ("),
+        "{first:?}"
+    );
+    assert!(
+        first[2].starts_with("resourceLogs[0].resource.newField ("),
+        "{first:?}"
+    );
+
+    let (_, tally) = logs_counting(r#"{"resourceLogs":[{"scopeLogs":[{"logRecord":[{}]}]}]}"#);
+    assert!(
+        tally.first()[0].contains("did you mean \"logRecords\""),
+        "{:?}",
+        tally.first()
+    );
+}
+
+#[test]
 fn counts_on_the_tree_independently() {
     let t = J::parse(
         br#"{"resourceMetrics":[{"scopeMetrics":[{"metrics":[
@@ -130,13 +176,19 @@ fn metric_kinds_are_the_members_of_metric_data() {
     let doc = |metric: &str| {
         format!(r#"{{"resourceMetrics":[{{"scopeMetrics":[{{"metrics":[{metric}]}}]}}]}}"#)
     };
-    let decode = |metric: &str| metrics(&J::parse(doc(metric).as_bytes())?);
-    let e = decode(r#"{"zzzzzzzz":1}"#).expect_err("an unknown key");
-    let (_, keys) = e
-        .problem
+    let decode =
+        |metric: &str| metrics(&J::parse(doc(metric).as_bytes())?, &UnknownKeys::default());
+    let tally = UnknownKeys::default();
+    metrics(
+        &J::parse(doc(r#"{"zzzzzzzz":1}"#).as_bytes()).unwrap(),
+        &tally,
+    )
+    .unwrap();
+    let first = tally.first();
+    let (_, keys) = first[0]
         .split_once("the keys of this object are ")
         .expect("the hint lists the keys");
-    let keys = keys.split_once(')').map_or(keys, |(k, _)| k);
+    let keys = keys.strip_suffix(')').unwrap_or(keys);
     let data_keys: Vec<&str> = keys
         .split(", ")
         .filter(|k| {

@@ -7,7 +7,7 @@ use opentelemetry_proto::tonic::trace::v1::{
 
 use super::common::{key_value, resource, scope};
 use super::scalar::{enumeration, id, string, uint32, uint64};
-use super::table::{list, object, optional, top_list, unknown, OneOf, Path};
+use super::table::{list, object, optional, top_list, unknown, OneOf, Path, UnknownKeys};
 use super::tree::J;
 use super::Result;
 
