@@ -85,6 +85,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     );
 
     let metrics = Arc::new(Metrics::new(Some(log.clone())));
+    metrics.declare_components(&settings);
     let health = Arc::new(Health::default());
     let api_stop = CancellationToken::new();
     let listener = api::bind(settings.api.listen).await?;

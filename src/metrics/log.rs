@@ -26,12 +26,13 @@ impl std::fmt::Debug for Log {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ConsumerLabels {
-    consumer: String,
+    /// Every consumer of the log is a sink, and named after it.
+    sink: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EvictionLabels {
-    consumer: String,
+    sink: String,
     reason: String,
 }
 
@@ -48,7 +49,7 @@ fn per_consumer<M: EncodeMetric>(
     let mut family = enc.encode_descriptor(name, help, unit.as_ref(), kind)?;
     for cs in consumers {
         let l = ConsumerLabels {
-            consumer: cs.name.clone(),
+            sink: cs.name.clone(),
         };
         value(cs).encode(family.encode_family(&l)?)?;
     }
@@ -203,7 +204,7 @@ impl Collector for LogCollector {
         for cs in &s.consumers {
             for (reason, n) in &cs.lost {
                 let l = EvictionLabels {
-                    consumer: cs.name.clone(),
+                    sink: cs.name.clone(),
                     reason: reason.as_str().to_string(),
                 };
                 ConstCounter::new(*n).encode(evicted.encode_family(&l)?)?;

@@ -15,41 +15,95 @@ Two kinds live here:
   here the ones that belong to no single component);
 * the log's figures, read from [`Log::stats`] at scrape time by
   [`LogCollector`] (in `log.rs`), so the log's hot path updates nothing for
-  metrics.
+  metrics, and the process's (`process.rs`), read from `/proc/self`.
+
+Every counter a configured source or sink can move is there at 0 from start
+(`zero.rs`), so `increase(...) > 0` fires on the first event. A sink is
+labelled `sink` and a source `source` in every family. `/metrics` serves
+OpenMetrics to scrapers that ask for it and the classic text format to the
+rest (`classic.rs`).
 */
 
 use std::sync::Arc;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::seglog::Log;
 
+mod classic;
 mod families;
 mod log;
+mod process;
 pub mod sinks;
 pub mod sources;
+mod zero;
 
+pub use classic::Format;
 use families::{families, Families};
 pub use log::LogCollector;
+use process::ProcessCollector;
 pub use sinks::{SinkLabels, SinkMetrics, SinkReasonLabels, SinkStatusLabels};
 pub use sources::{
     FileSourceMetrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels,
     OtlpSourceMetrics, SourceLabels, SourceMetrics,
 };
 
+/// The component a series is about: `source="<name>"` or `sink="<name>"`,
+/// the same label names as every other family, so `sum by (sink)` works
+/// alike on all of them. Only the one that is set is encoded.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq)]
+pub struct ComponentLabels {
+    pub source: String,
+    pub sink: String,
+}
+
+impl ComponentLabels {
+    /// The labels of a task or component named `source:<name>` or
+    /// `sink:<name>` (how the daemon names them); any other name gets
+    /// neither label.
+    pub fn of(component: &str) -> ComponentLabels {
+        let mut labels = ComponentLabels::default();
+        match component.split_once(':') {
+            Some(("source", name)) => labels.source = name.to_string(),
+            Some(("sink", name)) => labels.sink = name.to_string(),
+            _ => {}
+        }
+        labels
+    }
+}
+
+impl EncodeLabelSet for ComponentLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        let set: Vec<(&str, &str)> = [("source", &self.source), ("sink", &self.sink)]
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k, v.as_str()))
+            .collect();
+        set.encode(encoder)
+    }
+}
+
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DropLabels {
-    /// `source:<name>`, `sink:<name>`, …
-    pub component: String,
+    #[prometheus(flatten)]
+    pub component: ComponentLabels,
     pub reason: String,
 }
 
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TaskLabels {
-    pub task: String,
+pub struct BuildLabels {
+    pub version: String,
+    pub commit: String,
+}
+
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `ok` or `failed`.
+    pub result: String,
 }
 
 families! {
@@ -65,10 +119,16 @@ families! {
         /// counts per consumer): a full output directory, a record too large to
         /// store, …
         pub dropped: Family<DropLabels, Counter> = "holdfast_dropped_events",
-            "Events lost for any reason other than log eviction, by component and reason";
+            "Events lost for any reason other than log eviction, by source or sink and reason";
         /// Supervised tasks restarted after a failure.
-        pub task_restarts: Family<TaskLabels, Counter> = "holdfast_task_restarts",
+        pub task_restarts: Family<ComponentLabels, Counter> = "holdfast_task_restarts",
             "Source and sink tasks restarted after a failure";
+        /// Configuration reloads (SIGHUP), by result.
+        pub config_reloads: Family<ReloadLabels, Counter> = "holdfast_config_reloads",
+            "Configuration reloads, by result (ok, failed: the old configuration kept running)";
+        /// Always 1; its labels say which build runs.
+        pub build_info: Family<BuildLabels, Gauge> = "holdfast_build_info",
+            "The running build: its version and git commit (value always 1)";
     }
 }
 
@@ -82,25 +142,74 @@ impl Metrics {
         if let Some(log) = log {
             registry.register_collector(Box::new(LogCollector { log }));
         }
+        registry.register_collector(Box::new(ProcessCollector));
         metrics.registry = registry;
+        metrics
+            .build_info
+            .get_or_create(&BuildLabels::current())
+            .set(1);
+        for result in RELOAD_RESULTS {
+            let labels = ReloadLabels {
+                result: result.to_string(),
+            };
+            drop(metrics.config_reloads.get_or_create(&labels));
+        }
         metrics
     }
 
-    /// Counts `n` events lost by `component` for `reason`.
+    /// Counts `n` events lost by `component` (`source:<name>` or
+    /// `sink:<name>`) for `reason`.
     pub fn drop_events(&self, component: &str, reason: &str, n: u64) {
         self.dropped
-            .get_or_create(&DropLabels {
-                component: component.to_string(),
-                reason: reason.to_string(),
-            })
+            .get_or_create(&DropLabels::of(component, reason))
             .inc_by(n);
     }
 
-    /// The Prometheus text exposition (OpenMetrics flavour).
+    /// The exposition in OpenMetrics, prometheus-client's own format.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
+    }
+
+    /// The exposition in `format`.
+    pub fn encode_as(&self, format: Format) -> Result<String, std::fmt::Error> {
+        let openmetrics = self.encode()?;
+        Ok(match format {
+            Format::OpenMetrics => openmetrics,
+            Format::Classic => classic::to_classic(&openmetrics),
+        })
+    }
+}
+
+/// Every `reason` of `holdfast_dropped_events_total` for a network sink
+/// (a full quarantine under `when_full = "drop"`, damaged replay lines).
+pub const SINK_DROP_REASONS: &[&str] = &["quarantine_full", "replay_damaged"];
+/// ... for a `file` sink (its oldest output files removed at `max_bytes`).
+pub const FILE_SINK_DROP_REASONS: &[&str] = &["output_retention"];
+/// ... for a `file` source (a line too large for one log append).
+pub const FILE_SOURCE_DROP_REASONS: &[&str] = &["too_large"];
+
+/// Every `result` of `holdfast_config_reloads_total`.
+pub const RELOAD_RESULTS: [&str; 2] = ["ok", "failed"];
+
+impl DropLabels {
+    pub fn of(component: &str, reason: &str) -> DropLabels {
+        DropLabels {
+            component: ComponentLabels::of(component),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+impl BuildLabels {
+    /// This binary's version, and the commit `build.rs` found (`unknown`
+    /// outside a git checkout).
+    fn current() -> BuildLabels {
+        BuildLabels {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            commit: env!("HOLDFAST_GIT_COMMIT").to_string(),
+        }
     }
 }
 

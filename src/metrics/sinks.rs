@@ -27,6 +27,34 @@ pub struct SinkStatusLabels {
     pub status: String,
 }
 
+/// Every `status` of `holdfast_sink_requests_total`.
+pub const STATUS_CLASSES: [&str; 5] = ["2xx", "3xx", "4xx", "5xx", "error"];
+/// Every `reason` of `holdfast_sink_retries_total` (`src/sinks/retry.rs`
+/// and `deliver.rs` count them).
+pub const RETRY_REASONS: [&str; 12] = [
+    "connect",
+    "timeout",
+    "connection",
+    "http_408",
+    "http_429",
+    "http_5xx",
+    "item_429",
+    "item_5xx",
+    "unreadable_response",
+    "too_large_split",
+    "auth",
+    "endpoint",
+];
+/// Every `reason` of `holdfast_sink_rejected_events_total` and
+/// `holdfast_sink_quarantined_events_total`.
+pub const REJECT_REASONS: [&str; 5] = [
+    "rejected",
+    "partially_rejected",
+    "retries_exhausted",
+    "too_large",
+    "invalid_event",
+];
+
 families! {
     /// Per-sink counters and gauges.
     pub struct SinkMetrics {

@@ -54,6 +54,29 @@ pub struct OtlpPathLabels {
     pub path: String,
 }
 
+/// Every `signal` of the `otlp_http` sources' families.
+pub const SIGNALS: [&str; 3] = ["logs", "traces", "metrics"];
+/// Every `reason` of `holdfast_otlp_rejected_requests_total`: what
+/// `src/sources/otlp_http/response.rs` names its refusals.
+pub const OTLP_REJECT_REASONS: [&str; 16] = [
+    "not_found",
+    "method",
+    "unauthorized",
+    "draining",
+    "content_type",
+    "content_encoding",
+    "too_large",
+    "events_too_large",
+    "timeout",
+    "body_read",
+    "decompress",
+    "decode",
+    "busy",
+    "log_full",
+    "log_error",
+    "internal",
+];
+
 families! {
     /// What the `otlp_http` sources count, per source.
     pub struct OtlpSourceMetrics {

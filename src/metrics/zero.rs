@@ -1,0 +1,131 @@
+//! Every counter a configured source or sink can move, created at 0 when
+//! the daemon starts (and when a component is added), for each label value
+//! it can take: Prometheus computes `increase()` only between two samples,
+//! so a series born at its first event would make `increase(...) > 0`
+//! miss exactly that event.
+//!
+//! The label values come from the lists beside each family (`*_REASONS`,
+//! `STATUS_CLASSES`, `SIGNALS`); a reason missing there still counts, but
+//! appears only once it happens.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use super::sinks::{REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
+use super::sources::{OTLP_REJECT_REASONS, SIGNALS};
+use super::{
+    ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
+    SinkStatusLabels, SourceLabels, FILE_SINK_DROP_REASONS, FILE_SOURCE_DROP_REASONS,
+    SINK_DROP_REASONS,
+};
+use crate::config::Settings;
+
+/// Creates the series of `labels` in each family, at 0.
+fn zero<L: Clone + std::hash::Hash + Eq>(families: &[&Family<L, Counter>], labels: &L) {
+    for family in families {
+        drop(family.get_or_create(labels));
+    }
+}
+
+impl Metrics {
+    /// The series of every source and sink in `settings`, at 0.
+    pub fn declare_components(&self, settings: &Settings) {
+        for (name, source) in &settings.sources {
+            self.declare_source(name, source.kind.type_name());
+        }
+        for (name, sink) in &settings.sinks {
+            self.declare_sink(name, sink.kind.type_name());
+        }
+    }
+
+    /// The series of the source `name` of type `kind`, at 0.
+    pub fn declare_source(&self, name: &str, kind: &str) {
+        let component = format!("source:{name}");
+        let labels = SourceLabels {
+            source: name.to_string(),
+        };
+        zero(&[&self.sources.events, &self.sources.bytes], &labels);
+        zero(&[&self.task_restarts], &ComponentLabels::of(&component));
+        match kind {
+            "file" => {
+                let f = &self.file_sources;
+                let counters = [
+                    &f.lines,
+                    &f.bytes,
+                    &f.lines_truncated,
+                    &f.lines_invalid_utf8,
+                    &f.rotations,
+                    &f.truncations,
+                    &f.read_errors,
+                    &f.checkpoint_errors,
+                ];
+                zero(&counters, &labels);
+                self.declare_drops(&component, FILE_SOURCE_DROP_REASONS);
+            }
+            "otlp_http" => {
+                for signal in SIGNALS {
+                    let labels = OtlpSignalLabels {
+                        source: name.to_string(),
+                        signal: signal.to_string(),
+                    };
+                    zero(&[&self.otlp.events, &self.otlp.bytes], &labels);
+                }
+                for reason in OTLP_REJECT_REASONS {
+                    let labels = OtlpReasonLabels {
+                        source: name.to_string(),
+                        reason: reason.to_string(),
+                    };
+                    zero(&[&self.otlp.rejected], &labels);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The series of the sink `name` of type `kind`, at 0.
+    pub fn declare_sink(&self, name: &str, kind: &str) {
+        let component = format!("sink:{name}");
+        let s = &self.sinks;
+        let labels = SinkLabels {
+            sink: name.to_string(),
+        };
+        let counters = [
+            &s.events_sent,
+            &s.bytes_sent,
+            &s.duplicates,
+            &s.auth_failures,
+            &s.receiver_warnings,
+            &s.partially_rejected,
+        ];
+        zero(&counters, &labels);
+        zero(&[&self.task_restarts], &ComponentLabels::of(&component));
+        for status in STATUS_CLASSES {
+            let labels = SinkStatusLabels {
+                sink: name.to_string(),
+                status: status.to_string(),
+            };
+            zero(&[&s.requests], &labels);
+        }
+        let with_reason = |reason: &str| SinkReasonLabels {
+            sink: name.to_string(),
+            reason: reason.to_string(),
+        };
+        for reason in RETRY_REASONS {
+            zero(&[&s.retries], &with_reason(reason));
+        }
+        for reason in REJECT_REASONS {
+            zero(&[&s.rejected, &s.quarantined], &with_reason(reason));
+        }
+        let drops = match kind {
+            "file" => FILE_SINK_DROP_REASONS,
+            _ => SINK_DROP_REASONS,
+        };
+        self.declare_drops(&component, drops);
+    }
+
+    fn declare_drops(&self, component: &str, reasons: &[&str]) {
+        for reason in reasons {
+            self.drop_events(component, reason, 0);
+        }
+    }
+}
