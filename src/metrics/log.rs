@@ -65,12 +65,18 @@ impl Collector for LogCollector {
             .map_or(0, |d| d.as_millis() as u64);
         let age = |ms: Option<u64>| ms.map_or(0.0, |t| now_ms.saturating_sub(t) as f64 / 1000.0);
 
-        let gauges: [Row<f64>; 4] = [
+        let gauges: [Row<f64>; 5] = [
             (
                 "holdfast_log",
                 "Bytes of all segment files",
                 Some(Unit::Bytes),
                 s.bytes as f64,
+            ),
+            (
+                "holdfast_log_max",
+                "The bound on the log's bytes ([log] max_bytes), for its fill ratio",
+                Some(Unit::Bytes),
+                self.log.options().max_bytes as f64,
             ),
             (
                 "holdfast_log_segments",
