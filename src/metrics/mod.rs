@@ -10,8 +10,8 @@ each other.
 Two kinds live here:
 
 * counters and gauges that components update as things happen, held in
-  [`Metrics`]: each family is one `families!` line (handle, name, unit,
-  help) in the file of the part that owns it ([`sources`], [`sinks`], and
+  [`Metrics`]: each family is one `families!` entry (its doc comment is
+  the help, then handle and served name) in the file of the part that owns it ([`sources`], [`sinks`], and
   here the ones that belong to no single component);
 * the log's figures, read from [`Log::stats`] at scrape time by
   [`LogCollector`] (in `log.rs`), so the log's hot path updates nothing for
@@ -115,20 +115,16 @@ families! {
         /// The `file` sources' files, lines, rotations and errors.
         pub file_sources: Arc<FileSourceMetrics>;
         pub sinks: Arc<SinkMetrics>;
-        /// Every event lost for a reason other than log eviction (which the log
-        /// counts per consumer): a full output directory, a record too large to
-        /// store, …
-        pub dropped: Family<DropLabels, Counter> = "holdfast_dropped_events",
-            "Events lost for any reason other than log eviction, by source or sink and reason";
-        /// Supervised tasks restarted after a failure.
-        pub task_restarts: Family<ComponentLabels, Counter> = "holdfast_task_restarts",
-            "Source and sink tasks restarted after a failure";
-        /// Configuration reloads (SIGHUP), by result.
-        pub config_reloads: Family<ReloadLabels, Counter> = "holdfast_config_reloads",
-            "Configuration reloads, by result (ok, failed: the old configuration kept running)";
-        /// Always 1; its labels say which build runs.
-        pub build_info: Family<BuildLabels, Gauge> = "holdfast_build_info",
-            "The running build: its version and git commit (value always 1)";
+        // Every event lost for a reason other than log eviction (which the log counts per
+        // consumer): a full output directory, a record too large to store, …
+        /// Events lost for any reason other than log eviction, by source or sink and reason
+        pub dropped: Family<DropLabels, Counter> = "holdfast_dropped_events";
+        /// Source and sink tasks restarted after a failure
+        pub task_restarts: Family<ComponentLabels, Counter> = "holdfast_task_restarts";
+        /// Configuration reloads, by result (ok, failed: the old configuration kept running)
+        pub config_reloads: Family<ReloadLabels, Counter> = "holdfast_config_reloads";
+        /// The running build: its version and git commit (value always 1)
+        pub build_info: Family<BuildLabels, Gauge> = "holdfast_build_info";
     }
 }
 

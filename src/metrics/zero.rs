@@ -11,8 +11,8 @@
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
-use super::sinks::{REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
-use super::sources::{OTLP_REJECT_REASONS, SIGNALS};
+use super::sinks::{SinkMetrics, REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
+use super::sources::{FileSourceMetrics, OTLP_REJECT_REASONS, SIGNALS};
 use super::{
     ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
     SinkStatusLabels, SourceLabels, FILE_SINK_DROP_REASONS, FILE_SOURCE_DROP_REASONS,
@@ -24,6 +24,36 @@ use crate::config::Settings;
 fn zero<L: Clone + std::hash::Hash + Eq>(families: &[&Family<L, Counter>], labels: &L) {
     for family in families {
         drop(family.get_or_create(labels));
+    }
+}
+
+impl FileSourceMetrics {
+    /// Every counter of a `file` source.
+    pub(super) fn counters(&self) -> [&Family<SourceLabels, Counter>; 8] {
+        [
+            &self.lines,
+            &self.bytes,
+            &self.lines_truncated,
+            &self.lines_invalid_utf8,
+            &self.rotations,
+            &self.truncations,
+            &self.read_errors,
+            &self.checkpoint_errors,
+        ]
+    }
+}
+
+impl SinkMetrics {
+    /// Every counter of a sink labelled by the sink alone.
+    pub(super) fn counters(&self) -> [&Family<SinkLabels, Counter>; 6] {
+        [
+            &self.events_sent,
+            &self.bytes_sent,
+            &self.duplicates,
+            &self.auth_failures,
+            &self.receiver_warnings,
+            &self.partially_rejected,
+        ]
     }
 }
 
@@ -48,18 +78,7 @@ impl Metrics {
         zero(&[&self.task_restarts], &ComponentLabels::of(&component));
         match kind {
             "file" => {
-                let f = &self.file_sources;
-                let counters = [
-                    &f.lines,
-                    &f.bytes,
-                    &f.lines_truncated,
-                    &f.lines_invalid_utf8,
-                    &f.rotations,
-                    &f.truncations,
-                    &f.read_errors,
-                    &f.checkpoint_errors,
-                ];
-                zero(&counters, &labels);
+                zero(&self.file_sources.counters(), &labels);
                 self.declare_drops(&component, FILE_SOURCE_DROP_REASONS);
             }
             "otlp_http" => {
@@ -89,15 +108,7 @@ impl Metrics {
         let labels = SinkLabels {
             sink: name.to_string(),
         };
-        let counters = [
-            &s.events_sent,
-            &s.bytes_sent,
-            &s.duplicates,
-            &s.auth_failures,
-            &s.receiver_warnings,
-            &s.partially_rejected,
-        ];
-        zero(&counters, &labels);
+        zero(&s.counters(), &labels);
         zero(&[&self.task_restarts], &ComponentLabels::of(&component));
         for status in STATUS_CLASSES {
             let labels = SinkStatusLabels {
