@@ -1,7 +1,8 @@
 //! Records the git commit this binary is built from, for
 //! `holdfast_build_info{commit}`: `HOLDFAST_GIT_COMMIT` from the environment
 //! if set (a packager building from a tarball knows it), else
-//! `git rev-parse --short HEAD`, else `unknown` (no git, or not a checkout).
+//! `git rev-parse --short HEAD` when the package root is a git checkout's
+//! top, else `unknown`.
 
 use std::process::Command;
 
@@ -15,10 +16,22 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=HOLDFAST_GIT_COMMIT");
+    // A source tree unpacked inside some other repository is not a checkout
+    // of holdfast: that repository's commit would be a lie.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").ok();
+    let own_checkout = git(&["rev-parse", "--show-toplevel"])
+        .zip(manifest_dir)
+        .is_some_and(|(top, dir)| {
+            std::fs::canonicalize(top).ok() == std::fs::canonicalize(dir).ok()
+        });
+    let from_git = || match own_checkout {
+        true => git(&["rev-parse", "--short", "HEAD"]),
+        false => None,
+    };
     let commit = std::env::var("HOLDFAST_GIT_COMMIT")
         .ok()
         .filter(|c| !c.is_empty())
-        .or_else(|| git(&["rev-parse", "--short", "HEAD"]))
+        .or_else(from_git)
         .unwrap_or_else(|| "unknown".to_string());
     // A new commit moves HEAD or the branch it names (loose or packed); a
     // worktree keeps its HEAD apart from the shared refs.
