@@ -104,12 +104,18 @@ impl Metrics {
     /// The series of the sink `name` of type `kind`, at 0.
     pub fn declare_sink(&self, name: &str, kind: &str) {
         let component = format!("sink:{name}");
+        zero(&[&self.task_restarts], &ComponentLabels::of(&component));
         let s = &self.sinks;
         let labels = SinkLabels {
             sink: name.to_string(),
         };
+        if kind == "file" {
+            // It writes local files: it delivers, and rotates old output
+            // away; requests, retries and rejections do not happen to it.
+            zero(&[&s.events_sent], &labels);
+            return self.declare_drops(&component, FILE_SINK_DROP_REASONS);
+        }
         zero(&s.counters(), &labels);
-        zero(&[&self.task_restarts], &ComponentLabels::of(&component));
         for status in STATUS_CLASSES {
             let labels = SinkStatusLabels {
                 sink: name.to_string(),
@@ -127,11 +133,7 @@ impl Metrics {
         for reason in REJECT_REASONS {
             zero(&[&s.rejected, &s.quarantined], &with_reason(reason));
         }
-        let drops = match kind {
-            "file" => FILE_SINK_DROP_REASONS,
-            _ => SINK_DROP_REASONS,
-        };
-        self.declare_drops(&component, drops);
+        self.declare_drops(&component, SINK_DROP_REASONS);
     }
 
     fn declare_drops(&self, component: &str, reasons: &[&str]) {
