@@ -66,6 +66,16 @@ enum Command {
         #[arg(long)]
         limit: Option<u64>,
     },
+    /// Forget the cursor of a sink taken out of the config, so that its
+    /// unsent events no longer hold back the log's deletion. Carried out by
+    /// the daemon at its next reload or start.
+    Forget {
+        #[command(flatten)]
+        place: Place,
+        /// The removed sink's name.
+        #[arg(long)]
+        sink: String,
+    },
     /// List, show, replay or purge quarantined events (those a receiver
     /// rejected for good). Works whether or not the daemon is running.
     Quarantine {
@@ -366,6 +376,19 @@ fn main() -> ExitCode {
             let mut out = std::io::BufWriter::new(stdout.lock());
             match inspect::dump(&dir, from, to, limit, &mut out) {
                 Ok(_) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
+        Command::Forget { place, sink } => {
+            let dir = match place.log_dir() {
+                Ok(d) => d,
+                Err(code) => return code,
+            };
+            match holdfast::cli::forget::forget(&dir, &sink) {
+                Ok(text) => {
+                    println!("{text}");
+                    ExitCode::SUCCESS
+                }
                 Err(e) => fail(e),
             }
         }

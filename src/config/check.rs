@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::ops::Range;
+use std::ops::{Range, RangeInclusive};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -237,27 +237,30 @@ impl<'a> Checker<'a> {
         d
     }
 
-    /// A whole number from the file within `min..=max`, or `default`.
+    /// A whole number from the file within `range`, or `default`.
     pub fn count(
         &mut self,
         key: &str,
         value: Option<&Spanned<Count>>,
         default: u64,
-        min: u64,
-        max: u64,
+        range: RangeInclusive<u64>,
     ) -> u64 {
         let Some(v) = value else { return default };
         self.note(key, v);
-        let n = v.get_ref().0;
-        if n < min as i64 || n as u64 > max {
-            self.error(
-                Some(v.span()),
-                key,
-                format!("{n} is out of range: set it between {min} and {max} (default {default})"),
-            );
-            return default;
+        match u64::try_from(v.get_ref().0) {
+            Ok(n) if range.contains(&n) => n,
+            _ => {
+                let (n, min, max) = (v.get_ref().0, range.start(), range.end());
+                self.error(
+                    Some(v.span()),
+                    key,
+                    format!(
+                        "{n} is out of range: set it between {min} and {max} (default {default})"
+                    ),
+                );
+                default
+            }
         }
-        n as u64
     }
 
     /// A path from the file, resolved against the config file's directory;
@@ -469,10 +472,12 @@ mod tests {
 
     #[test]
     fn names_are_plain() {
-        assert!(check_name("syslog").is_ok());
-        assert!(check_name("a-b_C9").is_ok());
-        assert!(check_name("").is_err());
-        assert!(check_name(&"x".repeat(65)).is_err());
+        for good in ["syslog", "a-b_C9", &"x".repeat(64)] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", &"x".repeat(65), "a.b"] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
         assert!(check_name("my source").unwrap_err().contains("' '"));
     }
 

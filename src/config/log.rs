@@ -133,8 +133,7 @@ pub(super) fn check_log(cx: &mut Checker<'_>, raw: &RawLog) -> LogOptions {
                 "log.compression_level",
                 raw.compression_level.as_ref(),
                 1,
-                1,
-                19,
+                1..=19,
             ) as i32,
         },
         Some(other) => {

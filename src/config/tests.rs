@@ -214,10 +214,7 @@ fn network_sinks_resolve_with_their_defaults() {
     let s = parse(
         r#"
 data_dir = "/d"
-
-[sources.app]
-type = "file"
-include = ["/var/log/app.log"]
+sources.app = { type = "file", include = ["/var/log/app.log"] }
 
 [sinks.es]
 type = "elasticsearch"

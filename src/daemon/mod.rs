@@ -8,6 +8,10 @@ Start-up, in this order, so that READY means what it says:
 3. start sinks, then sources, each as a supervised task;
 4. tell systemd READY=1 and mark `/readyz` ready.
 
+SIGHUP reloads the config file (`reload.rs`): the sources and sinks it
+adds, removes or changes are started, stopped or restarted
+(`components.rs`), the others run on; an invalid file changes nothing.
+
 Shutdown on SIGTERM or SIGINT is a drain, within `shutdown_timeout`: stop
 accepting (`/readyz` and the listeners answer 503), let sources flush what
 they hold into the log, let sinks finish their in-flight work and commit,
@@ -16,6 +20,9 @@ everything acknowledged is already on disk, and cursor progress since the
 last sync is replayed next time (duplicates, never loss).
 */
 
+mod components;
+pub mod forget;
+mod reload;
 mod startup_pages;
 pub mod supervisor;
 pub mod systemd;
@@ -25,14 +32,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::api::{self, Health, Phase};
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::registry::{ComponentContext, Run, SinkKind, SourceKind};
+use components::Components;
+
 use crate::seglog::Log;
 
 /// How `run` ended, for the process exit code.
@@ -48,9 +55,12 @@ pub enum Exit {
 const IDLE_TICK: Duration = Duration::from_secs(5);
 
 /// Runs the agent until a signal stops it.
-pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
+pub async fn run(mut settings: Settings) -> anyhow::Result<Exit> {
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    // Installed before anything else: SIGHUP's default action ends the
+    // process, which systemd takes for a clean exit and does not restart.
+    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
 
     systemd::status("recovering the log");
     let log_dir = settings.log_dir();
@@ -85,7 +95,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     );
 
     let metrics = Arc::new(Metrics::new(Some(log.clone())));
-    metrics.declare_components(&settings);
+    reload::declare_metrics(&metrics);
     let health = Arc::new(Health::default());
     let api_stop = CancellationToken::new();
     let listener = api::bind(settings.api.listen).await?;
@@ -97,30 +107,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
         api_stop.clone(),
     ));
 
-    let context = |name: &str, stop: &CancellationToken| ComponentContext {
-        name: name.to_string(),
-        log: log.clone(),
-        metrics: metrics.clone(),
-        health: health.clone(),
-        stop: stop.clone(),
-    };
-    let sinks_stop = CancellationToken::new();
-    let sink_tasks = start_all(
-        "sink",
-        settings.sinks.iter().map(|(name, s)| (name, &s.kind)),
-        |name| context(name, &sinks_stop),
-        false,
-        SinkKind::run,
-    );
-    // A source that cannot take input is listed in /readyz (watched).
-    let sources_stop = CancellationToken::new();
-    let source_tasks = start_all(
-        "source",
-        settings.sources.iter().map(|(name, s)| (name, &s.kind)),
-        |name| context(name, &sources_stop),
-        true,
-        SourceKind::run,
-    );
+    forget::apply(&log, &settings);
+    let mut components = Components::new(log.clone(), metrics.clone(), health.clone());
+    components.start_all(&settings);
     health.set(Phase::Ready);
     let status = format!(
         "running: {} source(s), {} sink(s), log {} in {} segment(s)",
@@ -149,12 +138,22 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
         tokio::select! {
             _ = sigterm.recv() => { info!("SIGTERM: draining"); break; }
             _ = sigint.recv() => { info!("SIGINT: draining"); break; }
-            _ = beat.tick() => {
-                let _ = log.next_seq();
-                if watchdog.is_some() {
-                    systemd::watchdog();
+            _ = sighup.recv() => {
+                // Stopping components may take up to shutdown_timeout: the
+                // watchdog is kept fed meanwhile.
+                {
+                    let reload = reload::reload(&mut settings, &mut components, &metrics);
+                    tokio::pin!(reload);
+                    loop {
+                        tokio::select! {
+                            _ = &mut reload => break,
+                            _ = beat.tick() => beat_once(&log, watchdog.is_some()),
+                        }
+                    }
                 }
+                forget::apply(&log, &settings);
             }
+            _ = beat.tick() => beat_once(&log, watchdog.is_some()),
         }
     }
 
@@ -163,10 +162,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     systemd::stopping("draining: finishing in-flight work and saving cursors");
     let deadline = tokio::time::Instant::now() + settings.daemon.shutdown_timeout;
     let drain = async {
-        sources_stop.cancel();
-        wait_all("source", source_tasks, deadline).await;
-        sinks_stop.cancel();
-        wait_all("sink", sink_tasks, deadline).await;
+        components.stop(deadline).await;
         if let Err(e) = log.close().await {
             error!(error = %e, "closing the log failed; cursor progress since the last sync will be replayed");
         }
@@ -189,43 +185,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<Exit> {
     }
 }
 
-/// Starts each component (`what`: "sink" or "source") under the
-/// supervisor, named `what:name`.
-fn start_all<'a, K: Clone + Send + 'static>(
-    what: &str,
-    components: impl Iterator<Item = (&'a String, &'a K)>,
-    context: impl Fn(&str) -> ComponentContext,
-    watched: bool,
-    run: fn(&K, &ComponentContext) -> Run,
-) -> Vec<(String, JoinHandle<()>)> {
-    components
-        .map(|(name, kind)| {
-            let kind = kind.clone();
-            let task = supervisor::spawn_component(
-                format!("{what}:{name}"),
-                context(name),
-                watched,
-                move |ctx| run(&kind, ctx),
-            );
-            (name.clone(), task)
-        })
-        .collect()
-}
-
-/// Waits for tasks until `deadline`, then abandons the rest (aborting them).
-async fn wait_all(
-    kind: &str,
-    tasks: Vec<(String, JoinHandle<()>)>,
-    deadline: tokio::time::Instant,
-) {
-    for (name, mut task) in tasks {
-        tokio::select! {
-            _ = &mut task => {}
-            _ = tokio::time::sleep_until(deadline) => {
-                warn!(%kind, %name, "did not finish within shutdown_timeout; abandoning its in-flight work (it will be redelivered)");
-                task.abort();
-            }
-        }
+/// One turn of the main loop's beat: the watchdog is pinged only if the
+/// log's state can still be read.
+fn beat_once(log: &Log, watchdog: bool) {
+    let _ = log.next_seq();
+    if watchdog {
+        systemd::watchdog();
     }
 }
 

@@ -1,5 +1,6 @@
 //! The systemd notification protocol: READY after recovery, STATUS in plain
-//! words, STOPPING when the drain starts, and watchdog pings. Outside
+//! words, RELOADING while a SIGHUP reload runs (READY again after it),
+//! STOPPING when the drain starts, and watchdog pings. Outside
 //! systemd (no `NOTIFY_SOCKET`) every call is a no-op.
 
 use std::time::Duration;
@@ -19,6 +20,17 @@ pub fn ready(status: &str) {
 
 pub fn status(status: &str) {
     send(&[NotifyState::Status(status)]);
+}
+
+/// A reload has started; [`ready`] ends it. systemd wants the monotonic
+/// clock's time with it, to match the reload to the request.
+pub fn reloading(status: &str) {
+    let mut states = vec![NotifyState::Reloading, NotifyState::Status(status)];
+    match NotifyState::monotonic_usec_now() {
+        Ok(now) => states.push(now),
+        Err(e) => debug!(error = %e, "reading the monotonic clock for RELOADING=1"),
+    }
+    send(&states);
 }
 
 pub fn stopping(status: &str) {

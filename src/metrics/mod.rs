@@ -135,6 +135,7 @@ impl Metrics {
         // from the struct that owns it and put in place afterwards.
         let mut registry = Registry::default();
         metrics.register(&mut registry);
+
         if let Some(log) = log {
             registry.register_collector(Box::new(LogCollector { log }));
         }
@@ -144,12 +145,6 @@ impl Metrics {
             .build_info
             .get_or_create(&BuildLabels::current())
             .set(1);
-        for result in RELOAD_RESULTS {
-            let labels = ReloadLabels {
-                result: result.to_string(),
-            };
-            drop(metrics.config_reloads.get_or_create(&labels));
-        }
         metrics
     }
 
@@ -158,6 +153,16 @@ impl Metrics {
     pub fn drop_events(&self, component: &str, reason: &str, n: u64) {
         self.dropped
             .get_or_create(&DropLabels::of(component, reason))
+            .inc_by(n);
+    }
+
+    /// Counts a config reload that ended with `result` (`ok`, `failed`);
+    /// `n` = 0 only makes the series exist.
+    pub fn count_reloads(&self, result: &str, n: u64) {
+        self.config_reloads
+            .get_or_create(&ReloadLabels {
+                result: result.to_string(),
+            })
             .inc_by(n);
     }
 
@@ -185,9 +190,6 @@ pub const SINK_DROP_REASONS: &[&str] = &["quarantine_full", "replay_damaged"];
 pub const FILE_SINK_DROP_REASONS: &[&str] = &["output_retention"];
 /// ... for a `file` source (a line too large for one log append).
 pub const FILE_SOURCE_DROP_REASONS: &[&str] = &["too_large"];
-
-/// Every `result` of `holdfast_config_reloads_total`.
-pub const RELOAD_RESULTS: [&str; 2] = ["ok", "failed"];
 
 impl DropLabels {
     pub fn of(component: &str, reason: &str) -> DropLabels {

@@ -1,5 +1,5 @@
 //! Every counter a configured source or sink can move, created at 0 when
-//! the daemon starts (and when a component is added), for each label value
+//! the component starts (at start-up or added by a reload), for each label value
 //! it can take: Prometheus computes `increase()` only between two samples,
 //! so a series born at its first event would make `increase(...) > 0`
 //! miss exactly that event.
@@ -18,7 +18,6 @@ use super::{
     SinkStatusLabels, SourceLabels, FILE_SINK_DROP_REASONS, FILE_SOURCE_DROP_REASONS,
     SINK_DROP_REASONS,
 };
-use crate::config::Settings;
 
 /// Creates the series of `labels` in each family, at 0.
 fn zero<L: Clone + std::hash::Hash + Eq>(families: &[&Family<L, Counter>], labels: &L) {
@@ -58,16 +57,6 @@ impl SinkMetrics {
 }
 
 impl Metrics {
-    /// The series of every source and sink in `settings`, at 0.
-    pub fn declare_components(&self, settings: &Settings) {
-        for (name, source) in &settings.sources {
-            self.declare_source(name, source.kind.type_name());
-        }
-        for (name, sink) in &settings.sinks {
-            self.declare_sink(name, sink.kind.type_name());
-        }
-    }
-
     /// The series of the source `name` of type `kind`, at 0.
     pub fn declare_source(&self, name: &str, kind: &str) {
         let component = format!("source:{name}");

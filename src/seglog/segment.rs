@@ -37,27 +37,27 @@ pub fn sync_dir(fs: &Fs, dir: &Path) -> Result<()> {
 /// One segment as the log tracks it in memory.
 #[derive(Debug)]
 pub struct Segment {
-    pub base_seq: u64,
-    pub path: PathBuf,
+    pub(super) base_seq: u64,
+    pub(super) path: PathBuf,
     /// Bytes readers may see: the whole file once sealed; for the active
     /// segment, the end of the last acknowledged frame.
-    pub readable_len: u64,
-    pub sealed: bool,
-    pub created_ms: u64,
+    pub(super) readable_len: u64,
+    pub(super) sealed: bool,
+    pub(super) created_ms: u64,
     /// The segment's format version (`format::FORMAT_V1` or
     /// `FORMAT_VERSION`), from its header; 0 while unknown (a damaged header
     /// of a sealed segment: found from its frames when first read).
-    pub format: u16,
+    pub(super) format: u16,
     /// A read-only handle, shared by readers for mapping.
-    pub file: Arc<File>,
+    pub(super) file: Arc<File>,
     /// The most recent map of this segment, shared by readers. For a sealed
     /// segment it covers the whole file; for the active one it may be shorter
     /// than `readable_len` and is replaced when a reader needs more.
-    pub map: Option<Bytes>,
+    pub(super) map: Option<Bytes>,
     /// Frames found by earlier lookups ([`crate::seglog::stats`]), about
     /// one per [`MARK_STEP`] bytes, in order: a later lookup walks from
     /// the nearest one instead of the segment's start.
-    pub marks: Vec<Mark>,
+    pub(super) marks: Vec<Mark>,
 }
 
 /// Where a frame starts, for lookups by sequence number.

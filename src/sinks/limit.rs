@@ -254,6 +254,15 @@ mod tests {
         Limit::new(max, true, Gauge::default())
     }
 
+    /// `times` pushbacks, one every 25 ms.
+    async fn push_back(l: &Limit, times: usize) {
+        for _ in 0..times {
+            l.observe(Instant::now(), Signal::Pushback);
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            l.observe(Instant::now(), Signal::Other);
+        }
+    }
+
     /// Drives `rounds` intervals of `per` answers each, every answer taking
     /// `rtt` on the paused clock, with `in_flight` requests out.
     async fn drive(l: &Limit, rounds: usize, rtt: Duration, busy: usize, in_flight: usize) {
@@ -272,21 +281,21 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_receiver_that_keeps_up_keeps_the_configured_concurrency() {
-        let l = limit(8);
-        drive(&l, 200, Duration::from_millis(20), 0, 8).await;
-        assert_eq!(l.current(), 8);
+    async fn steady_load_settles_at_what_the_receiver_keeps_up_with() {
+        // A receiver that keeps up keeps the configured concurrency; most
+        // per-item 429s are load even when steady: down to 1.
+        for (rounds, refused, settles) in [(200, 0, 8), (100, 80, 1)] {
+            let l = limit(8);
+            drive(&l, rounds, Duration::from_millis(20), refused, 8).await;
+            assert_eq!(l.current(), settles, "{refused}% refused");
+        }
     }
 
     #[tokio::test(start_paused = true)]
     async fn pushback_halves_within_a_few_intervals_and_calm_climbs_back_one_by_one() {
         let l = limit(16);
         drive(&l, 3, Duration::from_millis(20), 0, 16).await;
-        for _ in 0..7 {
-            l.observe(Instant::now(), Signal::Pushback);
-            tokio::time::sleep(Duration::from_millis(25)).await;
-            l.observe(Instant::now(), Signal::Other);
-        }
+        push_back(&l, 7).await;
         assert!(l.current() <= 8, "{}", l.current());
         let low = l.current();
         // Calm again, and using every slot: one more per interval.
@@ -300,11 +309,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn no_increase_without_evidence_that_more_would_be_used() {
         let l = limit(8);
-        for _ in 0..30 {
-            l.observe(Instant::now(), Signal::Pushback);
-            tokio::time::sleep(Duration::from_millis(25)).await;
-            l.observe(Instant::now(), Signal::Other);
-        }
+        push_back(&l, 30).await;
         assert_eq!(l.current(), 1, "never below 1");
         // Only one request out at a time: the limit (1) is reached; with
         // two out of a limit of 3 it is not.
@@ -315,38 +320,25 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn rising_latency_decreases() {
-        let l = limit(8);
-        drive(&l, 50, Duration::from_millis(20), 0, 8).await;
-        assert_eq!(l.current(), 8);
-        drive(&l, 3, Duration::from_millis(200), 0, 8).await;
-        assert!(l.current() < 8, "{}", l.current());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn steady_per_item_429s_are_not_load_but_rising_or_most_are() {
-        // One in ten refused whatever the load: the limit stays.
-        let l = limit(8);
-        drive(&l, 200, Duration::from_millis(20), 10, 8).await;
-        assert_eq!(l.current(), 8);
-        // The share jumps: overload.
-        drive(&l, 2, Duration::from_millis(20), 40, 8).await;
-        assert!(l.current() < 8, "{}", l.current());
-        // Most refused, even steadily: down to 1.
-        let l = limit(8);
-        drive(&l, 100, Duration::from_millis(20), 80, 8).await;
-        assert_eq!(l.current(), 1);
+    async fn rising_latency_or_a_rising_share_of_429s_decreases() {
+        // (what rises; calm requests and percent refused, the limit staying;
+        // then requests, latency and percent refused). One in ten refused
+        // whatever the load is not overload; the share jumping is.
+        let cases = [("latency", 50, 0, 3, 200, 0), ("429s", 200, 10, 2, 20, 40)];
+        for (what, calm, calm_refused, n, ms, refused) in cases {
+            let l = limit(8);
+            drive(&l, calm, Duration::from_millis(20), calm_refused, 8).await;
+            assert_eq!(l.current(), 8, "{what}");
+            drive(&l, n, Duration::from_millis(ms), refused, 8).await;
+            assert!(l.current() < 8, "{what}: {}", l.current());
+        }
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_fixed_concurrency_never_moves() {
         let g = Gauge::default();
         let l = Limit::new(4, false, g.clone());
-        for _ in 0..30 {
-            l.observe(Instant::now(), Signal::Pushback);
-            tokio::time::sleep(Duration::from_millis(25)).await;
-            l.observe(Instant::now(), Signal::Other);
-        }
+        push_back(&l, 30).await;
         assert_eq!(l.current(), 4);
         assert_eq!(g.get(), 4);
     }
@@ -356,11 +348,7 @@ mod tests {
         let g = Gauge::default();
         let l = Limit::new(4, true, g.clone());
         assert_eq!(g.get(), 4);
-        for _ in 0..10 {
-            l.observe(Instant::now(), Signal::Pushback);
-            tokio::time::sleep(Duration::from_millis(25)).await;
-            l.observe(Instant::now(), Signal::Other);
-        }
+        push_back(&l, 10).await;
         assert_eq!(g.get(), 1);
         assert_eq!(l.current(), 1);
     }

@@ -255,29 +255,10 @@ mod tests {
 
     #[test]
     fn a_format_2_event_is_kept_whole_as_format_1() {
-        let envs = mixed();
-        for (a, b) in both_formats(&envs, 0) {
+        for (a, b) in both_formats(&mixed(), 0) {
             assert_eq!(kept(&a), a.data.to_vec());
             assert_eq!(kept(&b), a.data.to_vec());
-            let mut ra = Record {
-                v: quarantine::FORMAT_VERSION,
-                sink: "s".into(),
-                id: String::new(),
-                seq: None,
-                source: String::new(),
-                signal: String::new(),
-                file: None,
-                kind: String::new(),
-                reason: String::new(),
-                status: None,
-                error: String::new(),
-                attempts: 0,
-                holdfast_version: String::new(),
-                config_hash: String::new(),
-                time: String::new(),
-                time_ms: 0,
-                event: Vec::new(),
-            };
+            let mut ra = quarantine::testing::record("s", "", "rejected", 0);
             let mut rb = ra.clone();
             ra.describe_event(&a.ev);
             rb.describe_event(&b.ev);

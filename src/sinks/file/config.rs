@@ -97,8 +97,7 @@ impl RawFileSink {
             &key("batch_max_events"),
             self.batch_max_events.as_ref(),
             d::BATCH_MAX_EVENTS,
-            1,
-            1_000_000,
+            1..=1_000_000,
         );
         let batch_timeout = cx.duration(
             &key("batch_timeout"),

@@ -212,8 +212,7 @@ impl Common<'_> {
             &key("batch_max_events"),
             self.batch_max_events,
             d::BATCH_MAX_EVENTS,
-            1,
-            100_000,
+            1..=100_000,
         ) as usize;
         o.batch_max_bytes = cx.size(
             &key("batch_max_bytes"),
@@ -228,8 +227,13 @@ impl Common<'_> {
             d::BATCH_TIMEOUT,
             Some("use a small value like \"100ms\" to send sooner"),
         );
-        o.concurrency =
-            cx.count(&key("concurrency"), self.concurrency, d::CONCURRENCY, 1, 64) as usize;
+        let concurrency = cx.count(
+            &key("concurrency"),
+            self.concurrency,
+            d::CONCURRENCY,
+            1..=64,
+        );
+        o.concurrency = concurrency as usize;
         if let Some(a) = self.adaptive_concurrency {
             cx.note(&key("adaptive_concurrency"), a);
             o.adaptive_concurrency = *a.get_ref();
@@ -254,8 +258,7 @@ impl Common<'_> {
             &key("max_attempts"),
             self.max_attempts,
             d::MAX_ATTEMPTS,
-            1,
-            1000,
+            1..=1000,
         ) as u32;
         o.backoff_initial = cx.duration(
             &key("backoff_initial"),

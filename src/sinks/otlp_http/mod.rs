@@ -172,43 +172,66 @@ fn encode_record(r: Rec<'_>, buf: &mut Vec<u8>) {
     };
 }
 
+/// Walks a log record's fields in tag order, leaving defaults out as prost
+/// does, with `shared` placed before the record's own attributes: `$one!`
+/// gets each present scalar or message field (`encoding module, tag, value`),
+/// `$many!` each run of attributes (`tag, slice`). [`log_len`] and
+/// [`encode_log`] are both this walk, so the size and the bytes cannot
+/// disagree.
+macro_rules! each_log_field {
+    ($l:expr, $shared:expr, $one:ident, $many:ident) => {{
+        let l = $l;
+        if l.time_unix_nano != 0 {
+            $one!(fixed64, 1, &l.time_unix_nano);
+        }
+        if l.severity_number != 0 {
+            $one!(int32, 2, &l.severity_number);
+        }
+        if !l.severity_text.is_empty() {
+            $one!(string, 3, &l.severity_text);
+        }
+        if let Some(b) = &l.body {
+            $one!(message, 5, b);
+        }
+        $many!(6, $shared);
+        $many!(6, &l.attributes);
+        if l.dropped_attributes_count != 0 {
+            $one!(uint32, 7, &l.dropped_attributes_count);
+        }
+        if l.flags != 0 {
+            $one!(fixed32, 8, &l.flags);
+        }
+        if !l.trace_id.is_empty() {
+            $one!(bytes, 9, &l.trace_id);
+        }
+        if !l.span_id.is_empty() {
+            $one!(bytes, 10, &l.span_id);
+        }
+        if l.observed_time_unix_nano != 0 {
+            $one!(fixed64, 11, &l.observed_time_unix_nano);
+        }
+        if !l.event_name.is_empty() {
+            $one!(string, 12, &l.event_name);
+        }
+    }};
+}
+
 /// The size of `l` encoded with `shared` before its own attributes: what
 /// [`encode_log`] writes.
 fn log_len(l: &LogRecord, shared: &[KeyValue]) -> usize {
     use prost::encoding::{bytes, fixed32, fixed64, int32, message, string, uint32};
     let mut n = 0;
-    if l.time_unix_nano != 0 {
-        n += fixed64::encoded_len(1, &l.time_unix_nano);
+    macro_rules! one {
+        ($enc:ident, $tag:expr, $v:expr) => {
+            n += $enc::encoded_len($tag, $v)
+        };
     }
-    if l.severity_number != 0 {
-        n += int32::encoded_len(2, &l.severity_number);
+    macro_rules! many {
+        ($tag:expr, $kvs:expr) => {
+            n += message::encoded_len_repeated($tag, $kvs)
+        };
     }
-    if !l.severity_text.is_empty() {
-        n += string::encoded_len(3, &l.severity_text);
-    }
-    if let Some(b) = &l.body {
-        n += message::encoded_len(5, b);
-    }
-    n += message::encoded_len_repeated(6, shared);
-    n += message::encoded_len_repeated(6, &l.attributes);
-    if l.dropped_attributes_count != 0 {
-        n += uint32::encoded_len(7, &l.dropped_attributes_count);
-    }
-    if l.flags != 0 {
-        n += fixed32::encoded_len(8, &l.flags);
-    }
-    if !l.trace_id.is_empty() {
-        n += bytes::encoded_len(9, &l.trace_id);
-    }
-    if !l.span_id.is_empty() {
-        n += bytes::encoded_len(10, &l.span_id);
-    }
-    if l.observed_time_unix_nano != 0 {
-        n += fixed64::encoded_len(11, &l.observed_time_unix_nano);
-    }
-    if !l.event_name.is_empty() {
-        n += string::encoded_len(12, &l.event_name);
-    }
+    each_log_field!(l, shared, one, many);
     n
 }
 
@@ -217,39 +240,19 @@ fn log_len(l: &LogRecord, shared: &[KeyValue]) -> usize {
 /// tag order, defaults left out), without building that record.
 fn encode_log(l: &LogRecord, shared: &[KeyValue], buf: &mut Vec<u8>) {
     use prost::encoding::{bytes, fixed32, fixed64, int32, message, string, uint32};
-    if l.time_unix_nano != 0 {
-        fixed64::encode(1, &l.time_unix_nano, buf);
+    macro_rules! one {
+        ($enc:ident, $tag:expr, $v:expr) => {
+            $enc::encode($tag, $v, buf)
+        };
     }
-    if l.severity_number != 0 {
-        int32::encode(2, &l.severity_number, buf);
+    macro_rules! many {
+        ($tag:expr, $kvs:expr) => {
+            for kv in $kvs {
+                message::encode($tag, kv, buf);
+            }
+        };
     }
-    if !l.severity_text.is_empty() {
-        string::encode(3, &l.severity_text, buf);
-    }
-    if let Some(b) = &l.body {
-        message::encode(5, b, buf);
-    }
-    for kv in shared.iter().chain(&l.attributes) {
-        message::encode(6, kv, buf);
-    }
-    if l.dropped_attributes_count != 0 {
-        uint32::encode(7, &l.dropped_attributes_count, buf);
-    }
-    if l.flags != 0 {
-        fixed32::encode(8, &l.flags, buf);
-    }
-    if !l.trace_id.is_empty() {
-        bytes::encode(9, &l.trace_id, buf);
-    }
-    if !l.span_id.is_empty() {
-        bytes::encode(10, &l.span_id, buf);
-    }
-    if l.observed_time_unix_nano != 0 {
-        fixed64::encode(11, &l.observed_time_unix_nano, buf);
-    }
-    if !l.event_name.is_empty() {
-        string::encode(12, &l.event_name, buf);
-    }
+    each_log_field!(l, shared, one, many);
 }
 
 /// A length-delimited field's full size, given its content's.

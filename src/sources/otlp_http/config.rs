@@ -107,8 +107,7 @@ impl RawOtlpHttpSource {
             &key("max_connections"),
             self.max_connections.as_ref(),
             d::MAX_CONNECTIONS,
-            1,
-            65536,
+            1..=65536,
         );
         let max_connections =
             NonZeroUsize::new(max_connections as usize).unwrap_or(NonZeroUsize::MIN);

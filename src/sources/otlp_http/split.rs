@@ -249,7 +249,8 @@ impl<F: FnMut(&[u8])> Writer<F> {
     }
 
     /// Every record of a logs or traces request, in order: `resource` and
-    /// `scope` take a level apart into its context and what it holds.
+    /// `scope` take a level apart into its context and what it holds
+    /// ([`records!`] writes both from the levels' field names).
     fn records<R, S, T: Message>(
         &mut self,
         key: u8,
@@ -379,6 +380,19 @@ pub(crate) fn split(
     split_as(decoded, source, observed_unix_nano, limit, false, emit)
 }
 
+/// [`Writer::records`] for a request whose levels are named
+/// `req.<resources>.<scopes>.<records>` (logs and traces share the shape).
+macro_rules! records {
+    ($w:ident, $key:expr, $req:ident.$resources:ident.$scopes:ident.$records:ident) => {
+        $w.records(
+            $key,
+            $req.$resources,
+            |r| (r.resource, r.schema_url, r.$scopes),
+            |s| (s.scope, s.schema_url, s.$records),
+        )
+    };
+}
+
 /// [`split`] into format-2 events (see the module doc) if `format2`: the
 /// returned [`Split::context`] is then the batch's context, and `limit`
 /// counts it too.
@@ -392,18 +406,8 @@ pub(crate) fn split_as(
 ) -> Result<Split, SplitError> {
     let mut w = Writer::new(source, observed_unix_nano, limit, format2, emit);
     match decoded {
-        Decoded::Logs(req) => w.records(
-            KEY_LOG,
-            req.resource_logs,
-            |r| (r.resource, r.schema_url, r.scope_logs),
-            |s| (s.scope, s.schema_url, s.log_records),
-        )?,
-        Decoded::Traces(req) => w.records(
-            KEY_SPAN,
-            req.resource_spans,
-            |r| (r.resource, r.schema_url, r.scope_spans),
-            |s| (s.scope, s.schema_url, s.spans),
-        )?,
+        Decoded::Logs(req) => records!(w, KEY_LOG, req.resource_logs.scope_logs.log_records)?,
+        Decoded::Traces(req) => records!(w, KEY_SPAN, req.resource_spans.scope_spans.spans)?,
         Decoded::Metrics(req) => {
             for (i, rm) in req.resource_metrics.into_iter().enumerate() {
                 w.resource(rm.resource, rm.schema_url);

@@ -144,26 +144,24 @@ fn logs_keep_resource_scope_and_schema_urls() {
         record: Some(Record::Log(rec(b))),
         ..Default::default()
     };
+    // Records 1, 2 and 5 are in the first resource and scope.
+    let in_first = |b: &str| {
+        want(
+            Some(res.clone()),
+            "https://r",
+            Some(scope.clone()),
+            "https://s",
+            b,
+        )
+    };
     assert_eq!(
         envs,
         vec![
-            want(
-                Some(res.clone()),
-                "https://r",
-                Some(scope.clone()),
-                "https://s",
-                "1"
-            ),
-            want(
-                Some(res.clone()),
-                "https://r",
-                Some(scope.clone()),
-                "https://s",
-                "2"
-            ),
+            in_first("1"),
+            in_first("2"),
             want(Some(res.clone()), "https://r", None, "", "3"),
             want(None, "", Some(scope.clone()), "", "4"),
-            want(Some(res), "https://r", Some(scope), "https://s", "5"),
+            in_first("5"),
         ]
     );
     assert_eq!(v2, envs, "format 2 reads back as format 1");
@@ -186,6 +184,14 @@ fn every_metric_kind_becomes_one_envelope_per_point() {
     let with = |name: &str, data: Data| Metric {
         data: Some(data),
         ..shell(name)
+    };
+    let exponential_point = ExponentialHistogramDataPoint {
+        scale: -2,
+        positive: Some(exponential_histogram_data_point::Buckets {
+            offset: -1,
+            bucket_counts: vec![0, 4],
+        }),
+        ..Default::default()
     };
     let metrics = vec![
         with(
@@ -218,14 +224,7 @@ fn every_metric_kind_becomes_one_envelope_per_point() {
         with(
             "e",
             Data::ExponentialHistogram(ExponentialHistogram {
-                data_points: vec![ExponentialHistogramDataPoint {
-                    scale: -2,
-                    positive: Some(exponential_histogram_data_point::Buckets {
-                        offset: -1,
-                        bucket_counts: vec![0, 4],
-                    }),
-                    ..Default::default()
-                }],
+                data_points: vec![exponential_point],
                 aggregation_temporality: 2,
             }),
         ),
