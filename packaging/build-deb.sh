@@ -127,6 +127,20 @@ install -m 0644 "$repo/README.md" "$doc/README.md"
 if [ -f "$repo/docs/configuration.md" ]; then
     install -m 0644 "$repo/docs/configuration.md" "$doc/configuration.md"
 fi
+# The pages README.md points to (docs/*.md), under docs/ beside it so its
+# relative links resolve on the device too.
+grep -o 'docs/[A-Za-z0-9_.-]*\.md' "$repo/README.md" | sort -u >"$stage/readme-pages"
+while read -r page; do
+    [ -f "$repo/$page" ] || die "README.md points to $page, which does not exist"
+    install -D -m 0644 "$repo/$page" "$doc/$page"
+done <"$stage/readme-pages"
+# The Grafana dashboard and the Prometheus alert rules (with their promtool
+# unit tests), for the monitoring host to pick up: docs/dashboards.md.
+share=$root/usr/share/holdfast
+install -D -m 0644 "$repo/packaging/grafana/holdfast-dashboard.json" "$share/grafana/holdfast-dashboard.json"
+for f in holdfast-alerts.yml holdfast-alerts.test.yml; do
+    install -D -m 0644 "$repo/packaging/prometheus/$f" "$share/prometheus/$f"
+done
 if [ -f "$repo/CHANGELOG.md" ]; then
     gzip -9n <"$repo/CHANGELOG.md" >"$doc/changelog.gz"
 fi
@@ -186,6 +200,7 @@ Description: durable telemetry agent for edge devices
  This package installs the daemon, a hardened systemd unit (holdfast.service),
  a default configuration in /etc/holdfast and the state directory
  /var/lib/holdfast, and runs the agent as the unprivileged user holdfast.
+ A Grafana dashboard and Prometheus alert rules are in /usr/share/holdfast.
 EOF
 
 (cd "$root" && find . -type f ! -path './DEBIAN/*' ! -path './etc/*' -printf '%P\0' |

@@ -95,6 +95,12 @@ check "/usr/lib/systemd/system/holdfast.service 0644" has -rw-r--r-- root/root u
 check "/etc/holdfast/holdfast.toml 0644 in the archive" has -rw-r--r-- root/root etc/holdfast/holdfast.toml
 check "/usr/share/doc/holdfast/copyright" has -rw-r--r-- root/root usr/share/doc/holdfast/copyright
 check "/usr/share/doc/holdfast/changelog.Debian.gz" has -rw-r--r-- root/root usr/share/doc/holdfast/changelog.Debian.gz
+check "/usr/share/holdfast/grafana/holdfast-dashboard.json" has -rw-r--r-- root/root usr/share/holdfast/grafana/holdfast-dashboard.json
+check "/usr/share/holdfast/prometheus/holdfast-alerts.yml" has -rw-r--r-- root/root usr/share/holdfast/prometheus/holdfast-alerts.yml
+check "/usr/share/holdfast/prometheus/holdfast-alerts.test.yml" has -rw-r--r-- root/root usr/share/holdfast/prometheus/holdfast-alerts.test.yml
+check "/usr/share/doc/holdfast/README.md" has -rw-r--r-- root/root usr/share/doc/holdfast/README.md
+check "/usr/share/doc/holdfast/docs/metrics.md" has -rw-r--r-- root/root usr/share/doc/holdfast/docs/metrics.md
+check "/usr/share/doc/holdfast/docs/dashboards.md" has -rw-r--r-- root/root usr/share/doc/holdfast/docs/dashboards.md
 check "every file is owned by root:root" test -z "$(awk '$2 != "root/root"' "$work/contents")"
 check "nothing under /var/lib/holdfast (postinst creates it)" test -z "$(grep ' ./var/lib/holdfast' "$work/contents" || true)"
 
@@ -124,6 +130,22 @@ dpkg-deb -x "$deb" "$root"
 upstream=${version%-*}
 upstream=${upstream/\~/-}
 check "holdfast --version runs and says $upstream" grep -qF "$upstream" <("$root/usr/bin/holdfast" --version 2>&1)
+
+# The installed README's links resolve: every docs/ page it names is there.
+grep -o 'docs/[A-Za-z0-9_.-]*\.md' "$root/usr/share/doc/holdfast/README.md" | sort -u >"$work/readme-pages"
+while read -r page; do
+    check "README.md's $page is installed" test -f "$root/usr/share/doc/holdfast/$page"
+done <"$work/readme-pages"
+check "the dashboard is JSON with panels" grep -q '"panels"' "$root/usr/share/holdfast/grafana/holdfast-dashboard.json"
+if command -v promtool >/dev/null; then
+    check "promtool check rules on the installed alert rules" \
+        promtool check rules "$root/usr/share/holdfast/prometheus/holdfast-alerts.yml"
+    # The unit tests name the rules file relative to themselves.
+    test_rules() { (cd "$root/usr/share/holdfast/prometheus" && promtool test rules holdfast-alerts.test.yml); }
+    check "promtool test rules on the installed unit tests" test_rules
+else
+    skip "promtool not installed (apt-get install prometheus)"
+fi
 
 unit=$root/usr/lib/systemd/system/holdfast.service
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")

@@ -1,5 +1,6 @@
 /*!
-The local HTTP API: `/metrics` (Prometheus text), `/healthz` (the process
+The local HTTP API: `/metrics` (Prometheus text: OpenMetrics when asked
+for, else the classic format), `/healthz` (the process
 is alive and its main loop turns) and `/readyz` (the log is recovered and
 sources accept input; 503 while starting, while draining, and while a
 source fails and is being restarted).
@@ -21,7 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{ALLOW, CONTENT_TYPE};
+use hyper::header::{ACCEPT, ALLOW, CONTENT_TYPE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -31,7 +32,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::metrics::Metrics;
+use crate::metrics::{Format, Metrics};
 
 /// Connections the API serves at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 64;
@@ -186,6 +187,24 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     r
 }
 
+/// `/metrics` in the format the scraper asked for.
+fn metrics_response(metrics: &Metrics, format: Format) -> Response<Full<Bytes>> {
+    match metrics.encode_as(format) {
+        Ok(body) => {
+            let mut r = text(StatusCode::OK, body);
+            r.headers_mut().insert(
+                CONTENT_TYPE,
+                format.content_type().parse().expect("static header"),
+            );
+            r
+        }
+        Err(_) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "could not encode metrics\n",
+        ),
+    }
+}
+
 fn route(req: Request<Incoming>, metrics: &Metrics, health: &Health) -> Response<Full<Bytes>> {
     let path = req.uri().path();
     if !matches!(path, "/metrics" | "/healthz" | "/readyz") {
@@ -204,22 +223,10 @@ fn route(req: Request<Incoming>, metrics: &Metrics, health: &Health) -> Response
         return r;
     }
     match path {
-        "/metrics" => match metrics.encode() {
-            Ok(body) => {
-                let mut r = text(StatusCode::OK, body);
-                r.headers_mut().insert(
-                    CONTENT_TYPE,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8"
-                        .parse()
-                        .expect("static header"),
-                );
-                r
-            }
-            Err(_) => text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "could not encode metrics\n",
-            ),
-        },
+        "/metrics" => {
+            let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+            metrics_response(metrics, Format::negotiate(accept))
+        }
         "/healthz" => text(StatusCode::OK, "ok\n"),
         _ => match health.phase() {
             Phase::Ready => {

@@ -525,7 +525,7 @@ fn a_sink_path_it_cannot_write_keeps_the_data_and_says_why() {
         "the sink's failure to be counted",
         Duration::from_secs(30),
         || {
-            let n = a.metric("holdfast_task_restarts_total{task=\"sink:archive\"}")?;
+            let n = a.metric("holdfast_task_restarts_total{sink=\"archive\"}")?;
             (n >= 1.0).then_some(())
         },
     );

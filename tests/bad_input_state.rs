@@ -106,7 +106,7 @@ fn delivered(out: &Path) -> BTreeMap<usize, usize> {
 }
 
 fn lag(a: &Agent) -> Option<f64> {
-    a.metric("holdfast_consumer_lag_events{consumer=\"archive\"}")
+    a.metric("holdfast_consumer_lag_events{sink=\"archive\"}")
 }
 
 /// Waits until the sink has finished everything in the log.
@@ -244,7 +244,7 @@ fn damages() -> Vec<Damage> {
             metrics: &[
                 ("holdfast_log_corrupt_frames_total", 1.0),
                 (
-                    "holdfast_log_evicted_events_total{consumer=\"archive\",reason=\"corrupt\"}",
+                    "holdfast_log_evicted_events_total{sink=\"archive\",reason=\"corrupt\"}",
                     1.0,
                 ),
             ],
@@ -260,7 +260,7 @@ fn damages() -> Vec<Damage> {
             metrics: &[
                 ("holdfast_log_corrupt_frames_total", 1.0),
                 (
-                    "holdfast_log_evicted_events_total{consumer=\"archive\",reason=\"corrupt\"}",
+                    "holdfast_log_evicted_events_total{sink=\"archive\",reason=\"corrupt\"}",
                     1.0,
                 ),
             ],

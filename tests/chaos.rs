@@ -485,7 +485,7 @@ fn evicted(a: &Agent, sink: &str) -> u64 {
         .iter()
         .map(|r| {
             a.metric(&format!(
-                "holdfast_log_evicted_events_total{{consumer=\"{sink}\",reason=\"{r}\"}}"
+                "holdfast_log_evicted_events_total{{sink=\"{sink}\",reason=\"{r}\"}}"
             ))
             .unwrap_or(0.0) as u64
         })
@@ -493,10 +493,8 @@ fn evicted(a: &Agent, sink: &str) -> u64 {
 }
 
 fn lag(a: &Agent, sink: &str) -> Option<u64> {
-    a.metric(&format!(
-        "holdfast_consumer_lag_events{{consumer=\"{sink}\"}}"
-    ))
-    .map(|v| v as u64)
+    a.metric(&format!("holdfast_consumer_lag_events{{sink=\"{sink}\"}}"))
+        .map(|v| v as u64)
 }
 
 // ------------------------------------------------------------------ the run

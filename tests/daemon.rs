@@ -71,7 +71,11 @@ fn run_is_ready_serves_its_api_and_drains_on_sigterm() {
         m.contains("holdfast_log_fsync_duration_seconds_bucket"),
         "{m}"
     );
-    assert!(m.contains("# EOF"), "{m}");
+    // No Accept header: the classic text format.
+    assert!(
+        m.contains("# TYPE holdfast_log_appended_events_total counter") && !m.contains("# EOF"),
+        "{m}"
+    );
 
     let status = a.stop();
     assert!(status.success(), "exit {status}; stderr:\n{}", a.stderr());

@@ -91,9 +91,9 @@ fn metric(a: &Agent, name: &str) -> u64 {
     a.metric(name).unwrap_or(0.0) as u64
 }
 
-const LOST: &str = "holdfast_log_evicted_events_total{consumer=\"out\",reason=\"size\"}";
-const IN_DOUBT: &str = "holdfast_log_evicted_in_doubt_events_total{consumer=\"out\"}";
-const LAG: &str = "holdfast_consumer_lag_events{consumer=\"out\"}";
+const LOST: &str = "holdfast_log_evicted_events_total{sink=\"out\",reason=\"size\"}";
+const IN_DOUBT: &str = "holdfast_log_evicted_in_doubt_events_total{sink=\"out\"}";
+const LAG: &str = "holdfast_consumer_lag_events{sink=\"out\"}";
 
 /// The sink's consumer as `holdfast inspect --json` shows it.
 fn inspect(a: &Agent) -> serde_json::Value {

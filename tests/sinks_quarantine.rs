@@ -180,10 +180,10 @@ async fn a_full_quarantine_under_drop_counts_what_it_drops() {
     let dropped = h
         .metrics
         .dropped
-        .get_or_create(&holdfast::metrics::DropLabels {
-            component: format!("sink:{SINK}"),
-            reason: "quarantine_full".into(),
-        })
+        .get_or_create(&holdfast::metrics::DropLabels::of(
+            &format!("sink:{SINK}"),
+            "quarantine_full",
+        ))
         .get();
     assert_eq!(dropped, 1);
 }

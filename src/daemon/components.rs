@@ -207,6 +207,7 @@ impl Components {
     }
 
     fn start_sink(&mut self, s: &SinkSettings) {
+        self.metrics.declare_sink(&s.name, s.kind.type_name());
         let running = self.spawn(Role::Sink, &s.name, format!("{s:?}"), None, {
             let kind = s.kind.clone();
             move |ctx| kind.run(ctx)
@@ -215,6 +216,7 @@ impl Components {
     }
 
     fn start_source(&mut self, s: &SourceSettings) {
+        self.metrics.declare_source(&s.name, s.kind.type_name());
         let hold = s.kind.component().hold(&s.name);
         let running = self.spawn(Role::Source, &s.name, format!("{s:?}"), hold, {
             let kind = s.kind.clone();

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::api::Health;
-use crate::metrics::{Metrics, TaskLabels};
+use crate::metrics::{ComponentLabels, Metrics};
 use crate::registry::{ComponentContext, Run};
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -83,7 +83,7 @@ where
             }
             metrics
                 .task_restarts
-                .get_or_create(&TaskLabels { task: name.clone() })
+                .get_or_create(&ComponentLabels::of(&name))
                 .inc();
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
@@ -153,7 +153,7 @@ mod tests {
         h.await.unwrap();
         let restarts = metrics
             .task_restarts
-            .get_or_create(&TaskLabels { task: "t".into() })
+            .get_or_create(&ComponentLabels::of("t"))
             .get();
         assert_eq!(restarts, 3);
     }

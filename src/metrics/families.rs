@@ -1,6 +1,6 @@
 //! The `families!` macro: one declaration per metric family (its handle,
-//! name, unit, help and, if it is not the default, how its metrics are
-//! built) generates the struct field, its construction and its registration,
+//! name, help as its doc comment and, if it is not the default, how its
+//! metrics are built) generates the struct field, its construction and its registration,
 //! so the four can no longer drift apart.
 //!
 //! A field without a name is a group of families (a struct declared the
@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry, Unit};
 
 /// A struct of metric families that knows how to register them.
 pub trait Families {
@@ -34,13 +34,18 @@ impl<T: Families> Families for Arc<T> {
 /// Declares a struct of metric families. Each field is one of
 ///
 /// ```text
-/// /// doc
-/// pub handle: Family<Labels, Counter> = "holdfast_name", "Help text";
-/// pub handle: Family<Labels, Counter> = "holdfast_name", Bytes, "Help text";
-/// pub handle: Family<Labels, Histogram> = "holdfast_name", Seconds, "Help"
+/// /// Help text, served as the family's `# HELP`.
+/// pub handle: Family<Labels, Counter> = "holdfast_name";
+/// /// Help text.
+/// pub handle: Family<Labels, Histogram> = "holdfast_name_seconds"
 ///     with Family::new_with_constructor(|| ...);
+/// pub handle: Family<Labels, Counter> = "holdfast_name", "Help text";
 /// pub group: Arc<OtherFamilies>;
 /// ```
+///
+/// The name is the one served (a counter's samples add `_total`); a name
+/// ending in `_bytes` or `_seconds` is registered with that unit. The doc
+/// comment is the help, unless a help text follows the name.
 ///
 /// Fields in `[ ... ]` after the struct's name are plain private fields,
 /// built by `Default` and not registered.
@@ -49,9 +54,9 @@ macro_rules! families {
         $(#[$meta:meta])*
         pub struct $group:ident $([ $($plain:ident: $plain_ty:ty),* $(,)? ])? {
             $(
-                $(#[$fmeta:meta])*
+                $(#[doc = $doc:literal])*
                 pub $field:ident: $fty:ty
-                    $(= $name:literal, $($unit:ident,)? $help:literal $(with $ctor:expr)?)?;
+                    $(= $name:literal $(, $help:literal)? $(with $ctor:expr)?)?;
             )*
         }
     ) => {
@@ -60,7 +65,7 @@ macro_rules! families {
         pub struct $group {
             $($($plain: $plain_ty,)*)?
             $(
-                $(#[$fmeta])*
+                $(#[doc = $doc])*
                 pub $field: $fty,
             )*
         }
@@ -74,7 +79,10 @@ macro_rules! families {
             }
 
             fn register(&self, registry: &mut ::prometheus_client::registry::Registry) {
-                $(families!(@register registry, self.$field, [$($name, [$($unit)?], $help)?]);)*
+                $(families!(
+                    @register registry, self.$field,
+                    [$($name, [$($help)?])?] [$($doc)*]
+                );)*
             }
         }
 
@@ -96,20 +104,29 @@ macro_rules! families {
     (@new [] [$name:literal]) => { ::prometheus_client::metrics::family::Family::default() };
     (@new [] []) => { $crate::metrics::families::Families::unregistered() };
 
-    (@register $registry:ident, $f:expr, []) => {
+    (@register $registry:ident, $f:expr, [] [$($doc:literal)*]) => {
         $crate::metrics::families::Families::register(&$f, $registry)
     };
-    (@register $registry:ident, $f:expr, [$name:literal, [], $help:literal]) => {
-        $registry.register($name, $help, $f.clone())
+    (@register $registry:ident, $f:expr, [$name:literal, [$help:literal]] [$($doc:literal)*]) => {
+        $crate::metrics::families::register($registry, $name, $help, $f.clone())
     };
-    (@register $registry:ident, $f:expr, [$name:literal, [$unit:ident], $help:literal]) => {
-        $registry.register_with_unit(
-            $name,
-            $help,
-            ::prometheus_client::registry::Unit::$unit,
-            $f.clone(),
-        )
+    (@register $registry:ident, $f:expr, [$name:literal, []] [$($doc:literal)*]) => {
+        $crate::metrics::families::register($registry, $name, concat!($($doc),*), $f.clone())
     };
 }
 
 pub(crate) use families;
+
+/// Registers `metric` as `name`, with the unit its name ends in. `help`
+/// may be a doc comment's text: each of its lines starts with a space and
+/// the registry adds the final full stop.
+pub fn register(registry: &mut Registry, name: &str, help: &str, metric: impl Metric) {
+    let help = help.trim().trim_end_matches('.');
+    let unit = [("_bytes", Unit::Bytes), ("_seconds", Unit::Seconds)]
+        .into_iter()
+        .find_map(|(suffix, unit)| Some((name.strip_suffix(suffix)?, unit)));
+    match unit {
+        Some((base, unit)) => registry.register_with_unit(base, help, unit, metric),
+        None => registry.register(name, help, metric),
+    }
+}

@@ -26,12 +26,13 @@ impl std::fmt::Debug for Log {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ConsumerLabels {
-    consumer: String,
+    /// Every consumer of the log is a sink, and named after it.
+    sink: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EvictionLabels {
-    consumer: String,
+    sink: String,
     reason: String,
 }
 
@@ -48,7 +49,7 @@ fn per_consumer<M: EncodeMetric>(
     let mut family = enc.encode_descriptor(name, help, unit.as_ref(), kind)?;
     for cs in consumers {
         let l = ConsumerLabels {
-            consumer: cs.name.clone(),
+            sink: cs.name.clone(),
         };
         value(cs).encode(family.encode_family(&l)?)?;
     }
@@ -64,12 +65,18 @@ impl Collector for LogCollector {
             .map_or(0, |d| d.as_millis() as u64);
         let age = |ms: Option<u64>| ms.map_or(0.0, |t| now_ms.saturating_sub(t) as f64 / 1000.0);
 
-        let gauges: [Row<f64>; 4] = [
+        let gauges: [Row<f64>; 5] = [
             (
                 "holdfast_log",
                 "Bytes of all segment files",
                 Some(Unit::Bytes),
                 s.bytes as f64,
+            ),
+            (
+                "holdfast_log_max",
+                "The bound on the log's bytes ([log] max_bytes), for its fill ratio",
+                Some(Unit::Bytes),
+                self.log.options().max_bytes as f64,
             ),
             (
                 "holdfast_log_segments",
@@ -203,7 +210,7 @@ impl Collector for LogCollector {
         for cs in &s.consumers {
             for (reason, n) in &cs.lost {
                 let l = EvictionLabels {
-                    consumer: cs.name.clone(),
+                    sink: cs.name.clone(),
                     reason: reason.as_str().to_string(),
                 };
                 ConstCounter::new(*n).encode(evicted.encode_family(&l)?)?;

@@ -10,46 +10,94 @@ each other.
 Two kinds live here:
 
 * counters and gauges that components update as things happen, held in
-  [`Metrics`]: each family is one `families!` line (handle, name, unit,
-  help) in the file of the part that owns it ([`sources`], [`sinks`], and
+  [`Metrics`]: each family is one `families!` entry (its doc comment is
+  the help, then handle and served name) in the file of the part that owns it ([`sources`], [`sinks`], and
   here the ones that belong to no single component);
 * the log's figures, read from [`Log::stats`] at scrape time by
   [`LogCollector`] (in `log.rs`), so the log's hot path updates nothing for
-  metrics.
+  metrics, and the process's (`process.rs`), read from `/proc/self`.
+
+Every counter a configured source or sink can move is there at 0 from start
+(`zero.rs`), so `increase(...) > 0` fires on the first event. A sink is
+labelled `sink` and a source `source` in every family. `/metrics` serves
+OpenMetrics to scrapers that ask for it and the classic text format to the
+rest (`classic.rs`).
 */
 
 use std::sync::Arc;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::seglog::Log;
 
+mod classic;
 mod families;
 mod log;
+mod process;
 pub mod sinks;
 pub mod sources;
+mod zero;
 
+pub use classic::Format;
 use families::{families, Families};
 pub use log::LogCollector;
+use process::ProcessCollector;
 pub use sinks::{SinkLabels, SinkMetrics, SinkReasonLabels, SinkStatusLabels};
 pub use sources::{
     FileSourceMetrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels,
     OtlpSourceMetrics, SourceLabels, SourceMetrics,
 };
 
+/// The component a series is about: `source="<name>"` or `sink="<name>"`,
+/// the same label names as every other family, so `sum by (sink)` works
+/// alike on all of them. Only the one that is set is encoded.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq)]
+pub struct ComponentLabels {
+    pub source: String,
+    pub sink: String,
+}
+
+impl ComponentLabels {
+    /// The labels of a task or component named `source:<name>` or
+    /// `sink:<name>` (how the daemon names them); any other name gets
+    /// neither label.
+    pub fn of(component: &str) -> ComponentLabels {
+        let mut labels = ComponentLabels::default();
+        match component.split_once(':') {
+            Some(("source", name)) => labels.source = name.to_string(),
+            Some(("sink", name)) => labels.sink = name.to_string(),
+            _ => {}
+        }
+        labels
+    }
+}
+
+impl EncodeLabelSet for ComponentLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        let set: Vec<(&str, &str)> = [("source", &self.source), ("sink", &self.sink)]
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k, v.as_str()))
+            .collect();
+        set.encode(encoder)
+    }
+}
+
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DropLabels {
-    /// `source:<name>`, `sink:<name>`, …
-    pub component: String,
+    #[prometheus(flatten)]
+    pub component: ComponentLabels,
     pub reason: String,
 }
 
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TaskLabels {
-    pub task: String,
+pub struct BuildLabels {
+    pub version: String,
+    pub commit: String,
 }
 
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -67,18 +115,16 @@ families! {
         /// The `file` sources' files, lines, rotations and errors.
         pub file_sources: Arc<FileSourceMetrics>;
         pub sinks: Arc<SinkMetrics>;
-        /// Every event lost for a reason other than log eviction (which the log
-        /// counts per consumer): a full output directory, a record too large to
-        /// store, …
-        pub dropped: Family<DropLabels, Counter> = "holdfast_dropped_events",
-            "Events lost for any reason other than log eviction, by component and reason";
-        /// Supervised tasks restarted after a failure.
-        pub task_restarts: Family<TaskLabels, Counter> = "holdfast_task_restarts",
-            "Source and sink tasks restarted after a failure";
-        /// SIGHUP reloads: `ok` (the new config runs) or `failed` (refused,
-        /// the old one still runs).
-        pub config_reloads: Family<ReloadLabels, Counter> = "holdfast_config_reloads",
-            "Config reloads (SIGHUP), by result: ok, or failed (the previous config still runs)";
+        // Every event lost for a reason other than log eviction (which the log counts per
+        // consumer): a full output directory, a record too large to store, …
+        /// Events lost for any reason other than log eviction, by source or sink and reason
+        pub dropped: Family<DropLabels, Counter> = "holdfast_dropped_events";
+        /// Source and sink tasks restarted after a failure
+        pub task_restarts: Family<ComponentLabels, Counter> = "holdfast_task_restarts";
+        /// Configuration reloads, by result (ok, failed: the old configuration kept running)
+        pub config_reloads: Family<ReloadLabels, Counter> = "holdfast_config_reloads";
+        /// The running build: its version and git commit (value always 1)
+        pub build_info: Family<BuildLabels, Gauge> = "holdfast_build_info";
     }
 }
 
@@ -93,17 +139,20 @@ impl Metrics {
         if let Some(log) = log {
             registry.register_collector(Box::new(LogCollector { log }));
         }
+        registry.register_collector(Box::new(ProcessCollector));
         metrics.registry = registry;
+        metrics
+            .build_info
+            .get_or_create(&BuildLabels::current())
+            .set(1);
         metrics
     }
 
-    /// Counts `n` events lost by `component` for `reason`.
+    /// Counts `n` events lost by `component` (`source:<name>` or
+    /// `sink:<name>`) for `reason`.
     pub fn drop_events(&self, component: &str, reason: &str, n: u64) {
         self.dropped
-            .get_or_create(&DropLabels {
-                component: component.to_string(),
-                reason: reason.to_string(),
-            })
+            .get_or_create(&DropLabels::of(component, reason))
             .inc_by(n);
     }
 
@@ -117,11 +166,48 @@ impl Metrics {
             .inc_by(n);
     }
 
-    /// The Prometheus text exposition (OpenMetrics flavour).
+    /// The exposition in OpenMetrics, prometheus-client's own format.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
+    }
+
+    /// The exposition in `format`.
+    pub fn encode_as(&self, format: Format) -> Result<String, std::fmt::Error> {
+        let openmetrics = self.encode()?;
+        Ok(match format {
+            Format::OpenMetrics => openmetrics,
+            Format::Classic => classic::to_classic(&openmetrics),
+        })
+    }
+}
+
+/// Every `reason` of `holdfast_dropped_events_total` for a network sink
+/// (a full quarantine under `when_full = "drop"`, damaged replay lines).
+pub const SINK_DROP_REASONS: &[&str] = &["quarantine_full", "replay_damaged"];
+/// ... for a `file` sink (its oldest output files removed at `max_bytes`).
+pub const FILE_SINK_DROP_REASONS: &[&str] = &["output_retention"];
+/// ... for a `file` source (a line too large for one log append).
+pub const FILE_SOURCE_DROP_REASONS: &[&str] = &["too_large"];
+
+impl DropLabels {
+    pub fn of(component: &str, reason: &str) -> DropLabels {
+        DropLabels {
+            component: ComponentLabels::of(component),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+impl BuildLabels {
+    /// This binary's version, and the commit `build.rs` found (`unknown`
+    /// outside a git checkout).
+    fn current() -> BuildLabels {
+        BuildLabels {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            commit: env!("HOLDFAST_GIT_COMMIT").to_string(),
+        }
     }
 }
 

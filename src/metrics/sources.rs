@@ -17,12 +17,10 @@ pub struct SourceLabels {
 families! {
     /// Per-source counters.
     pub struct SourceMetrics {
-        /// Events appended to the log (acknowledged).
-        pub events: Family<SourceLabels, Counter> = "holdfast_source_events",
-            "Events a source appended to the log (acknowledged to its input)";
-        /// Payload bytes of those events.
-        pub bytes: Family<SourceLabels, Counter> = "holdfast_source", Bytes,
-            "Payload bytes a source appended to the log";
+        /// Events a source appended to the log (acknowledged to its input)
+        pub events: Family<SourceLabels, Counter> = "holdfast_source_events";
+        /// Payload bytes a source appended to the log
+        pub bytes: Family<SourceLabels, Counter> = "holdfast_source_bytes";
     }
 }
 
@@ -54,69 +52,67 @@ pub struct OtlpPathLabels {
     pub path: String,
 }
 
+/// Every `signal` of the `otlp_http` sources' families.
+pub const SIGNALS: [&str; 3] = ["logs", "traces", "metrics"];
+/// Every `reason` of `holdfast_otlp_rejected_requests_total`: what
+/// `src/sources/otlp_http/response.rs` names its refusals.
+#[rustfmt::skip]
+pub const OTLP_REJECT_REASONS: [&str; 16] = [
+    "not_found", "method", "unauthorized", "draining", "content_type", "content_encoding",
+    "too_large", "events_too_large", "timeout", "body_read", "decompress", "decode",
+    "busy", "log_full", "log_error", "internal",
+];
+
 families! {
     /// What the `otlp_http` sources count, per source.
     pub struct OtlpSourceMetrics {
-        /// Requests answered, by path and status.
-        pub requests: Family<OtlpRequestLabels, Counter> = "holdfast_otlp_requests",
-            "OTLP/HTTP requests answered, by path and status code";
-        /// Events (log records, spans, metric data points) appended, by signal.
-        pub events: Family<OtlpSignalLabels, Counter> = "holdfast_otlp_accepted_events",
-            "Log records, spans and metric data points an OTLP/HTTP source appended, by signal";
-        /// Request body bytes (after decompression) of accepted requests, by signal.
-        pub bytes: Family<OtlpSignalLabels, Counter> = "holdfast_otlp_accepted", Bytes,
-            "Request body bytes (decompressed) of the requests an OTLP/HTTP source accepted, by signal";
-        /// OTLP/JSON keys ignored as unknown in accepted requests, by signal.
-        pub unknown_fields: Family<OtlpSignalLabels, Counter> = "holdfast_otlp_unknown_fields",
-            "Unknown OTLP/JSON keys (fields of a newer OTLP release, or misspelt) ignored in accepted requests, by signal";
-        /// Requests answered with anything but 200, by reason (`decode`,
-        /// `too_large`, `log_full`, `draining`, …; see docs/sources-otlp-http.md).
-        pub rejected: Family<OtlpReasonLabels, Counter> = "holdfast_otlp_rejected_requests",
-            "OTLP/HTTP requests not accepted, by reason";
-        /// Time from a request's head to its answer, by path.
-        pub duration: Family<OtlpPathLabels, Histogram> = "holdfast_otlp_request_duration", Seconds,
-            "Time from an OTLP/HTTP request's head to its answer, by path"
+        /// Time from an OTLP/HTTP request's head to its answer, by path
+        pub duration: Family<OtlpPathLabels, Histogram> = "holdfast_otlp_request_duration_seconds"
             with Family::new_with_constructor(|| {
                 Histogram::new([
                     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                     10.0,
                 ])
             });
+        /// OTLP/HTTP requests answered, by path and status code
+        pub requests: Family<OtlpRequestLabels, Counter> = "holdfast_otlp_requests";
+        /// Log records, spans and metric data points an OTLP/HTTP source appended, by signal
+        pub events: Family<OtlpSignalLabels, Counter> = "holdfast_otlp_accepted_events";
+        /// Request body bytes (decompressed) of the requests an OTLP/HTTP source accepted, by
+        /// signal
+        pub bytes: Family<OtlpSignalLabels, Counter> = "holdfast_otlp_accepted_bytes";
+        // Requests answered with anything but 200, by reason (`decode`, `too_large`, `log_full`,
+        // `draining`, …; see docs/sources-otlp-http.md).
+        /// OTLP/HTTP requests not accepted, by reason
+        pub rejected: Family<OtlpReasonLabels, Counter> = "holdfast_otlp_rejected_requests";
+        /// Unknown OTLP/JSON keys (fields of a newer OTLP release, or misspelt) ignored in
+        /// accepted requests, by signal
+        pub unknown_fields: Family<OtlpSignalLabels, Counter> = "holdfast_otlp_unknown_fields";
     }
 }
 
 families! {
     /// Per-source figures of `file` sources (`src/sources/file/`).
     pub struct FileSourceMetrics {
-        /// Files currently matched by the globs and followed.
-        pub files_watched: Family<SourceLabels, Gauge> = "holdfast_file_source_files_watched",
-            "Files a file source follows (matched by its globs)";
-        /// Of those, files holding an open descriptor.
-        pub files_open: Family<SourceLabels, Gauge> = "holdfast_file_source_open_files",
-            "Files a file source holds open";
-        /// Lines read (before multiline joining).
-        pub lines: Family<SourceLabels, Counter> = "holdfast_file_source_lines",
-            "Lines a file source read (before multiline joining)";
-        /// Bytes read from files.
-        pub bytes: Family<SourceLabels, Counter> = "holdfast_file_source_read", Bytes,
-            "Bytes a file source read from files";
-        /// Lines (or multiline events) cut at `max_line_bytes`.
-        pub lines_truncated: Family<SourceLabels, Counter> = "holdfast_file_source_truncated_lines",
-            "Lines (or multiline events) cut at max_line_bytes and marked log.record.truncated";
-        /// Lines with invalid UTF-8, kept with U+FFFD replacements.
-        pub lines_invalid_utf8: Family<SourceLabels, Counter> = "holdfast_file_source_invalid_utf8_lines",
-            "Lines with invalid UTF-8, kept lossily and marked log.record.invalid_utf8";
-        /// Files renamed, or deleted or moved out of the globs, while followed.
-        pub rotations: Family<SourceLabels, Counter> = "holdfast_file_source_rotations",
-            "Followed files renamed, deleted or moved out of the globs";
-        /// Files truncated in place (copytruncate): a new generation began.
-        pub truncations: Family<SourceLabels, Counter> = "holdfast_file_source_truncations",
-            "Followed files truncated in place (copytruncate); each starts a new generation";
-        /// Failed opens and reads of matched files.
-        pub read_errors: Family<SourceLabels, Counter> = "holdfast_file_source_read_errors",
-            "Failed opens and reads of matched files";
-        /// Checkpoints that could not be written, or were found damaged.
-        pub checkpoint_errors: Family<SourceLabels, Counter> = "holdfast_file_source_checkpoint_errors",
-            "File source checkpoints that failed to write or were found damaged";
+        /// Files a file source follows (matched by its globs)
+        pub files_watched: Family<SourceLabels, Gauge> = "holdfast_file_source_files_watched";
+        /// Files a file source holds open
+        pub files_open: Family<SourceLabels, Gauge> = "holdfast_file_source_open_files";
+        /// Lines a file source read (before multiline joining)
+        pub lines: Family<SourceLabels, Counter> = "holdfast_file_source_lines";
+        /// Bytes a file source read from files
+        pub bytes: Family<SourceLabels, Counter> = "holdfast_file_source_read_bytes";
+        /// Lines (or multiline events) cut at max_line_bytes and marked log.record.truncated
+        pub lines_truncated: Family<SourceLabels, Counter> = "holdfast_file_source_truncated_lines";
+        /// Lines with invalid UTF-8, kept lossily and marked log.record.invalid_utf8
+        pub lines_invalid_utf8: Family<SourceLabels, Counter> = "holdfast_file_source_invalid_utf8_lines";
+        /// Followed files renamed, deleted or moved out of the globs
+        pub rotations: Family<SourceLabels, Counter> = "holdfast_file_source_rotations";
+        /// Followed files truncated in place (copytruncate); each starts a new generation
+        pub truncations: Family<SourceLabels, Counter> = "holdfast_file_source_truncations";
+        /// Failed opens and reads of matched files
+        pub read_errors: Family<SourceLabels, Counter> = "holdfast_file_source_read_errors";
+        /// File source checkpoints that failed to write or were found damaged
+        pub checkpoint_errors: Family<SourceLabels, Counter> = "holdfast_file_source_checkpoint_errors";
     }
 }

@@ -1,0 +1,140 @@
+//! Every counter a configured source or sink can move, created at 0 when
+//! the component starts (at start-up or added by a reload), for each label value
+//! it can take: Prometheus computes `increase()` only between two samples,
+//! so a series born at its first event would make `increase(...) > 0`
+//! miss exactly that event.
+//!
+//! The label values come from the lists beside each family (`*_REASONS`,
+//! `STATUS_CLASSES`, `SIGNALS`); a reason missing there still counts, but
+//! appears only once it happens.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use super::sinks::{SinkMetrics, REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
+use super::sources::{FileSourceMetrics, OTLP_REJECT_REASONS, SIGNALS};
+use super::{
+    ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
+    SinkStatusLabels, SourceLabels, FILE_SINK_DROP_REASONS, FILE_SOURCE_DROP_REASONS,
+    SINK_DROP_REASONS,
+};
+
+/// Creates the series of `labels` in each family, at 0.
+fn zero<L: Clone + std::hash::Hash + Eq>(families: &[&Family<L, Counter>], labels: &L) {
+    for family in families {
+        drop(family.get_or_create(labels));
+    }
+}
+
+impl FileSourceMetrics {
+    /// Every counter of a `file` source.
+    pub(super) fn counters(&self) -> [&Family<SourceLabels, Counter>; 8] {
+        [
+            &self.lines,
+            &self.bytes,
+            &self.lines_truncated,
+            &self.lines_invalid_utf8,
+            &self.rotations,
+            &self.truncations,
+            &self.read_errors,
+            &self.checkpoint_errors,
+        ]
+    }
+}
+
+impl SinkMetrics {
+    /// Every counter of a sink labelled by the sink alone.
+    pub(super) fn counters(&self) -> [&Family<SinkLabels, Counter>; 6] {
+        [
+            &self.events_sent,
+            &self.bytes_sent,
+            &self.duplicates,
+            &self.auth_failures,
+            &self.receiver_warnings,
+            &self.partially_rejected,
+        ]
+    }
+}
+
+impl Metrics {
+    /// The series of the source `name` of type `kind`, at 0.
+    pub fn declare_source(&self, name: &str, kind: &str) {
+        let component = format!("source:{name}");
+        let labels = SourceLabels {
+            source: name.to_string(),
+        };
+        zero(&[&self.sources.events, &self.sources.bytes], &labels);
+        zero(&[&self.task_restarts], &ComponentLabels::of(&component));
+        match kind {
+            "file" => {
+                zero(&self.file_sources.counters(), &labels);
+                self.declare_drops(&component, FILE_SOURCE_DROP_REASONS);
+            }
+            "otlp_http" => {
+                for signal in SIGNALS {
+                    let labels = OtlpSignalLabels {
+                        source: name.to_string(),
+                        signal: signal.to_string(),
+                    };
+                    zero(
+                        &[
+                            &self.otlp.events,
+                            &self.otlp.bytes,
+                            &self.otlp.unknown_fields,
+                        ],
+                        &labels,
+                    );
+                }
+                for reason in OTLP_REJECT_REASONS {
+                    let labels = OtlpReasonLabels {
+                        source: name.to_string(),
+                        reason: reason.to_string(),
+                    };
+                    zero(&[&self.otlp.rejected], &labels);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The series of the sink `name` of type `kind`, at 0.
+    pub fn declare_sink(&self, name: &str, kind: &str) {
+        let component = format!("sink:{name}");
+        zero(&[&self.task_restarts], &ComponentLabels::of(&component));
+        let s = &self.sinks;
+        let labels = SinkLabels {
+            sink: name.to_string(),
+        };
+        if kind == "file" {
+            // It writes local files: it delivers, and rotates old output
+            // away; requests, retries and rejections do not happen to it.
+            zero(&[&s.events_sent], &labels);
+            return self.declare_drops(&component, FILE_SINK_DROP_REASONS);
+        }
+        zero(&s.counters(), &labels);
+        for status in STATUS_CLASSES {
+            let labels = SinkStatusLabels {
+                sink: name.to_string(),
+                status: status.to_string(),
+            };
+            zero(&[&s.requests], &labels);
+        }
+        let with_reason = |reason: &str| SinkReasonLabels {
+            sink: name.to_string(),
+            reason: reason.to_string(),
+        };
+        for reason in RETRY_REASONS {
+            zero(&[&s.retries], &with_reason(reason));
+        }
+        for reason in REJECT_REASONS {
+            zero(&[&s.rejected, &s.quarantined], &with_reason(reason));
+        }
+        self.declare_drops(&component, SINK_DROP_REASONS);
+    }
+
+    fn declare_drops(&self, component: &str, reasons: &[&str]) {
+        for reason in reasons {
+            self.drop_events(component, reason, 0);
+        }
+    }
+}
