@@ -82,14 +82,13 @@ impl NetworkSink for ElasticsearchOptions {
     network_sink_types!(RawElasticsearchSink, Elasticsearch);
 
     fn describe_target(&self, out: &mut String) -> fmt::Result {
-        let o = self;
-        let urls: Vec<String> = o.endpoints.iter().map(|u| u.to_string()).collect();
+        let urls: Vec<String> = self.endpoints.iter().map(|u| u.to_string()).collect();
         writeln!(
             out,
             "    sends _bulk create requests to {} into index \"{}\" (_id = the event's \
                  idempotency key, so a resend is refused as a duplicate, not stored twice)",
             urls.join(", "),
-            o.index.as_str()
+            self.index.as_str()
         )?;
         Ok(())
     }

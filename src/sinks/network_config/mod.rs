@@ -230,12 +230,21 @@ impl Common<'_> {
             p.data_dir.join("quarantine").join(&p.t.name),
         );
         o.config_hash = p.config_hash.to_string();
-        o.batch_max_events = cx.count(
-            &key("batch_max_events"),
-            self.batch_max_events,
-            d::BATCH_MAX_EVENTS,
-            1..=100_000,
-        ) as usize;
+        let counts = [
+            (
+                "batch_max_events",
+                self.batch_max_events,
+                d::BATCH_MAX_EVENTS,
+                1..=100_000,
+            ),
+            ("concurrency", self.concurrency, d::CONCURRENCY, 1..=64),
+            ("max_attempts", self.max_attempts, d::MAX_ATTEMPTS, 1..=1000),
+        ];
+        let [batch_max_events, concurrency, max_attempts] =
+            counts.map(|(k, v, default, range)| cx.count(&key(k), v, default, range));
+        o.batch_max_events = batch_max_events as usize;
+        o.concurrency = concurrency as usize;
+        o.max_attempts = max_attempts as u32;
         o.batch_max_bytes = cx.size(
             &key("batch_max_bytes"),
             self.batch_max_bytes,
@@ -271,13 +280,6 @@ impl Common<'_> {
             o.backoff_initial,
             o.backoff_max,
         ] = durations.map(|(k, v, default, zero)| cx.duration(&key(k), v, default, Some(zero)));
-        let concurrency = cx.count(
-            &key("concurrency"),
-            self.concurrency,
-            d::CONCURRENCY,
-            1..=64,
-        );
-        o.concurrency = concurrency as usize;
         if let Some(a) = self.adaptive_concurrency {
             cx.note(&key("adaptive_concurrency"), a);
             o.adaptive_concurrency = *a.get_ref();
@@ -292,12 +294,6 @@ impl Common<'_> {
                 );
             }
         }
-        o.max_attempts = cx.count(
-            &key("max_attempts"),
-            self.max_attempts,
-            d::MAX_ATTEMPTS,
-            1..=1000,
-        ) as u32;
         if o.backoff_max < o.backoff_initial {
             let span = self.backoff_max.or(self.backoff_initial).map(|v| v.span());
             cx.error(

@@ -75,13 +75,12 @@ impl NetworkSink for OpenObserveOptions {
     network_sink_types!(RawOpenObserveSink, OpenObserve);
 
     fn describe_target(&self, out: &mut String) -> fmt::Result {
-        let o = self;
         writeln!(
             out,
             "    sends JSON to {} (organization \"{}\", stream \"{}\")",
-            o.endpoint,
-            o.org,
-            o.stream.as_str()
+            self.endpoint,
+            self.org,
+            self.stream.as_str()
         )?;
         Ok(())
     }
