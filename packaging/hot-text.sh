@@ -2,9 +2,9 @@
 # Regenerates packaging/hot-text.order: the functions holdfast runs once it
 # is up, which build.rs has the linker lay out together (see build.rs).
 #
-# It profiles the release binary with perf (cpu-clock at 20 kHz) through the
-# e2e benchmark's steady, file and otlp phases and lists every holdfast
-# symbol sampled, steady phase first. The names carry their hashes, which
+# It profiles the release binary with perf (cpu-clock at 4 kHz, with DWARF
+# call stacks) through the e2e benchmark's steady, file and otlp phases and
+# lists every holdfast function on a sampled stack, steady phase first. The names carry their hashes, which
 # change with the compiler and with the code: names the linker no longer
 # finds are passed over, so a stale list only loses its effect. Re-run it
 # after a toolchain upgrade or a large change of the data path (the
@@ -33,13 +33,17 @@ for phase in steady file otlp; do
         sleep 0.01
     done
     [ -n "$pid" ] || { echo "phase $phase: holdfast did not start" >&2; exit 1; }
-    perf record -q -e cpu-clock -F 20000 -p "$pid" -o "$work/$phase.data" 2>/dev/null &
+    perf record -q -e cpu-clock -F 4000 --call-graph dwarf,4096 -p "$pid" \
+        -o "$work/$phase.data" 2>/dev/null &
     rec=$!
     wait "$run"
     kill -INT "$rec" 2>/dev/null || true
     wait "$rec" || true
-    perf report -i "$work/$phase.data" --no-demangle --dsos holdfast --sort sym --stdio -q 2>/dev/null |
-        sed -E 's/^ *[0-9.]+% +\[\.\] //; s/ *$//' >>"$work/symbols"
+    # Every holdfast function on a sampled stack, not only where the sample
+    # landed: the callers run too. The most sampled first.
+    perf script -i "$work/$phase.data" -F ip,sym,dso --no-demangle 2>/dev/null |
+        awk '/release\/holdfast\)/ {print $2}' | sort | uniq -c | sort -rn |
+        awk '{print $2}' >>"$work/symbols"
 done
 
 grep -v -e '^0x' -e '^$' "$work/symbols" | awk '!seen[$0]++' >packaging/hot-text.order
