@@ -69,7 +69,7 @@ pub fn init(settings: &LoggingSettings) {
         _ if journal => builder
             .with_ansi(false)
             .event_format(Lines {
-                inner: plain().without_time(),
+                inner: journal_inner(),
                 style: Style::Journal,
                 limiter,
             })
@@ -89,6 +89,13 @@ pub fn init(settings: &LoggingSettings) {
 
 fn plain() -> format::Format {
     format::Format::default()
+}
+
+/// Under the journal the level is written with the priority, unpadded: the
+/// stock format pads `INFO` to ` INFO`, and the journal would keep that
+/// space at the start of the message.
+fn journal_inner() -> format::Format<format::Full, ()> {
+    plain().without_time().with_level(false)
 }
 
 /// The sd-daemon priority of a level (`sd-daemon.h`).
@@ -176,7 +183,8 @@ impl<F> Lines<F> {
         F: FormatEvent<S, N>,
     {
         if self.style == Style::Journal {
-            write!(writer, "<{}>", priority(event.metadata().level()))?;
+            let level = event.metadata().level();
+            write!(writer, "<{}>{} ", priority(level), level.as_str())?;
         }
         self.inner.format_event(ctx, writer.by_ref(), event)
     }
@@ -200,7 +208,7 @@ impl<F> Lines<F> {
             }
             Style::Journal => writeln!(
                 w,
-                "<{}>{:>5} {}: {message}",
+                "<{}>{} {}: {message}",
                 priority(&r.level),
                 r.level.as_str(),
                 r.target

@@ -84,7 +84,7 @@ fn journal_lines_carry_priorities_and_others_timestamps() {
             "no timestamp: {line}"
         );
     }
-    assert!(text.contains("<6> INFO"), "{text}");
+    assert!(text.contains("<6>INFO "), "{text}");
 
     // JOURNAL_STREAM inherited, but stderr is another file: plain lines
     // with timestamps (stderr is not a terminal here either).

@@ -95,7 +95,7 @@ fn journal_subscriber(buf: &Buf, window: Duration) -> impl Subscriber {
         .with_writer(move || b.clone())
         .with_max_level(Level::DEBUG)
         .event_format(Lines {
-            inner: plain().without_time(),
+            inner: journal_inner(),
             style: Style::Journal,
             limiter: Mutex::new(Limiter::new(window)),
         })
@@ -170,7 +170,7 @@ fn repeated_warnings_end_in_a_count_line() {
         .lines()
         .find(|l| l.contains("more in the last"))
         .unwrap();
-    assert!(count_line.starts_with("<4> WARN"), "{count_line}");
+    assert!(count_line.starts_with("<4>WARN "), "{count_line}");
     assert!(count_line.ends_with(": receiver down"), "{count_line}");
     let before = text.split(count_line).next().unwrap();
     let passed = before
