@@ -9,8 +9,8 @@ use toml::Spanned;
 use super::{Elasticsearch, ElasticsearchOptions, DEFAULT_INDEX};
 use crate::config::check::Checker;
 use crate::sinks::network_config::{
-    check_template, check_url, network_sink, network_sink_types, required_endpoint, NetworkSink,
-    Place, RawNetworkSink,
+    check_template, check_url, network_sink, network_sink_types, required_endpoint, NameRule,
+    NetworkSink, Place, RawNetworkSink,
 };
 
 network_sink! {
@@ -25,9 +25,13 @@ network_sink! {
     }
 }
 
-fn es_index_char(c: char) -> bool {
-    !(c.is_ascii_uppercase() || "\\/*?\"<>| ,#:".contains(c))
-}
+/// Elasticsearch's index names.
+const INDEX: NameRule = NameRule {
+    what: "index name",
+    default: DEFAULT_INDEX,
+    allowed: |c| !(c.is_ascii_uppercase() || "\\/*?\"<>| ,#:".contains(c)),
+    rule: "Elasticsearch index names are lower case, without \\ / * ? \" < > | , # : or spaces",
+};
 
 impl RawElasticsearchSink {
     fn check(self, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> ElasticsearchOptions {
@@ -56,15 +60,7 @@ impl RawElasticsearchSink {
             }
         }
         let common = self.common().check(cx, p, true, &endpoints);
-        let index = check_template(
-            cx,
-            &p.key("index"),
-            self.index.as_ref(),
-            DEFAULT_INDEX,
-            "index name",
-            es_index_char,
-            "Elasticsearch index names are lower case, without \\ / * ? \" < > | , # : or spaces",
-        );
+        let index = check_template(cx, &p.key("index"), self.index.as_ref(), &INDEX);
         if endpoints.is_empty() {
             endpoints.push(
                 reqwest::Url::parse("http://127.0.0.1:9200/").unwrap_or_else(|_| unreachable!()),

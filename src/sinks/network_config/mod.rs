@@ -421,16 +421,30 @@ pub(crate) fn required_endpoint(
     }
 }
 
-/// A name template whose literal parts use only `allowed` characters.
+/// What a receiver allows in the names a template makes (an index, a
+/// stream), and the default template.
+pub(crate) struct NameRule {
+    /// The name's kind, for messages ("index name").
+    pub what: &'static str,
+    pub default: &'static str,
+    pub allowed: fn(char) -> bool,
+    /// The receiver's rule in words, for messages.
+    pub rule: &'static str,
+}
+
+/// A name template whose literal parts follow `name`'s rule.
 pub(crate) fn check_template(
     cx: &mut Checker<'_>,
     key: &str,
     v: Option<&Spanned<String>>,
-    default: &str,
-    what: &str,
-    allowed: fn(char) -> bool,
-    rule: &str,
+    name: &NameRule,
 ) -> Template {
+    let NameRule {
+        what,
+        default,
+        allowed,
+        rule,
+    } = *name;
     let Some(v) = v else {
         return Template::parse(default).unwrap_or_else(|_| unreachable!());
     };

@@ -9,8 +9,8 @@ use toml::Spanned;
 use super::{OpenObserve, OpenObserveOptions, DEFAULT_ORG, DEFAULT_STREAM};
 use crate::config::check::Checker;
 use crate::sinks::network_config::{
-    check_template, network_sink, network_sink_types, required_endpoint, NetworkSink, Place,
-    RawNetworkSink,
+    check_template, network_sink, network_sink_types, required_endpoint, NameRule, NetworkSink,
+    Place, RawNetworkSink,
 };
 
 network_sink! {
@@ -28,6 +28,14 @@ network_sink! {
 fn oo_stream_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
+
+/// OpenObserve's stream names.
+const STREAM: NameRule = NameRule {
+    what: "stream name",
+    default: DEFAULT_STREAM,
+    allowed: oo_stream_char,
+    rule: "stream names use letters, digits, '_' and '-'",
+};
 
 impl RawOpenObserveSink {
     fn check(self, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> OpenObserveOptions {
@@ -51,15 +59,7 @@ impl RawOpenObserveSink {
             }
             None => DEFAULT_ORG.to_string(),
         };
-        let stream = check_template(
-            cx,
-            &p.key("stream"),
-            self.stream.as_ref(),
-            DEFAULT_STREAM,
-            "stream name",
-            oo_stream_char,
-            "stream names use letters, digits, '_' and '-'",
-        );
+        let stream = check_template(cx, &p.key("stream"), self.stream.as_ref(), &STREAM);
         OpenObserveOptions {
             common,
             endpoint: endpoint.unwrap_or_else(|| {
