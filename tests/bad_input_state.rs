@@ -461,13 +461,7 @@ fn garbled_cursor_files_redeliver_rather_than_lose() {
             .unwrap_or(64);
         std::fs::write(&p, vec![0xa5; len.max(24)]).unwrap();
     }
-    let out = holdfast(&["inspect", "--config", a.config_arg(), "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = a.inspect_json();
     assert_eq!(v["corruption"]["damaged_cursor_files"], 2, "{v}");
 
     a.start();

@@ -24,7 +24,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use daemon::{holdfast, wait_for, Agent};
+use daemon::{wait_for, Agent};
 use holdfast::sources::file::checkpoint;
 use receivers::{Api, Receiver};
 
@@ -62,16 +62,6 @@ fn agent(es: &Receiver, lines: &Path, segment_size: &str) -> Agent {
         lines.display(),
         es.addr
     ))
-}
-
-fn inspect(a: &Agent) -> serde_json::Value {
-    let out = holdfast(&["inspect", "--config", a.config_arg(), "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The durable checkpoint's `log_seq`, if there is one yet.
@@ -168,7 +158,7 @@ async fn a_crash_loop_does_not_multiply_the_work() {
         );
         es.settle().await;
         es.state().epoch = k + 1;
-        let v = inspect(&a);
+        let v = a.inspect_json();
         let first = v["first_seq"].as_u64().unwrap();
         if let Some(log_seq) = durable_log_seq(&a) {
             assert!(
@@ -185,7 +175,7 @@ async fn a_crash_loop_does_not_multiply_the_work() {
         }
     }
     finish(&mut a, &es, N);
-    let appended = inspect(&a)["next_seq"].as_u64().unwrap();
+    let appended = a.inspect_json()["next_seq"].as_u64().unwrap();
     let (twice, surplus) = repeats(&es);
     println!(
         "crash loop, {KILLS} kills: {appended} log appends for {N} lines ({:.3} per line); \

@@ -97,13 +97,7 @@ const LAG: &str = "holdfast_consumer_lag_events{sink=\"out\"}";
 
 /// The sink's consumer as `holdfast inspect --json` shows it.
 fn inspect(a: &Agent) -> serde_json::Value {
-    let out = holdfast(&["inspect", "--config", a.config_arg(), "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = a.inspect_json();
     v["consumers"]
         .as_array()
         .unwrap()

@@ -96,20 +96,9 @@ fn reference(signal: Signal, json: bool, body: &[u8]) -> (Vec<u8>, usize) {
                 .iter()
                 .flat_map(|r| &r.scope_metrics)
                 .flat_map(|s| &s.metrics)
-                .map(points_of)
+                .map(holdfast::sources::otlp_http::data_points)
                 .sum::<usize>()
         ),
-    }
-}
-
-fn points_of(m: &Metric) -> usize {
-    match &m.data {
-        Some(Data::Gauge(d)) => d.data_points.len(),
-        Some(Data::Sum(d)) => d.data_points.len(),
-        Some(Data::Histogram(d)) => d.data_points.len(),
-        Some(Data::ExponentialHistogram(d)) => d.data_points.len(),
-        Some(Data::Summary(d)) => d.data_points.len(),
-        None => 0,
     }
 }
 

@@ -130,13 +130,7 @@ impl Setup {
 
 /// The cursors the log has, as `holdfast inspect` shows them.
 fn cursors(a: &Agent) -> Vec<String> {
-    let out = holdfast(&["inspect", "--config", a.config_arg(), "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = a.inspect_json();
     (v["consumers"].as_array().unwrap().iter())
         .map(|c| c["name"].as_str().unwrap().to_string())
         .collect()

@@ -868,15 +868,7 @@ pub mod otlp_decode {
                 "split encodes differently from prost"
             );
             if let Some(Record::Metric(m)) = &env.record {
-                use opentelemetry_proto::tonic::metrics::v1::metric::Data;
-                let points = match &m.data {
-                    Some(Data::Gauge(d)) => d.data_points.len(),
-                    Some(Data::Sum(d)) => d.data_points.len(),
-                    Some(Data::Histogram(d)) => d.data_points.len(),
-                    Some(Data::ExponentialHistogram(d)) => d.data_points.len(),
-                    Some(Data::Summary(d)) => d.data_points.len(),
-                    None => 0,
-                };
+                let points = holdfast::sources::otlp_http::data_points(m);
                 assert_eq!(points, 1, "a metric envelope holds exactly one point");
             }
             env.id.clear();

@@ -213,6 +213,17 @@ impl Agent {
         std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap_or_default()
     }
 
+    /// `holdfast inspect --json` on this agent's config (works while it runs).
+    pub fn inspect_json(&self) -> serde_json::Value {
+        let out = holdfast(&["inspect", "--config", self.config_arg(), "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("inspect --json prints JSON")
+    }
+
     pub fn metrics(&self) -> String {
         http_get(self.api, "/metrics").expect("metrics answer").1
     }

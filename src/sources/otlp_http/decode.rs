@@ -19,6 +19,7 @@ use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+use opentelemetry_proto::tonic::metrics::v1::Metric;
 use prost::Message;
 
 use super::body::Reservation;
@@ -177,6 +178,19 @@ fn inflate(
     Ok(out.into())
 }
 
+/// The data points a metric holds, whatever its kind: what a metrics
+/// request counts as records (one event each once split).
+pub fn data_points(m: &Metric) -> usize {
+    match &m.data {
+        Some(Data::Gauge(d)) => d.data_points.len(),
+        Some(Data::Sum(d)) => d.data_points.len(),
+        Some(Data::Histogram(d)) => d.data_points.len(),
+        Some(Data::ExponentialHistogram(d)) => d.data_points.len(),
+        Some(Data::Summary(d)) => d.data_points.len(),
+        None => 0,
+    }
+}
+
 /// A decoded request of one of the three signals.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Decoded {
@@ -198,19 +212,7 @@ impl Decoded {
             Decoded::Metrics(r) => per_scope(
                 &r.resource_metrics,
                 |r| &r.scope_metrics,
-                |s| {
-                    s.metrics
-                        .iter()
-                        .map(|m| match &m.data {
-                            Some(Data::Gauge(d)) => d.data_points.len(),
-                            Some(Data::Sum(d)) => d.data_points.len(),
-                            Some(Data::Histogram(d)) => d.data_points.len(),
-                            Some(Data::ExponentialHistogram(d)) => d.data_points.len(),
-                            Some(Data::Summary(d)) => d.data_points.len(),
-                            None => 0,
-                        })
-                        .sum()
-                },
+                |s| s.metrics.iter().map(data_points).sum(),
             ),
         }
     }

@@ -101,6 +101,7 @@ use crate::registry::ComponentContext;
 use crate::seglog::Log;
 
 pub use config::{OtlpHttpSourceSettings, TlsSettings};
+pub use decode::data_points;
 
 /// How long an append waits for space in a full log (`when_full = "block"`)
 /// before the request is answered 503: short, so the client backs off and
