@@ -442,7 +442,7 @@ max_connections = 4
 async fn a_full_log_stops_tcp_reads_and_drops_nothing() {
     let receiver = Receiver::start(Api::Otlp).await;
     receiver.refuse();
-    let port = free_port();
+    let (port, udp) = (free_port(), free_udp_port());
     let mut a = Agent::new(&format!(
         r#"
 [log]
@@ -454,6 +454,11 @@ compression = "none"
 [sources.net]
 type = "syslog"
 listen = "127.0.0.1:{port}"
+
+[sources.dgram]
+type = "syslog"
+mode = "udp"
+listen = "127.0.0.1:{udp}"
 
 [sinks.out]
 type = "otlp_http"
@@ -519,5 +524,72 @@ backoff_max = "200ms"
         Some(0.0)
     );
     assert_eq!(receiver.state().stored.len() as u64, N, "each message once");
+    assert!(a.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_carries_octet_counted_messages() {
+    use tokio::io::AsyncWriteExt;
+    use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer, ServerName};
+    use tokio_rustls::rustls::{crypto, ClientConfig, RootCertStore};
+
+    let tls = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp/tls");
+    let port = free_port();
+    let mut a = Agent::new(&format!(
+        r#"
+[sources.secure]
+type = "syslog"
+listen = "127.0.0.1:{port}"
+idle_timeout = "2s"
+tls = {{ cert_file = "{cert}", key_file = "{key}" }}
+"#,
+        cert = tls.join("cert.pem").display(),
+        key = tls.join("key.pem").display(),
+    ));
+    a.start();
+    a.wait_ready();
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(tls.join("ca.pem")).unwrap())
+        .unwrap();
+    let config = ClientConfig::builder_with_provider(Arc::new(crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let mut s = connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let mut stream = Vec::new();
+    for m in [
+        "<165>1 2026-12-02T05:30:00Z gw01 app 1 - - over tls\nwith a newline",
+        "<14>Dec  2 05:30:00 gw01 app: second",
+    ] {
+        stream.extend(format!("{} {m}", m.len()).into_bytes());
+    }
+    s.write_all(&stream).await.unwrap();
+    s.shutdown().await.unwrap();
+    // Plain text on the TLS port is a failed handshake, counted.
+    let mut plain = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    plain.write_all(b"<13>not tls\n").unwrap();
+    let a = tokio::task::spawn_blocking(move || {
+        let evs = wait_events(&a, "secure", 2);
+        assert_eq!(body(find(&evs, "over tls")), "over tls\nwith a newline");
+        assert_eq!(body(find(&evs, "second")), "second");
+        wait_for("the failed handshake counted", DEADLINE, || {
+            a.metric("holdfast_syslog_connection_errors_total{source=\"secure\",reason=\"tls\"}")
+                .filter(|&n| n == 1.0)
+        });
+        a
+    })
+    .await
+    .unwrap();
+    drop(plain);
+    let mut a = a;
     assert!(a.stop().success());
 }

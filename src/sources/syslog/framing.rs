@@ -232,11 +232,18 @@ impl Framer {
         self.rest()
     }
 
-    /// Everything buffered, as one message (after a [`FrameError`]).
+    /// What is buffered, as one message (after a [`FrameError`]), cut at
+    /// `max` like any other.
     pub fn rest(&mut self) -> Option<Frame> {
-        (!self.buf.is_empty()).then(|| Frame {
-            bytes: self.buf.split().freeze(),
-            original_len: None,
+        if self.buf.is_empty() {
+            return None;
+        }
+        let len = self.buf.len();
+        let bytes = self.buf.split_to(len.min(self.max)).freeze();
+        self.buf.clear();
+        Some(Frame {
+            original_len: (len > self.max).then_some(len),
+            bytes,
         })
     }
 }
@@ -335,5 +342,9 @@ mod tests {
             let kept: usize = frames.iter().map(|f| f.bytes.len()).sum();
             assert!(kept > 0);
         }
+        // What is left after a bad count is cut at max like any message.
+        let (frames, _) = run(b"9x 0123456789abcdef", 8, 100);
+        assert_eq!(frames[0].bytes, &b"9x 01234"[..]);
+        assert_eq!(frames[0].original_len, Some(19));
     }
 }
