@@ -53,6 +53,7 @@ pub mod parse;
 mod tcp;
 mod udp;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub use config::{SyslogSourceSettings, Transport};
@@ -69,4 +70,13 @@ pub(crate) async fn run(ctx: ComponentContext, opts: SyslogSourceSettings) -> an
         Transport::Tcp => tcp::serve(ctx, opts, appender).await,
         Transport::Udp => udp::serve(ctx, opts, appender).await,
     }
+}
+
+/// Why the source cannot start on `listen`, naming the key to change.
+fn bind_error(name: &str, listen: SocketAddr, mode: Transport, e: std::io::Error) -> anyhow::Error {
+    anyhow::anyhow!(
+        "source {name} cannot listen on {listen} for syslog over {}: {e}; change \
+         sources.{name}.listen or stop what uses the port",
+        mode.as_str().to_uppercase()
+    )
 }

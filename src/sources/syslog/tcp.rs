@@ -49,13 +49,9 @@ pub(super) async fn serve(
         })?),
         None => None,
     };
-    let listener = TcpListener::bind(opts.listen).await.map_err(|e| {
-        anyhow::anyhow!(
-            "source {name} cannot listen on {} for syslog over TCP: {e}; change \
-             sources.{name}.listen or stop what uses the port",
-            opts.listen
-        )
-    })?;
+    let listener = TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| super::bind_error(name, opts.listen, super::Transport::Tcp, e))?;
     let addr = listener.local_addr().unwrap_or(opts.listen);
     info!(source = %name, %addr, tls = tls.is_some(), "syslog source listening on TCP");
     let max = opts.max_connections.get();

@@ -26,13 +26,9 @@ pub(super) async fn serve(
     appender: Arc<Appender>,
 ) -> anyhow::Result<()> {
     let name = &ctx.name;
-    let socket = UdpSocket::bind(opts.listen).await.map_err(|e| {
-        anyhow::anyhow!(
-            "source {name} cannot listen on {} for syslog over UDP: {e}; change \
-             sources.{name}.listen or stop what uses the port",
-            opts.listen
-        )
-    })?;
+    let socket = UdpSocket::bind(opts.listen)
+        .await
+        .map_err(|e| super::bind_error(name, opts.listen, super::Transport::Udp, e))?;
     let addr = socket.local_addr().unwrap_or(opts.listen);
     info!(source = %name, %addr, "syslog source listening on UDP");
     let max = opts.max_message_size;

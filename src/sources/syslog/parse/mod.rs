@@ -89,9 +89,10 @@ pub struct Parsed<'a> {
 }
 
 impl<'a> Parsed<'a> {
-    fn unparsed(line: &'a [u8], pri: Option<u8>, error: &'static str) -> Parsed<'a> {
+    /// `message` with what `<PRI>` says, and nothing else yet.
+    fn base(format: Format, pri: Option<u8>, message: &'a [u8]) -> Parsed<'a> {
         Parsed {
-            format: Format::Unparsed,
+            format,
             facility: pri.map(|p| p >> 3),
             severity: pri.map(|p| p & 7),
             timestamp_ns: None,
@@ -100,8 +101,15 @@ impl<'a> Parsed<'a> {
             proc_id: None,
             msg_id: None,
             structured_data: Vec::new(),
-            message: line,
+            message,
+            error: None,
+        }
+    }
+
+    fn unparsed(line: &'a [u8], pri: Option<u8>, error: &'static str) -> Parsed<'a> {
+        Parsed {
             error: Some(error),
+            ..Parsed::base(Format::Unparsed, pri, line)
         }
     }
 }

@@ -14,7 +14,7 @@
 //! timestamp no hostname is guessed. This format cannot fail: what fits
 //! none of the parts is the message.
 
-use super::time::{self, Civil, TimeZone};
+use super::time::{self, TimeZone};
 use super::{strip_bom, Format, ParseOptions, Parsed};
 
 const MONTHS: [&[u8; 3]; 12] = [
@@ -38,17 +38,11 @@ pub(super) fn parse<'a>(pri: u8, rest: &'a [u8], opts: &ParseOptions) -> Parsed<
     };
     let (app_name, proc_id, rest) = tag(rest);
     Parsed {
-        format: Format::Rfc3164,
-        facility: Some(pri >> 3),
-        severity: Some(pri & 7),
         timestamp_ns,
         hostname,
         app_name,
         proc_id,
-        msg_id: None,
-        structured_data: Vec::new(),
-        message: strip_bom(rest),
-        error: None,
+        ..Parsed::base(Format::Rfc3164, Some(pri), strip_bom(rest))
     }
 }
 
@@ -90,7 +84,7 @@ fn timestamp<'a>(s: &'a [u8], opts: &ParseOptions) -> Option<(i64, &'a [u8])> {
     } else {
         (None, s)
     };
-    let (hour, minute, second, nanos, mut s) = time::clock(s)?;
+    let (clock, mut s) = time::clock(s)?;
     let mut zone = opts.time_zone;
     // A zone name (Cisco's `UTC`): only UTC and GMT are known for sure;
     // any other name keeps the configured zone.
@@ -109,18 +103,7 @@ fn timestamp<'a>(s: &'a [u8], opts: &ParseOptions) -> Option<(i64, &'a [u8])> {
         [] => s,
         _ => return None,
     };
-    let at = |year| {
-        Civil {
-            year,
-            month,
-            day,
-            hour,
-            minute,
-            second,
-            nanos,
-        }
-        .in_zone(zone)
-    };
+    let at = |year| time::in_zone(&time::reading(year, month, day, clock)?, zone);
     let ts = match year {
         Some(y) => at(y)?,
         None => {

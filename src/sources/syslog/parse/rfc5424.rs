@@ -47,17 +47,13 @@ pub(super) fn parse(pri: u8, rest: &[u8]) -> Result<Parsed<'_>> {
         _ => return Err("RFC 5424 structured data is not followed by a space"),
     };
     Ok(Parsed {
-        format: Format::Rfc5424,
-        facility: Some(pri >> 3),
-        severity: Some(pri & 7),
         timestamp_ns,
         hostname,
         app_name,
         proc_id,
         msg_id,
         structured_data,
-        message,
-        error: None,
+        ..Parsed::base(Format::Rfc5424, Some(pri), message)
     })
 }
 

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::sinks::template::Civil;
+
 /// Where a timestamp without a zone was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeZone {
@@ -91,66 +93,55 @@ pub(super) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 
 /// The civil year of a unix time in `tz`.
 pub(super) fn year_of(unix: i64, tz: TimeZone) -> i64 {
-    let local = unix + tz.offset_at(unix);
-    let days = local.div_euclid(86400);
-    // Inverse of days_from_civil, year only.
-    let z = days + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    yoe + era * 400 + i64::from(m <= 2)
+    let local = (unix + tz.offset_at(unix)).max(0) as u64;
+    Civil::from_unix_nanos(local.saturating_mul(1_000_000_000)).year
 }
 
-/// A wall-clock reading, validated.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Civil {
-    pub year: i64,
-    pub month: u32,
-    pub day: u32,
-    pub hour: u32,
-    pub minute: u32,
-    pub second: u32,
-    pub nanos: u32,
+/// A wall-clock reading (the sinks' own calendar type, read the other way
+/// here): `None` unless it is a real date and time.
+pub(super) fn reading(
+    year: i64,
+    month: u32,
+    day: u32,
+    (hour, minute, second, nanos): Clock,
+) -> Option<Civil> {
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    ((1..=days).contains(&day) && hour < 24 && minute < 60 && second <= 60).then_some(Civil {
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        second,
+        nanos,
+    })
 }
 
-impl Civil {
-    fn valid(&self) -> bool {
-        let leap = self.year % 4 == 0 && (self.year % 100 != 0 || self.year % 400 == 0);
-        let days = match self.month {
-            1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-            4 | 6 | 9 | 11 => 30,
-            2 if leap => 29,
-            2 => 28,
-            _ => return false,
-        };
-        (1..=days).contains(&self.day) && self.hour < 24 && self.minute < 60 && self.second <= 60
-    }
+/// As if it were UTC: seconds since the epoch.
+fn local_secs(c: &Civil) -> i64 {
+    days_from_civil(c.year, c.month, c.day) * 86400
+        + i64::from(c.hour) * 3600
+        + i64::from(c.minute) * 60
+        + i64::from(c.second)
+}
 
-    /// As if it were UTC: seconds since the epoch.
-    fn local_secs(&self) -> Option<i64> {
-        self.valid().then(|| {
-            days_from_civil(self.year, self.month, self.day) * 86400
-                + i64::from(self.hour) * 3600
-                + i64::from(self.minute) * 60
-                + i64::from(self.second)
-        })
-    }
+/// Unix nanoseconds of `c` read `offset` seconds east of UTC.
+pub(super) fn with_offset(c: &Civil, offset: i64) -> Option<i64> {
+    let secs = local_secs(c) - offset;
+    secs.checked_mul(1_000_000_000)?
+        .checked_add(i64::from(c.nanos))
+}
 
-    /// Unix nanoseconds of this reading `offset` seconds east of UTC.
-    pub fn with_offset(&self, offset: i64) -> Option<i64> {
-        let secs = self.local_secs()? - offset;
-        secs.checked_mul(1_000_000_000)?
-            .checked_add(i64::from(self.nanos))
-    }
-
-    /// Unix nanoseconds of this reading in `tz`.
-    pub fn in_zone(&self, tz: TimeZone) -> Option<i64> {
-        let local = self.local_secs()?;
-        self.with_offset(tz.offset_at(local))
-    }
+/// Unix nanoseconds of `c` read in `tz`.
+pub(super) fn in_zone(c: &Civil, tz: TimeZone) -> Option<i64> {
+    with_offset(c, tz.offset_at(local_secs(c)))
 }
 
 /// Two ASCII digits.
@@ -177,14 +168,17 @@ pub(super) fn fraction(b: &[u8]) -> (u32, &[u8]) {
     (nanos, &rest[n..])
 }
 
-/// `hh:mm:ss` and an optional fraction; returns what follows.
-pub(super) fn clock(b: &[u8]) -> Option<(u32, u32, u32, u32, &[u8])> {
+/// Hour, minute, second and nanoseconds.
+pub(super) type Clock = (u32, u32, u32, u32);
+
+/// `hh:mm:ss` and an optional fraction, and what follows.
+pub(super) fn clock(b: &[u8]) -> Option<(Clock, &[u8])> {
     if b.len() < 8 || b[2] != b':' || b[5] != b':' {
         return None;
     }
     let (h, m, s) = (two(&b[0..2])?, two(&b[3..5])?, two(&b[6..8])?);
     let (nanos, rest) = fraction(&b[8..]);
-    Some((h, m, s, nanos, rest))
+    Some(((h, m, s, nanos), rest))
 }
 
 /// An RFC 3339 timestamp (`2003-10-11T22:14:15.003Z`, `…+02:00`); the whole
@@ -197,7 +191,7 @@ pub(super) fn rfc3339(b: &[u8]) -> Option<i64> {
         d.is_ascii_digit().then(|| acc * 10 + i64::from(d - b'0'))
     })?;
     let (month, day) = (two(&b[5..7])?, two(&b[8..10])?);
-    let (hour, minute, second, nanos, zone) = clock(&b[11..])?;
+    let (clock, zone) = clock(&b[11..])?;
     let offset = match zone {
         [b'Z' | b'z'] => 0,
         [s @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
@@ -210,14 +204,5 @@ pub(super) fn rfc3339(b: &[u8]) -> Option<i64> {
         }
         _ => return None,
     };
-    Civil {
-        year,
-        month,
-        day,
-        hour,
-        minute,
-        second,
-        nanos,
-    }
-    .with_offset(offset)
+    with_offset(&reading(year, month, day, clock)?, offset)
 }
