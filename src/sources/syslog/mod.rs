@@ -64,7 +64,7 @@ use crate::registry::ComponentContext;
 
 /// Runs the source until its `stop` is cancelled; fails at start if the
 /// address cannot be bound or TLS cannot be set up.
-pub(crate) async fn run(ctx: ComponentContext, opts: SyslogSourceSettings) -> anyhow::Result<()> {
+pub async fn run(ctx: ComponentContext, opts: SyslogSourceSettings) -> anyhow::Result<()> {
     let appender = Arc::new(append::Appender::new(&ctx, &opts));
     match opts.mode {
         Transport::Tcp => tcp::serve(ctx, opts, appender).await,
