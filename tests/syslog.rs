@@ -593,3 +593,60 @@ tls = {{ cert_file = "{cert}", key_file = "{key}" }}
     let mut a = a;
     assert!(a.stop().success());
 }
+
+#[test]
+fn check_describes_the_source_and_names_bad_keys() {
+    let a = Agent::new(
+        r#"
+[sources.devices]
+type = "syslog"
+mode = "udp"
+listen = "127.0.0.1:5514"
+time_zone = "+02:00"
+"#,
+    );
+    let out = holdfast(&["check", "--config", a.config_arg()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("receives syslog (RFC 5424 and RFC 3164) over UDP on 127.0.0.1:5514"),
+        "{text}"
+    );
+    assert!(text.contains("zone +02:00"), "{text}");
+
+    let a = Agent::new(
+        r#"
+[sources.devices]
+type = "syslog"
+mode = "sctp"
+time_zone = "Europe/Paris"
+"#,
+    );
+    let out = holdfast(&["check", "--config", a.config_arg()]);
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("sources.devices.mode") && text.contains("\"tcp\" or \"udp\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("sources.devices.time_zone") && text.contains("+02:00"),
+        "{text}"
+    );
+
+    let a =
+        Agent::new("[sources.devices]\ntype = \"syslog\"\nmode = \"udp\"\nidle_timeout = \"5s\"\n");
+    let out = holdfast(&["check", "--config", a.config_arg()]);
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("sources.devices.idle_timeout") && text.contains("mode = \"tcp\" only"),
+        "{text}"
+    );
+}

@@ -19,7 +19,6 @@ derived from the seed and its index ([`EventId::derived`]). A batch
 appended again after a refusal is the same bytes, so its ids do not change.
 */
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -71,7 +70,9 @@ pub struct Pending {
     /// `u32` length + event, as [`Batch::push`] frames them.
     framed: BytesMut,
     count: u32,
-    groups: HashMap<(IpAddr, Vec<u8>), u32>,
+    /// Sender and hostname of each group of `context`, by index: few per
+    /// batch, so a search beats hashing (which would copy the hostname).
+    groups: Vec<(IpAddr, Vec<u8>)>,
     context: Context,
     seed: [u8; 16],
     observed_base: u64,
@@ -108,7 +109,7 @@ impl Pending {
             parse,
             framed: BytesMut::new(),
             count: 0,
-            groups: HashMap::new(),
+            groups: Vec::new(),
             context: Context::default(),
             seed: EventId::random().0,
             observed_base: 0,
@@ -144,7 +145,7 @@ impl Pending {
         if p.format == Format::Unparsed {
             self.parse_errors += 1;
         }
-        let group = self.group(m.peer, p.hostname.unwrap_or_default());
+        let group = self.group(canonical(m.peer), p.hostname.unwrap_or_default());
         let mut record = record(&p);
         if let Some(len) = m.original_len {
             self.truncated += 1;
@@ -171,8 +172,12 @@ impl Pending {
     }
 
     fn group(&mut self, peer: IpAddr, hostname: &[u8]) -> u32 {
-        if let Some(&g) = self.groups.get(&(peer, hostname.to_vec())) {
-            return g;
+        if let Some(g) = self
+            .groups
+            .iter()
+            .rposition(|(p, h)| *p == peer && h == hostname)
+        {
+            return g as u32;
         }
         let g = self.context.groups.len() as u32;
         let resource = (!hostname.is_empty()).then(|| Resource {
@@ -198,7 +203,7 @@ impl Pending {
             record_observed: true,
             ..Default::default()
         });
-        self.groups.insert((peer, hostname.to_vec()), g);
+        self.groups.push((peer, hostname.to_vec()));
         g
     }
 
@@ -215,6 +220,14 @@ impl Pending {
         self.context.groups.clear();
         self.seed = EventId::random().0;
         ready
+    }
+}
+
+/// An IPv4 sender on a dual-stack socket as plain IPv4.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
     }
 }
 

@@ -15,7 +15,7 @@ returns; `serve` returns once every connection has.
 */
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -108,7 +108,7 @@ impl Connection {
     fn push(&self, pending: &mut Pending, f: Frame) {
         pending.push(Message {
             bytes: &f.bytes,
-            peer: canonical(self.peer.ip()),
+            peer: self.peer.ip(),
             original_len: f.original_len,
             observed_ns: now_ns(),
         });
@@ -162,13 +162,5 @@ impl Connection {
             self.appender.flush(&mut pending, wait, &self.stop).await;
             return;
         }
-    }
-}
-
-/// An IPv4 peer on a dual-stack socket as plain IPv4.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
     }
 }

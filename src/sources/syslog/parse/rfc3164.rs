@@ -23,12 +23,13 @@ const MONTHS: [&[u8; 3]; 12] = [
 
 /// `rest` is what follows `<PRI>`.
 pub(super) fn parse<'a>(pri: u8, rest: &'a [u8], opts: &ParseOptions) -> Parsed<'a> {
-    let rest = skip_sequence(rest);
-    let rest = match rest {
+    // Cisco's sequence number and clock marks only count before a
+    // timestamp; otherwise they are part of the message.
+    let marked = match skip_sequence(rest) {
         [b'*' | b'.', r @ ..] => r,
         r => r,
     };
-    let (timestamp_ns, rest) = match timestamp(rest, opts) {
+    let (timestamp_ns, rest) = match timestamp(marked, opts) {
         Some((ts, r)) => (Some(ts), r),
         None => (None, rest),
     };
@@ -141,14 +142,16 @@ fn hostname(s: &[u8]) -> (Option<&[u8]>, &[u8]) {
 }
 
 /// `TAG:` or `TAG[PID]:` (then an optional space), where TAG is up to 48
-/// letters, digits and `-_./`.
+/// letters, digits and `-_./`, at least one a letter.
 fn tag(s: &[u8]) -> (Option<&[u8]>, Option<&[u8]>, &[u8]) {
     let n = s
         .iter()
         .take(49)
         .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
         .count();
-    if n == 0 || n > 48 {
+    // A tag names a program: at least one letter (Cisco's `123:` is a
+    // sequence number).
+    if n == 0 || n > 48 || !s[..n].iter().any(u8::is_ascii_alphabetic) {
         return (None, None, s);
     }
     let (name, after) = s.split_at(n);

@@ -131,6 +131,11 @@ fn rfc3164_missing_tag_hostname_or_timestamp() {
     assert_eq!(s(m.app_name), Some("myapp"));
     assert_eq!(m.message, b"started");
 
+    let m = p(b"<13>1234567: counted, but no time");
+    assert_eq!(m.message, b"1234567: counted, but no time");
+    let m = p(b"<13>.hidden");
+    assert_eq!(m.message, b".hidden");
+
     let m = p(b"<13>just words");
     assert_eq!(m.format, Format::Rfc3164);
     assert_eq!(m.message, b"just words");
