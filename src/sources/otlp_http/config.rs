@@ -47,6 +47,18 @@ pub struct TlsSettings {
     pub key_file: PathBuf,
 }
 
+impl TlsSettings {
+    /// Its line in `holdfast check` (every source that serves TLS).
+    pub(crate) fn describe(&self, out: &mut String) -> fmt::Result {
+        writeln!(
+            out,
+            "    TLS with certificate {} and key {}",
+            self.cert_file.display(),
+            self.key_file.display()
+        )
+    }
+}
+
 /// Defaults of an OTLP/HTTP source.
 mod otlp_defaults {
     use super::*;
@@ -273,12 +285,7 @@ impl Source for OtlpHttpSourceSettings {
             None => writeln!(out, "    no authentication")?,
         }
         if let Some(tls) = &o.tls {
-            writeln!(
-                out,
-                "    TLS with certificate {} and key {}",
-                tls.cert_file.display(),
-                tls.key_file.display()
-            )?;
+            tls.describe(out)?;
         }
         Ok(())
     }

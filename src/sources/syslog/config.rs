@@ -204,12 +204,7 @@ impl Source for SyslogSourceSettings {
             )?;
         }
         if let Some(tls) = &o.tls {
-            writeln!(
-                out,
-                "    TLS with certificate {} and key {}",
-                tls.cert_file.display(),
-                tls.key_file.display()
-            )?;
+            tls.describe(out)?;
         }
         Ok(())
     }
