@@ -152,8 +152,8 @@ fn rows() -> Vec<Row> {
         ),
         row(
             "an unknown source type",
-            &with_head("[sources.app]\ntype = \"syslog\"\n"),
-            &["{file}:5:8:", "sources.app.type", "\"syslog\"", "\"file\", \"otlp_http\""],
+            &with_head("[sources.app]\ntype = \"snmp_trap\"\n"),
+            &["{file}:5:8:", "sources.app.type", "\"snmp_trap\"", "\"file\", \"otlp_http\""],
             Run::Refused(2),
         ),
         row(
