@@ -49,7 +49,7 @@ use process::ProcessCollector;
 pub use sinks::{SinkLabels, SinkMetrics, SinkReasonLabels, SinkStatusLabels};
 pub use sources::{
     FileSourceMetrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels,
-    OtlpSourceMetrics, SourceLabels, SourceMetrics,
+    OtlpSourceMetrics, ProcessedLabels, SourceLabels, SourceMetrics,
 };
 
 /// The component a series is about: `source="<name>"` or `sink="<name>"`,

@@ -197,8 +197,13 @@ impl Tailer {
         let watch = Watch::new(wake.clone(), s.inotify);
         info!(source = %s.name, include = ?s.opts.include, inotify = watch.active(), max_open = s.max_open,
             "file source following its globs");
-        let enc = Encoder::new(&s.name, host);
+        let mut enc = Encoder::new(&s.name, host);
+        let process = s.opts.process.as_ref().map(|chain| {
+            enc = enc.clone().with_labels(&chain.labels);
+            crate::process::Runner::new(chain.clone(), &c.metrics, &s.name)
+        });
         let out = Out {
+            process,
             chunk: Chunk::default(),
             upserts: Vec::new(),
             forget: Vec::new(),
