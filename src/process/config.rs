@@ -110,6 +110,15 @@ const TYPES: &[(&str, &[&str])] = &[
     ("redact", &["pattern", "replacement", "fields"]),
 ];
 
+/// The step types, quoted, for messages.
+fn type_names() -> String {
+    TYPES
+        .iter()
+        .map(|(t, _)| format!("\"{t}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Whether the source's table has a `process` table: the check is then
 /// run and its result kept in the source's options.
 pub(crate) fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>) -> Option<Arc<Chain>> {
@@ -204,14 +213,7 @@ impl RawStep {
             cx.error(
                 Some(el.span()),
                 skey,
-                format!(
-                    "a step needs a type: one of {}",
-                    TYPES
-                        .iter()
-                        .map(|(t, _)| format!("\"{t}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+                format!("a step needs a type: one of {}", type_names()),
             );
             return None;
         };
@@ -227,11 +229,7 @@ impl RawStep {
                 format!(
                     "unknown step type \"{}\"{hint}: use one of {}",
                     kind.get_ref(),
-                    TYPES
-                        .iter()
-                        .map(|(t, _)| format!("\"{t}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    type_names()
                 ),
             );
             return None;

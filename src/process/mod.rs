@@ -15,7 +15,8 @@
 //!   time and severity; `filter.rs`, `sample.rs` — what is dropped;
 //!   `redact.rs` — masking; `label.rs` — constants for the resource and
 //!   the record, stored once per batch (format 2's context), never per
-//!   event; `record.rs` — an event's parsed fields as `LogRecord` bytes.
+//!   event; `record.rs` — an event's parsed fields as `LogRecord` bytes;
+//!   `otlp.rs` — the chain over an OTLP/HTTP request's log records.
 //!
 //! Nothing is lost silently: a step that cannot read an event keeps it
 //! whole, marks it with [`ATTR_UNPARSED`] and counts it; a drop is counted
@@ -24,6 +25,7 @@
 pub mod config;
 pub mod filter;
 pub mod label;
+pub mod otlp;
 pub mod parse;
 pub mod record;
 pub mod redact;
