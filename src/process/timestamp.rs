@@ -174,20 +174,12 @@ impl TimeFormat {
     }
 }
 
+// `%Y-%m-%d`, `T`, `%H:%M:%S`, an optional fraction and offset.
+#[rustfmt::skip]
 const RFC3339: &[Item] = &[
-    Item::Year,
-    Item::Lit(b'-'),
-    Item::Month,
-    Item::Lit(b'-'),
-    Item::Day,
-    Item::DateTimeSep,
-    Item::Hour,
-    Item::Lit(b':'),
-    Item::Minute,
-    Item::Lit(b':'),
-    Item::Second,
-    Item::OptFraction,
-    Item::OptOffset,
+    Item::Year, Item::Lit(b'-'), Item::Month, Item::Lit(b'-'), Item::Day, Item::DateTimeSep,
+    Item::Hour, Item::Lit(b':'), Item::Minute, Item::Lit(b':'), Item::Second,
+    Item::OptFraction, Item::OptOffset,
 ];
 
 /// A timestamp step.
