@@ -32,7 +32,9 @@ pub fn parse(input: &str, sink: &mut Sink<'_, '_>) -> bool {
             let mut closed = false;
             while i < b.len() {
                 match b[i] {
-                    b'\\' if i + 1 < b.len() => {
+                    // Only an ASCII character is escaped: a backslash before
+                    // anything else stays as written.
+                    b'\\' if i + 1 < b.len() && b[i + 1].is_ascii() => {
                         let c = b[i + 1];
                         v.push(match c {
                             b'n' => '\n',
@@ -49,8 +51,12 @@ pub fn parse(input: &str, sink: &mut Sink<'_, '_>) -> bool {
                     }
                     _ => {
                         // Copy the run up to the next quote or backslash
-                        // whole (keeps multi-byte characters intact).
+                        // whole (keeps multi-byte characters intact); the
+                        // first byte is taken whatever it is (a lone
+                        // backslash), and the run ends only at ASCII bytes,
+                        // so always at a character boundary.
                         let run = i;
+                        i += 1;
                         while i < b.len() && b[i] != b'"' && b[i] != b'\\' {
                             i += 1;
                         }
@@ -76,4 +82,27 @@ pub fn parse(input: &str, sink: &mut Sink<'_, '_>) -> bool {
         pairs += 1;
     }
     pairs > 0
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::event::EventId;
+    use crate::process::parse::{Format, Parser};
+    use crate::process::{Event, Flow, Value};
+
+    /// Found by the chain's property test: a backslash before a multi-byte
+    /// character inside quotes cut the character in two (a panic).
+    #[test]
+    fn a_backslash_before_a_multibyte_character_stays() {
+        let p = Parser {
+            format: Format::Logfmt,
+            field: None,
+            body_key: None,
+        };
+        let mut ev = Event::new(r#"a="x\é\" b=1 c="\""#, EventId([0; 16]));
+        assert_eq!(p.apply(&mut ev), Flow::Next);
+        assert_eq!(ev.attr("a"), Some(&Value::Str(r#"x\é" b=1 c="#.into())));
+        let mut ev = Event::new("k=\"é\\", EventId([0; 16]));
+        assert_eq!(p.apply(&mut ev), Flow::Unparsed);
+    }
 }
