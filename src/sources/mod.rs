@@ -8,6 +8,8 @@ append is durable.
   without losing or repeating a line.
 * [`otlp_http`] — an OTLP/HTTP receiver (protobuf and JSON) that answers 200
   only once a request's records are durable.
+* [`syslog`] — RFC 5424 and RFC 3164 over TCP (TLS) or UDP; TCP is read only
+  as fast as appends complete.
 
 Each source's folder holds its own table (`config.rs`: raw keys, check,
 description); `crate::registry` lists the types.
@@ -24,3 +26,4 @@ pub const WRITE_FORMAT_2: bool = true;
 
 pub mod file;
 pub mod otlp_http;
+pub mod syslog;
