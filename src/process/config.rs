@@ -33,7 +33,7 @@ use super::parse::{regex::RegexParser, Format, Parser};
 use super::redact::Redact;
 use super::sample::Sample;
 use super::severity::{self, Severity};
-use super::timestamp::{TimeFormat, Timestamp, Zone};
+use super::timestamp::{TimeFormat, TimeZone, Timestamp};
 use super::{Chain, Kind, Labels, Step};
 use crate::config::check::{Checker, NamedTable};
 
@@ -103,6 +103,7 @@ const TYPES: &[(&str, &[&str])] = &[
     ("json", &["field", "body_key"]),
     ("regex", &["field", "body_key", "pattern"]),
     ("logfmt", &["field", "body_key"]),
+    ("syslog", &["field", "timezone"]),
     ("timestamp", &["field", "format", "timezone"]),
     ("severity", &["field", "map"]),
     ("filter", &["action"]),
@@ -218,16 +219,11 @@ impl RawStep {
             return None;
         };
         let Some((ty, allowed)) = TYPES.iter().find(|(t, _)| t == kind.get_ref()) else {
-            let hint = if kind.get_ref() == "syslog" {
-                " (the syslog parser is not wired into processing yet)"
-            } else {
-                ""
-            };
             cx.error(
                 Some(kind.span()),
                 &k("type"),
                 format!(
-                    "unknown step type \"{}\"{hint}: use one of {}",
+                    "unknown step type \"{}\": use one of {}",
                     kind.get_ref(),
                     type_names()
                 ),
@@ -292,9 +288,10 @@ impl RawStep {
                 }
             };
         let kind = match *ty {
-            "json" | "regex" | "logfmt" => {
+            "json" | "regex" | "logfmt" | "syslog" => {
                 let format = match *ty {
                     "json" => Format::Json,
+                    "syslog" => Format::Syslog(zone(cx, &self.timezone, &k("timezone"))),
                     "logfmt" => Format::Logfmt,
                     _ => {
                         need(
@@ -345,17 +342,7 @@ impl RawStep {
                         }
                     },
                 };
-                let zone = match &self.timezone {
-                    None => Zone::Utc,
-                    Some(z) => Zone::parse(z.get_ref()).unwrap_or_else(|| {
-                        cx.error(
-                            Some(z.span()),
-                            &k("timezone"),
-                            "a time zone is \"UTC\", \"local\" (the machine's) or a fixed offset like \"+02:00\"",
-                        );
-                        Zone::Utc
-                    }),
-                };
+                let zone = zone(cx, &self.timezone, &k("timezone"));
                 Kind::Timestamp(Timestamp {
                     field: self.field.clone()?.into_inner(),
                     format,
@@ -522,6 +509,9 @@ pub fn describe(chain: &Chain, out: &mut String) -> fmt::Result {
                     Format::Json => "JSON".to_string(),
                     Format::Logfmt => "logfmt".to_string(),
                     Format::Regex(r) => format!("regex '{}'", r.regex.as_str()),
+                    Format::Syslog(zone) => {
+                        format!("syslog (RFC 5424 or 3164; zoneless times in {zone}; MSG becomes the body)")
+                    }
                 };
                 let input = p
                     .field
@@ -534,7 +524,7 @@ pub fn describe(chain: &Chain, out: &mut String) -> fmt::Result {
                 format!("parse {input} as {format} into attributes{body}; a line that does not parse is kept whole, marked holdfast.unparsed")
             }
             Kind::Timestamp(t) => format!(
-                "time from field {} ({}, zone {:?} unless the text has an offset)",
+                "time from field {} ({}, zone {} unless the text has an offset)",
                 t.field,
                 t.format.describe(),
                 t.zone
@@ -578,4 +568,19 @@ pub fn describe(chain: &Chain, out: &mut String) -> fmt::Result {
         writeln!(out, "      {}. {}: {what}", i + 1, s.name)?;
     }
     Ok(())
+}
+
+/// `timezone` of a timestamp or syslog step: UTC unless set.
+fn zone(cx: &mut Checker<'_>, v: &Option<Spanned<String>>, key: &str) -> TimeZone {
+    match v {
+        None => TimeZone::Utc,
+        Some(z) => TimeZone::parse(z.get_ref()).unwrap_or_else(|| {
+            cx.error(
+                Some(z.span()),
+                key,
+                "a time zone is \"UTC\", \"local\" (the machine's) or a fixed offset like \"+02:00\"",
+            );
+            TimeZone::Utc
+        }),
+    }
 }

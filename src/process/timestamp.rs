@@ -12,34 +12,8 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{Event, Flow, Value};
-
-/// The zone of times written without an offset.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Zone {
-    Utc,
-    /// The machine's zone (`TZ`, `/etc/localtime`), daylight saving included.
-    Local,
-    /// Seconds east of UTC.
-    Fixed(i32),
-}
-
-impl Zone {
-    /// `"UTC"`, `"local"` or `"+HH:MM"` / `"-HHMM"`.
-    pub fn parse(s: &str) -> Option<Zone> {
-        match s {
-            "UTC" | "utc" | "Z" | "GMT" => Some(Zone::Utc),
-            "local" | "Local" => Some(Zone::Local),
-            _ => {
-                let mut c = Cursor {
-                    s: s.as_bytes(),
-                    i: 0,
-                };
-                let off = c.offset()?;
-                (c.i == s.len()).then_some(Zone::Fixed(off))
-            }
-        }
-    }
-}
+use crate::sources::syslog::parse::time::days_from_civil;
+pub use crate::sources::syslog::parse::TimeZone;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Item {
@@ -187,7 +161,7 @@ const RFC3339: &[Item] = &[
 pub struct Timestamp {
     pub field: String,
     pub format: TimeFormat,
-    pub zone: Zone,
+    pub zone: TimeZone,
 }
 
 impl Timestamp {
@@ -290,7 +264,7 @@ const MONTHS: [&str; 12] = [
     "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
 ];
 
-fn read(items: &[Item], text: &str, zone: Zone) -> Option<u64> {
+fn read(items: &[Item], text: &str, zone: TimeZone) -> Option<u64> {
     let mut c = Cursor {
         s: text.as_bytes(),
         i: 0,
@@ -402,31 +376,17 @@ fn read(items: &[Item], text: &str, zone: Zone) -> Option<u64> {
     let days = match yday {
         Some(n) if (1..=366).contains(&n) => days_from_civil(year, 1, 1) + n - 1,
         Some(_) => return None,
-        None => days_from_civil(year, month, day),
+        None => days_from_civil(year, month as u32, day as u32),
     };
     let local = days * 86_400 + hour * 3600 + minute * 60 + second;
     let secs = match (offset, zone) {
         (Some(off), _) => local - off as i64,
-        (None, Zone::Utc) => local,
-        (None, Zone::Fixed(off)) => local - off as i64,
-        (None, Zone::Local) => local_to_utc(year, month, day, hour, minute, second)?,
+        (None, zone) => local - zone.offset_at(local),
     };
     u64::try_from(secs)
         .ok()?
         .checked_mul(1_000_000_000)?
         .checked_add(nanos)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`).
-pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 fn current_year() -> i64 {
@@ -444,25 +404,6 @@ fn current_year() -> i64 {
     y
 }
 
-/// The machine's zone through the C library (`mktime` reads `TZ` and
-/// `/etc/localtime`, daylight saving included).
-fn local_to_utc(y: i64, mo: i64, d: i64, h: i64, mi: i64, s: i64) -> Option<i64> {
-    // SAFETY: `tm` is a plain C struct, fully initialised (zeroed, then
-    // the fields set); `mktime` only reads and normalises it.
-    let t = unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        tm.tm_year = (y - 1900) as i32;
-        tm.tm_mon = (mo - 1) as i32;
-        tm.tm_mday = d as i32;
-        tm.tm_hour = h as i32;
-        tm.tm_min = mi as i32;
-        tm.tm_sec = s as i32;
-        tm.tm_isdst = -1;
-        libc::mktime(&mut tm)
-    };
-    (t != -1).then_some(t)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,7 +412,7 @@ mod tests {
         Timestamp {
             field: "t".into(),
             format: TimeFormat::parse(format).expect("a format"),
-            zone: Zone::parse(zone).expect("a zone"),
+            zone: TimeZone::parse(zone).expect("a zone"),
         }
     }
 
@@ -527,8 +468,8 @@ mod tests {
         assert_eq!(TimeFormat::parse("%Y-%Q").unwrap_err().0, 3);
         assert_eq!(TimeFormat::parse("%H %").unwrap_err().0, 3);
         assert!(TimeFormat::parse("plain").is_err());
-        assert!(Zone::parse("Mars/Olympus").is_none());
-        assert_eq!(Zone::parse("-0130"), Some(Zone::Fixed(-5400)));
+        assert!(TimeZone::parse("Mars/Olympus").is_none());
+        assert_eq!(TimeZone::parse("-0130"), Some(TimeZone::Fixed(-5400)));
     }
 
     #[test]

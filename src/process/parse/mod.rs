@@ -1,15 +1,15 @@
 //! Parse steps: the body (or a field) read as JSON, by a regex with named
-//! captures, or as logfmt, into record attributes; a configured key may
-//! become the body. A line that does not parse is kept whole and reported
-//! as [`Flow::Unparsed`].
+//! captures, as logfmt, or as syslog (the `syslog` source's own parser),
+//! into record attributes; a configured key may become the body. A line
+//! that does not parse is kept whole and reported as [`Flow::Unparsed`].
 //!
 //! Adding a format is one variant of [`Format`] and one arm in
-//! [`Parser::apply`] (the `syslog` parser of `src/sources/syslog/parse`
-//! joins there).
+//! [`Parser::apply`].
 
 pub mod json;
 pub mod logfmt;
 pub mod regex;
+pub mod syslog;
 
 use std::borrow::Cow;
 
@@ -21,6 +21,8 @@ pub enum Format {
     Json,
     Regex(regex::RegexParser),
     Logfmt,
+    /// RFC 5424 / RFC 3164; zoneless 3164 times read in this zone.
+    Syslog(super::timestamp::TimeZone),
 }
 
 /// A parse step.
@@ -78,6 +80,7 @@ impl Parser {
             Format::Json => json::parse(&input, &mut sink),
             Format::Regex(r) => r.parse(&input, &mut sink),
             Format::Logfmt => logfmt::parse(&input, &mut sink),
+            Format::Syslog(zone) => syslog::parse(&input, *zone, &mut sink),
         };
         let body = sink.body.take();
         if !ok {
