@@ -22,6 +22,14 @@
 //! reset before each shape through `/proc/self/clear_refs`), and bytes the
 //! process caused to be written (`/proc/self/io` `write_bytes`) per input
 //! byte. Target: ≥ 500,000 lines/s on a 2-core machine.
+//!
+//! Two more rows (issue 17) read the same Loghub lines written as JSON
+//! application logs (`{"time":…,"level":…,"msg":<the line>}`, a tenth of
+//! them DEBUG) from one file: `json plain` stores them as they are, `json
+//! chain` runs a processing chain first (JSON parse with `msg` as the body,
+//! resource and record labels, a filter dropping DEBUG). Target for the
+//! chain: ≥ 300,000 lines/s. `HOLDFAST_BENCH_SHAPES=1,16,json,chain` picks
+//! the rows.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -34,6 +42,80 @@ use holdfast::sources::file::{self, FileSourceOptions};
 use tokio_util::sync::CancellationToken;
 
 const TARGET_LINES_PER_SEC: f64 = 500_000.0;
+const TARGET_CHAIN_LINES_PER_SEC: f64 = 300_000.0;
+
+/// What a row reads and does.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Plain,
+    /// The corpus as JSON lines, stored as they are.
+    Json,
+    /// The corpus as JSON lines, through a parse + label + filter chain.
+    Chain,
+}
+
+/// The Loghub lines as JSON application logs; every tenth is DEBUG.
+/// Returns the bytes and how many DEBUG lines they hold.
+fn as_json(unit: &[u8]) -> (Vec<u8>, u64) {
+    let mut out = Vec::with_capacity(unit.len() * 2);
+    let mut debug = 0;
+    for (i, l) in String::from_utf8_lossy(unit)
+        .lines()
+        .filter(|l| !l.is_empty() && *l != "\r")
+        .enumerate()
+    {
+        let level = if i % 10 == 3 {
+            debug += 1;
+            "DEBUG"
+        } else if l.contains("ERROR") || l.contains("error") {
+            "ERROR"
+        } else {
+            "INFO"
+        };
+        let rec = serde_json::json!({
+            "time": "2024-05-01T12:00:00.123Z",
+            "level": level,
+            "thread": i % 7,
+            "msg": l.trim_end_matches('\r'),
+        });
+        out.extend_from_slice(rec.to_string().as_bytes());
+        out.push(b'\n');
+    }
+    (out, debug)
+}
+
+/// The chain of the `json chain` row.
+fn chain() -> holdfast::process::Chain {
+    use holdfast::process::filter::{Action, Condition, FieldTest, Filter};
+    use holdfast::process::parse::{Format, Parser};
+    use holdfast::process::{Chain, Kind, Labels, Step};
+    Chain {
+        labels: Labels {
+            resource: vec![("site".into(), "bench-site".into())],
+            attributes: vec![("device.id".into(), "dev-1".into())],
+        },
+        steps: vec![
+            Step {
+                name: "json".into(),
+                kind: Kind::Parse(Parser {
+                    format: Format::Json,
+                    field: None,
+                    body_key: Some("msg".into()),
+                }),
+            },
+            Step {
+                name: "no_debug".into(),
+                kind: Kind::Filter(Filter {
+                    action: Action::Drop,
+                    when: Condition {
+                        field: Some(("level".into(), FieldTest::Equals("DEBUG".into()))),
+                        ..Default::default()
+                    },
+                }),
+            },
+        ],
+    }
+}
 
 fn loghub() -> Vec<u8> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loghub");
@@ -60,13 +142,17 @@ fn count_lines(b: &[u8]) -> u64 {
         .count() as u64
 }
 
-/// Writes `files` files holding `total` bytes of Loghub lines in all.
-/// Returns the number of lines and of bytes.
-fn write_corpus(dir: &Path, files: usize, total: u64) -> (u64, u64) {
-    let unit = loghub();
+/// Writes `files` files holding `total` bytes of Loghub lines in all (as
+/// JSON unless `mode` is plain). Returns the number of lines, of bytes, and
+/// of lines a chain drops.
+fn write_corpus(dir: &Path, files: usize, total: u64, mode: Mode) -> (u64, u64, u64) {
+    let (unit, unit_debug) = match mode {
+        Mode::Plain => (loghub(), 0),
+        _ => as_json(&loghub()),
+    };
     let unit_lines = count_lines(&unit);
     let per_file = total.div_ceil(files as u64).div_ceil(unit.len() as u64);
-    let (mut lines, mut bytes) = (0, 0);
+    let (mut lines, mut bytes, mut debug) = (0, 0, 0);
     for i in 0..files {
         let mut f = std::io::BufWriter::with_capacity(
             8 << 20,
@@ -82,8 +168,9 @@ fn write_corpus(dir: &Path, files: usize, total: u64) -> (u64, u64) {
         f.into_inner().unwrap().sync_all().unwrap();
         lines += per_file * unit_lines;
         bytes += per_file * unit.len() as u64;
+        debug += per_file * unit_debug;
     }
-    (lines, bytes)
+    (lines, bytes, debug)
 }
 
 fn cpu_seconds() -> f64 {
@@ -116,12 +203,24 @@ struct Figures {
     written: u64,
 }
 
-fn run_shape(rt: &tokio::runtime::Runtime, root: &Path, files: usize, total: u64) -> Figures {
+fn run_shape(
+    rt: &tokio::runtime::Runtime,
+    root: &Path,
+    files: usize,
+    total: u64,
+    mode: Mode,
+) -> Figures {
     let dir = root.join(format!("shape-{files}"));
     let input = dir.join("files");
     std::fs::create_dir_all(&input).unwrap();
     eprintln!("writing {files} file(s), {} MiB ...", total >> 20);
-    let (lines, bytes) = write_corpus(&input, files, total);
+    let (lines, bytes, debug) = write_corpus(&input, files, total, mode);
+    // The chain drops the DEBUG lines: the log holds the rest.
+    let events = if mode == Mode::Chain {
+        lines - debug
+    } else {
+        lines
+    };
     let log = Log::open(
         dir.join("log"),
         LogOptions {
@@ -140,6 +239,10 @@ fn run_shape(rt: &tokio::runtime::Runtime, root: &Path, files: usize, total: u64
             dir.join("checkpoints/bench"),
         )
     };
+    let opts = FileSourceOptions {
+        process: (mode == Mode::Chain).then(|| Arc::new(chain())),
+        ..opts
+    };
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let written0 = proc_field("/proc/self/io", "write_bytes:");
     let cpu0 = cpu_seconds();
@@ -154,7 +257,7 @@ fn run_shape(rt: &tokio::runtime::Runtime, root: &Path, files: usize, total: u64
             Arc::new(Metrics::new(None)),
             stop.clone(),
         ));
-        while log.next_seq() < lines {
+        while log.next_seq() < events {
             assert!(!task.is_finished(), "the source stopped: {:?}", task.await);
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
@@ -167,17 +270,18 @@ fn run_shape(rt: &tokio::runtime::Runtime, root: &Path, files: usize, total: u64
     let peak_rss_kib = proc_field("/proc/self/status", "VmHWM:");
     assert_eq!(
         log.next_seq(),
-        lines,
-        "the log holds a different number of events than lines written"
+        events,
+        "the log holds a different number of events than lines kept"
     );
     log.close_blocking().unwrap();
     drop(log);
     let _ = std::fs::remove_dir_all(&dir);
     Figures {
-        shape: if files == 1 {
-            "1 file".into()
-        } else {
-            format!("{files} files")
+        shape: match mode {
+            Mode::Json => "json plain".into(),
+            Mode::Chain => "json chain".into(),
+            Mode::Plain if files == 1 => "1 file".into(),
+            Mode::Plain => format!("{files} files"),
         },
         lines,
         bytes,
@@ -221,14 +325,35 @@ fn main() {
         "peak RSS",
         "written/input"
     );
-    // HOLDFAST_BENCH_SHAPES=1,16 picks the shapes (files per shape).
-    let shapes: Vec<usize> = std::env::var("HOLDFAST_BENCH_SHAPES")
+    // HOLDFAST_BENCH_SHAPES=1,16,json,chain picks the rows (a number is
+    // the files of a plain row).
+    let shapes: Vec<(usize, Mode)> = std::env::var("HOLDFAST_BENCH_SHAPES")
         .ok()
-        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1, 16]);
-    for files in shapes {
-        let f = run_shape(&rt, tmp.path(), files, total);
+        .map(|s| {
+            s.split(',')
+                .filter_map(|x| match x.trim() {
+                    "json" => Some((1, Mode::Json)),
+                    "chain" => Some((1, Mode::Chain)),
+                    n => n.parse().ok().map(|n| (n, Mode::Plain)),
+                })
+                .collect()
+        })
+        .unwrap_or_else(|| {
+            vec![
+                (1, Mode::Plain),
+                (16, Mode::Plain),
+                (1, Mode::Json),
+                (1, Mode::Chain),
+            ]
+        });
+    for (files, mode) in shapes {
+        let f = run_shape(&rt, tmp.path(), files, total, mode);
         let lps = f.lines as f64 / f.secs;
+        let target = if mode == Mode::Chain {
+            TARGET_CHAIN_LINES_PER_SEC
+        } else {
+            TARGET_LINES_PER_SEC
+        };
         println!(
             "{:<10} {:>10} {:>8.2} {:>12.0} {:>8.1} {:>16.3} {:>8.1} MiB {:>14.2}  {} (≥ {:.0} lines/s)",
             f.shape,
@@ -239,8 +364,8 @@ fn main() {
             f.cpu / (f.lines as f64 / 1e6),
             f.peak_rss_kib as f64 / 1024.0,
             f.written as f64 / f.bytes as f64,
-            if lps >= TARGET_LINES_PER_SEC { "met" } else { "NOT met" },
-            TARGET_LINES_PER_SEC
+            if lps >= target { "met" } else { "NOT met" },
+            target
         );
     }
 }

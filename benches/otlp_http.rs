@@ -334,6 +334,7 @@ fn main() {
             request_timeout: Duration::from_secs(30),
             bearer_token_file: None,
             tls: None,
+            process: None,
         };
         let health = Arc::new(Health::default());
         health.set(Phase::Ready);

@@ -32,6 +32,9 @@ Components:
   drain on SIGTERM. [`logging`] sets up `tracing` for terminal or journal.
 * [`inspect`] — `holdfast inspect` and `dump`, over a read-only view of the log.
 * [`cli`] — the operator's other subcommands: `holdfast quarantine`.
+* [`process`] — a source's processing chain (parse, timestamp, severity,
+  label, filter, sample, redact), run before the append so the log stores
+  what will be sent.
 * [`pool`] — bounded reuse of the data path's large buffers (chunks,
   blocks, request bodies), so they neither fault in fresh pages nor leave
   holes in the heap.
@@ -47,6 +50,7 @@ pub mod inspect;
 pub mod logging;
 pub mod metrics;
 pub mod pool;
+pub mod process;
 pub mod registry;
 pub mod seglog;
 pub mod sinks;

@@ -53,6 +53,13 @@ enum Command {
         /// secrets masked) instead of the description.
         #[arg(long)]
         print_config: bool,
+        /// Run a source's processing chain over the lines of this file and
+        /// print each resulting event as JSON (with --source).
+        #[arg(long, requires = "source", value_name = "FILE")]
+        sample: Option<PathBuf>,
+        /// The source whose processing --sample runs.
+        #[arg(long, requires = "sample", value_name = "NAME")]
+        source: Option<String>,
     },
     /// Show the log: segments, bytes, sequence range, per-consumer lag and
     /// losses. Read-only; works while the daemon runs.
@@ -291,6 +298,46 @@ fn quarantine_command(action: QuarantineAction) -> ExitCode {
 
 /// `holdfast check`: the config's problems, then (unless `offline`) the
 /// machine's. Exit 0 when holdfast can run with it, 2 when it cannot.
+/// `holdfast check --sample FILE --source NAME` (`src/cli/sample.rs`):
+/// exit 0 when the file was read, 2 for a bad config or an unknown source.
+fn sample_command(path: &std::path::Path, file: &std::path::Path, source: &str) -> ExitCode {
+    let settings = match config::load(path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: invalid configuration\n{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(src) = settings.sources.get(source) else {
+        let names: Vec<&str> = settings.sources.keys().map(String::as_str).collect();
+        eprintln!(
+            "error: no source named {source:?} in {} (sources: {})",
+            path.display(),
+            names.join(", ")
+        );
+        return ExitCode::from(2);
+    };
+    let chain = match &src.kind {
+        holdfast::registry::SourceKind::File(o) => o.process.clone(),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    }
+    .unwrap_or_default();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match holdfast::cli::sample::run(&chain, file, &mut out) {
+        Ok(s) => {
+            drop(out);
+            eprintln!(
+                "{} lines through sources.{source}.process: {} kept ({} unparsed), {} dropped",
+                s.lines, s.kept, s.unparsed, s.dropped
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
 fn check_command(
     path: &std::path::Path,
     offline: bool,
@@ -484,7 +531,12 @@ fn main() -> ExitCode {
             offline,
             json,
             print_config,
-        } => check_command(&config, offline, json, print_config),
+            sample,
+            source,
+        } => match (sample, source) {
+            (Some(file), Some(source)) => sample_command(&config, &file, &source),
+            _ => check_command(&config, offline, json, print_config),
+        },
         Command::Inspect { place, json } => {
             let dir = match place.log_dir() {
                 Ok(d) => d,

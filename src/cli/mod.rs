@@ -3,3 +3,4 @@
 
 pub mod forget;
 pub mod quarantine;
+pub mod sample;

@@ -14,6 +14,17 @@ pub struct SourceLabels {
     pub source: String,
 }
 
+/// `holdfast_processed_events_total`: what a source's processing chain
+/// (`src/process/`) did, per rule.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProcessedLabels {
+    pub source: String,
+    /// The step's `name` (default `<type>_<index>`).
+    pub rule: String,
+    /// `unparsed`, `dropped`, `sampled_out` or `redacted`.
+    pub outcome: String,
+}
+
 families! {
     /// Per-source counters.
     pub struct SourceMetrics {
@@ -21,6 +32,9 @@ families! {
         pub events: Family<SourceLabels, Counter> = "holdfast_source_events";
         /// Payload bytes a source appended to the log
         pub bytes: Family<SourceLabels, Counter> = "holdfast_source_bytes";
+        /// Events a processing rule marked unparsed, dropped, sampled out or redacted, by source
+        /// and rule
+        pub processed: Family<ProcessedLabels, Counter> = "holdfast_processed_events";
     }
 }
 

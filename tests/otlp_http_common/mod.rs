@@ -72,6 +72,7 @@ pub fn settings(addr: SocketAddr) -> OtlpHttpSourceSettings {
         request_timeout: Duration::from_secs(30),
         bearer_token_file: None,
         tls: None,
+        process: None,
     }
 }
 

@@ -69,6 +69,9 @@ pub(crate) struct RawFileSource {
     line_idle_timeout: Option<Spanned<Dur>>,
     /// Default: absent, one event per line.
     multiline: Option<Spanned<RawMultiline>>,
+    /// Default: absent, lines as read (checked by `src/process/config.rs`).
+    #[serde(rename = "process")]
+    _process: Option<IgnoredAny>,
 }
 
 /// `multiline.*`, as written.
@@ -86,10 +89,10 @@ struct RawMultiline {
 }
 
 impl RawFileSource {
-    fn check(
+    fn check<'a>(
         self,
-        cx: &mut Checker<'_>,
-        t: &NamedTable<'_>,
+        cx: &mut Checker<'a>,
+        t: &NamedTable<'a>,
         env: &SourceEnv<'_>,
     ) -> FileSourceOptions {
         let log = env.log;
@@ -244,6 +247,7 @@ impl RawFileSource {
             line_idle_timeout,
             multiline,
             checkpoint_dir: env.data_dir.join("checkpoints").join(&t.name),
+            process: crate::process::config::check(cx, t),
         }
     }
 }
@@ -308,6 +312,9 @@ impl Source for FileSourceOptions {
                 m.start_pattern.as_str(),
                 format_duration(m.timeout)
             )?;
+        }
+        if let Some(chain) = &f.process {
+            crate::process::config::describe(chain, out)?;
         }
         Ok(())
     }

@@ -91,6 +91,10 @@ pub struct Encoder {
     base: Group,
     truncated: Vec<u8>,
     invalid_utf8: Vec<u8>,
+    /// A processing chain's labels (issue 17): the resource's are in
+    /// `head` and `base`, the record's go into each file's shared
+    /// attributes, never into an event.
+    labels: crate::process::Labels,
 }
 
 /// The per-file constant parts.
@@ -170,7 +174,26 @@ impl Encoder {
                 ATTR_INVALID_UTF8,
                 any_value::Value::BoolValue(true),
             )]),
+            labels: Default::default(),
         }
+    }
+
+    /// The encoder with a processing chain's labels: stored once per
+    /// chunk's context group (format 2) or in the per-source and per-file
+    /// constant parts (format 1), so labelling costs nothing per line.
+    pub fn with_labels(mut self, labels: &crate::process::Labels) -> Encoder {
+        if let Some(r) = self.base.resource.as_mut() {
+            labels.apply_resource(&mut r.attributes);
+        }
+        self.head = Envelope {
+            source: self.base.source.clone(),
+            resource: self.base.resource.clone(),
+            scope: self.base.scope.clone(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        self.labels = labels.clone();
+        self
     }
 
     pub fn template(&self, path: &Path) -> Template {
@@ -179,11 +202,13 @@ impl Encoder {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let mut shared = vec![
+            kv(ATTR_PATH, any_value::Value::StringValue(p.clone())),
+            kv(ATTR_NAME, any_value::Value::StringValue(name)),
+        ];
+        self.labels.apply_attributes(&mut shared);
         Template {
-            attrs: attrs(vec![
-                kv(ATTR_PATH, any_value::Value::StringValue(p.clone())),
-                kv(ATTR_NAME, any_value::Value::StringValue(name)),
-            ]),
+            attrs: attrs(shared),
             origin_path: FileOrigin {
                 path: p.clone(),
                 ..Default::default()
@@ -209,11 +234,13 @@ impl Encoder {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let mut attributes = vec![
+            kv(ATTR_PATH, any_value::Value::StringValue(path.clone())),
+            kv(ATTR_NAME, any_value::Value::StringValue(name)),
+        ];
+        self.labels.apply_attributes(&mut attributes);
         Group {
-            attributes: vec![
-                kv(ATTR_PATH, any_value::Value::StringValue(path.clone())),
-                kv(ATTR_NAME, any_value::Value::StringValue(name)),
-            ],
+            attributes,
             origin: Some(FileOrigin {
                 path,
                 fingerprint: key,
@@ -251,9 +278,28 @@ impl Encoder {
     /// event (u32 little-endian length, then the bytes): an [`Envelope`]
     /// with only the record (body and marks), the origin's offsets, the
     /// group index and the observed delta. Returns the event's length.
+    #[cfg(test)]
     pub fn encode_own(&self, body: &str, m: &LineMeta, g: InGroup, out: &mut Vec<u8>) -> usize {
+        self.encode_own_with(body, &[], m, g, out)
+    }
+
+    /// [`Encoder::encode_own`] with `record`: further `LogRecord` fields
+    /// (a processing chain's time, severity and attributes, see
+    /// `process/record.rs`), written after the body and marks.
+    pub fn encode_own_with(
+        &self,
+        body: &str,
+        record: &[u8],
+        m: &LineMeta,
+        g: InGroup,
+        out: &mut Vec<u8>,
+    ) -> usize {
         let any_len = key_len(1) + encoded_len_varint(body.len() as u64) + body.len();
-        let rec_len = key_len(5) + encoded_len_varint(any_len as u64) + any_len + self.marks_len(m);
+        let rec_len = key_len(5)
+            + encoded_len_varint(any_len as u64)
+            + any_len
+            + self.marks_len(m)
+            + record.len();
         // Small numbers: from the group's offset, and the line's length.
         let offset = m.offset.wrapping_sub(g.offset_base);
         let len = m.end.wrapping_sub(m.offset);
@@ -273,6 +319,7 @@ impl Encoder {
         // 8: the log record (its observed time is the envelope's)
         put_record_start(rec_len, any_len, body, out);
         self.put_marks(m, out);
+        out.put_slice(record);
         // 11: the origin's offset and length (path, fingerprint,
         // generation: the group's)
         encode_key(11, WireType::LengthDelimited, out);
@@ -289,13 +336,28 @@ impl Encoder {
     /// Appends the whole format-1 envelope of one line to `out`, framed as
     /// a log event (u32 little-endian length, then the bytes). Returns the
     /// envelope's length.
+    #[cfg(test)]
     pub fn encode(&self, t: &Template, body: &str, m: &LineMeta, out: &mut Vec<u8>) -> usize {
+        self.encode_with(t, body, &[], m, out)
+    }
+
+    /// [`Encoder::encode`] with further record fields (see
+    /// [`Encoder::encode_own_with`]).
+    pub fn encode_with(
+        &self,
+        t: &Template,
+        body: &str,
+        record: &[u8],
+        m: &LineMeta,
+        out: &mut Vec<u8>,
+    ) -> usize {
         let any_len = key_len(1) + encoded_len_varint(body.len() as u64) + body.len();
         let rec_len = key_len(5)
             + encoded_len_varint(any_len as u64)
             + any_len
             + t.attrs.len()
             + self.marks_len(m)
+            + record.len()
             + key_len(11)
             + 8;
         let origin_len = t.origin_path.len()
@@ -332,6 +394,7 @@ impl Encoder {
         put_record_start(rec_len, any_len, body, out);
         out.put_slice(&t.attrs);
         self.put_marks(m, out);
+        out.put_slice(record);
         encode_key(11, WireType::SixtyFourBit, out);
         out.put_u64_le(m.observed_ns);
         // 11: the origin

@@ -145,6 +145,9 @@ pub struct FileSourceOptions {
     pub multiline: Option<Multiline>,
     /// `<data_dir>/checkpoints/<source name>`.
     pub checkpoint_dir: PathBuf,
+    /// `process`: what is done to each line before its append (issue 17,
+    /// `src/process/`); `None`: lines as read.
+    pub process: Option<Arc<crate::process::Chain>>,
 }
 
 impl FileSourceOptions {
@@ -162,6 +165,7 @@ impl FileSourceOptions {
             line_idle_timeout: DEFAULT_LINE_IDLE_TIMEOUT,
             multiline: None,
             checkpoint_dir,
+            process: None,
         }
     }
 

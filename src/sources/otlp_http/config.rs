@@ -36,6 +36,9 @@ pub struct OtlpHttpSourceSettings {
     pub bearer_token_file: Option<PathBuf>,
     /// Serve HTTPS with this certificate and key.
     pub tls: Option<TlsSettings>,
+    /// `process`: what is done to each log record before its append
+    /// (issue 17, `src/process/`); `None`: records as received.
+    pub process: Option<std::sync::Arc<crate::process::Chain>>,
 }
 
 /// A certificate chain and its private key, both PEM files.
@@ -92,6 +95,9 @@ struct RawOtlpHttpSource {
     bearer_token: Option<Spanned<IgnoredAny>>,
     /// Default: absent, plain HTTP.
     tls: Option<Spanned<RawTls>>,
+    /// Default: absent, records as received (checked by `src/process/config.rs`).
+    #[serde(rename = "process")]
+    _process: Option<IgnoredAny>,
 }
 
 /// `tls.*`, as written: both or neither.
@@ -103,7 +109,7 @@ pub(crate) struct RawTls {
 }
 
 impl RawOtlpHttpSource {
-    fn check(self, cx: &mut Checker<'_>, t: &NamedTable<'_>) -> OtlpHttpSourceSettings {
+    fn check<'a>(self, cx: &mut Checker<'a>, t: &NamedTable<'a>) -> OtlpHttpSourceSettings {
         use otlp_defaults as d;
         let key = |k: &str| format!("{}.{k}", t.key);
 
@@ -194,6 +200,7 @@ impl RawOtlpHttpSource {
             request_timeout,
             bearer_token_file,
             tls,
+            process: crate::process::config::check(cx, t),
         }
     }
 }
@@ -286,6 +293,9 @@ impl Source for OtlpHttpSourceSettings {
         }
         if let Some(tls) = &o.tls {
             tls.describe(out)?;
+        }
+        if let Some(chain) = &o.process {
+            crate::process::config::describe(chain, out)?;
         }
         Ok(())
     }

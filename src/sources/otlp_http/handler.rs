@@ -73,6 +73,7 @@ pub(crate) struct Source {
     budget: Budget,
     /// The most framed bytes one append may carry (see `seglog::Log::append`).
     max_append_bytes: usize,
+    process: Processing,
     /// Counters fixed per source, created once rather than per request.
     events: [Counter; 3],
     bytes: [Counter; 3],
@@ -122,6 +123,10 @@ struct Accepted {
     unknown_keys: u64,
 }
 
+/// The source's processing chain (issue 17) with its counters; requests
+/// take turns (a run is short, and the tallies are added once per request).
+type Processing = Option<std::sync::Mutex<crate::process::Runner>>;
+
 impl Source {
     pub(crate) fn new(
         ctx: ComponentContext,
@@ -168,7 +173,11 @@ impl Source {
             .saturating_sub(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN)
             .min(MAX_FRAME_PAYLOAD)
             .saturating_sub(crate::seglog::block::BLOCK_HEADER_LEN + 4);
+        let process = opts.process.as_ref().map(|c| {
+            std::sync::Mutex::new(crate::process::Runner::new(c.clone(), &metrics, &name))
+        });
         Source {
+            process,
             budget: Budget::for_max_body(opts.max_body_bytes),
             name,
             opts,
@@ -397,7 +406,12 @@ fn prepare(
 ) -> Result<Prepared, RequestError> {
     let data = decode::decompress(raw, compression, src.opts.max_body_bytes, res)?;
     let unknown = json::UnknownKeys::default();
-    let decoded: Decoded = decode::decode(signal, encoding, &data, &unknown)?;
+    let mut decoded: Decoded = decode::decode(signal, encoding, &data, &unknown)?;
+    // Processing (issue 17): before the split, so the log stores what
+    // will be sent; dropped records are not counted as decoded.
+    if let (Some(p), Decoded::Logs(req)) = (&src.process, &mut decoded) {
+        p.lock().unwrap_or_else(|e| e.into_inner()).logs(req);
+    }
     if unknown.count() > 0 {
         debug!(source = %src.name, signal = signal.as_str(), count = unknown.count(),
             first = %unknown.first().join("; "),

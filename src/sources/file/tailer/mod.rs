@@ -197,8 +197,17 @@ impl Tailer {
         let watch = Watch::new(wake.clone(), s.inotify);
         info!(source = %s.name, include = ?s.opts.include, inotify = watch.active(), max_open = s.max_open,
             "file source following its globs");
-        let enc = Encoder::new(&s.name, host);
+        let mut enc = Encoder::new(&s.name, host);
+        // Labels go into the encoder (once per chunk); a chain of labels
+        // only has no per-line part at all.
+        let process = s.opts.process.as_ref().and_then(|chain| {
+            enc = enc.clone().with_labels(&chain.labels);
+            chain
+                .has_steps()
+                .then(|| crate::process::Runner::new(chain.clone(), &c.metrics, &s.name))
+        });
         let out = Out {
+            process,
             chunk: Chunk::default(),
             upserts: Vec::new(),
             forget: Vec::new(),

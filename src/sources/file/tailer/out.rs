@@ -40,6 +40,9 @@ pub(super) struct Out {
     pub(super) c: Counters,
     /// The appender is gone: stop.
     pub(super) closed: bool,
+    /// The source's processing chain (issue 17), run on each line before
+    /// it is encoded.
+    pub(super) process: Option<crate::process::Runner>,
 }
 
 /// What an emitted line belongs to.
@@ -90,6 +93,9 @@ impl Out {
     /// Sends the record updates, then the chunk.
     pub(super) fn flush(&mut self) {
         self.c.lines.inc_by(std::mem::take(&mut self.lines));
+        if let Some(p) = self.process.as_mut() {
+            p.flush();
+        }
         self.flush_records();
         if !self.chunk.is_empty() {
             let mut c = std::mem::take(&mut self.chunk);
@@ -113,11 +119,13 @@ impl Out {
             c.data
                 .reserve(self.chunk_bytes + CHUNK_SLACK.min(self.chunk_bytes));
         }
+        let record = self.process.as_ref().map_or(&[][..], |p| &p.record[..]);
         if self.format2 {
             let g = c.group_of(&self.enc, ids, meta.offset, meta.observed_ns);
-            self.enc.encode_own(body, meta, g, &mut c.data);
+            self.enc.encode_own_with(body, record, meta, g, &mut c.data);
         } else {
-            self.enc.encode(ids.template, body, meta, &mut c.data);
+            self.enc
+                .encode_with(ids.template, body, record, meta, &mut c.data);
         }
         if c.data.len() + c.context_len <= self.max_frame {
             return true;
@@ -152,6 +160,23 @@ impl Out {
         let (body, invalid) = match std::str::from_utf8(bytes) {
             Ok(s) => (std::borrow::Cow::Borrowed(s), false),
             Err(_) => (String::from_utf8_lossy(bytes), true),
+        };
+        // Processing (issue 17) happens here, before the encode: the log
+        // stores what will be sent, and a line read again after a crash
+        // comes out as the same event with the same id (and the same
+        // sampling decision). A dropped line only moves the position.
+        let body = match self.process.as_mut() {
+            None => body,
+            Some(p) => {
+                let id = crate::event::EventId::for_file_line(ids.key, ids.generation, line.start);
+                match p.process(body, id) {
+                    Some(b) => b,
+                    None => {
+                        self.chunk.set_pos(ids.id, line.end);
+                        return;
+                    }
+                }
+            }
         };
         let meta = LineMeta {
             key: ids.key,

@@ -25,6 +25,7 @@ fn format_2_chunks_read_back_as_format_1_envelopes() {
     let (tx, mut rx) = mpsc::channel(64);
     let mut out = Out {
         enc: Encoder::new("app", "box1"),
+        process: None,
         chunk: Chunk::default(),
         upserts: Vec::new(),
         forget: Vec::new(),

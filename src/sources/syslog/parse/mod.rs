@@ -20,7 +20,7 @@ year's, while a `Jan  1 00:00:30` received a minute before midnight on
 
 mod rfc3164;
 mod rfc5424;
-mod time;
+pub(crate) mod time;
 
 use std::borrow::Cow;
 
@@ -128,8 +128,25 @@ pub fn parse<'a>(line: &'a [u8], opts: &ParseOptions) -> Parsed<'a> {
                 Err(e) => Parsed::unparsed(line, Some(pri), e),
             }
         }
-        _ => rfc3164::parse(pri, rest, opts),
+        _ => rfc3164::parse(Some(pri), rest, opts),
     }
+}
+
+/// Parses a line as syslog daemons write them to files: a message with its
+/// `<PRI>`, or RFC 3164 without one (`Jun 14 15:16:01 host tag[pid]: msg`,
+/// the traditional `/var/log/syslog` line, or rsyslog's RFC 3339 form),
+/// which must then start with a timestamp. Facility and severity are then
+/// unknown.
+pub fn parse_logged<'a>(line: &'a [u8], opts: &ParseOptions) -> Parsed<'a> {
+    let line = trim_end(line);
+    if line.starts_with(b"<") {
+        return parse(line, opts);
+    }
+    let p = rfc3164::parse(None, line, opts);
+    if p.timestamp_ns.is_none() {
+        return Parsed::unparsed(line, None, "neither <PRI> nor a timestamp at the start");
+    }
+    p
 }
 
 /// Trailing newline, carriage return and NUL: terminators devices add

@@ -21,8 +21,8 @@ const MONTHS: [&[u8; 3]; 12] = [
     b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
 ];
 
-/// `rest` is what follows `<PRI>`.
-pub(super) fn parse<'a>(pri: u8, rest: &'a [u8], opts: &ParseOptions) -> Parsed<'a> {
+/// `rest` is what follows `<PRI>` (the whole line when there is none).
+pub(super) fn parse<'a>(pri: Option<u8>, rest: &'a [u8], opts: &ParseOptions) -> Parsed<'a> {
     // Cisco's sequence number and clock marks only count before a
     // timestamp; otherwise they are part of the message.
     let marked = match skip_sequence(rest) {
@@ -43,7 +43,7 @@ pub(super) fn parse<'a>(pri: u8, rest: &'a [u8], opts: &ParseOptions) -> Parsed<
         hostname,
         app_name,
         proc_id,
-        ..Parsed::base(Format::Rfc3164, Some(pri), strip_bom(rest))
+        ..Parsed::base(Format::Rfc3164, pri, strip_bom(rest))
     }
 }
 
@@ -147,7 +147,10 @@ fn tag(s: &[u8]) -> (Option<&[u8]>, Option<&[u8]>, &[u8]) {
     let n = s
         .iter()
         .take(49)
-        .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+        // `(`, `)`: old PAM tags, `sshd(pam_unix)[19939]:`.
+        .take_while(|&&b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/' | b'(' | b')')
+        })
         .count();
     // A tag names a program: at least one letter (Cisco's `123:` is a
     // sequence number).

@@ -42,7 +42,7 @@ impl TimeZone {
 
     /// Seconds east of UTC for a local time that reads as `local_secs`
     /// (seconds since the epoch as if it were UTC).
-    fn offset_at(self, local_secs: i64) -> i64 {
+    pub(crate) fn offset_at(self, local_secs: i64) -> i64 {
         match self {
             TimeZone::Utc => 0,
             TimeZone::Fixed(o) => i64::from(o),
@@ -81,7 +81,7 @@ fn local_offset(at: i64) -> i64 {
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-pub(super) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
