@@ -249,23 +249,50 @@ impl Nats {
 /// Every message of `stream` in sequence order: (sequence, Nats-Msg-Id,
 /// payload).
 pub async fn read_all(js: &jetstream::Context, stream: &str) -> Vec<(u64, String, Vec<u8>)> {
-    let s = js.get_stream(stream).await.unwrap();
-    let last = s.get_info().await.unwrap().state.last_sequence;
+    read_after(js, stream, 0).await.unwrap()
+}
+
+/// The messages of `stream` after sequence `after`, many lookups at once;
+/// `None` when the stream cannot be read right now (a restarting server).
+/// A hole (a purged or deleted message) is skipped.
+pub async fn read_after(
+    js: &jetstream::Context,
+    stream: &str,
+    after: u64,
+) -> Option<Vec<(u64, String, Vec<u8>)>> {
+    let s = js.get_stream(stream).await.ok()?;
+    let last = s.get_info().await.ok()?.state.last_sequence;
     let mut out = Vec::new();
-    let mut seq = 1;
-    while seq <= last {
-        // A hole (a purged or deleted message) is not ours to judge.
-        if let Ok(m) = s.get_raw_message(seq).await {
-            let id = m
-                .headers
-                .get("Nats-Msg-Id")
-                .map(|v| v.as_str().to_string())
-                .unwrap_or_default();
-            out.push((seq, id, m.payload.to_vec()));
+    let mut next = after + 1;
+    while next <= last {
+        let mut set = tokio::task::JoinSet::new();
+        for seq in next..=last.min(next + 255) {
+            let s = s.clone();
+            set.spawn(async move { (seq, s.get_raw_message(seq).await) });
         }
-        seq += 1;
+        next = last.min(next + 255) + 1;
+        while let Some(joined) = set.join_next().await {
+            let (seq, got) = joined.ok()?;
+            match got {
+                Ok(m) => {
+                    let id = m
+                        .headers
+                        .get("Nats-Msg-Id")
+                        .map(|v| v.as_str().to_string())
+                        .unwrap_or_default();
+                    out.push((seq, id, m.payload.to_vec()));
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        jetstream::stream::RawMessageErrorKind::NoMessageFound
+                    ) => {}
+                Err(_) => return None,
+            }
+        }
     }
-    out
+    out.sort_by_key(|m| m.0);
+    Some(out)
 }
 
 /// Waits until `f` yields `Some`, or panics after `deadline`.

@@ -15,7 +15,8 @@ use crate::config::raw::one_of_newtype;
 use crate::config::units::{format_duration, format_size, Count, Dur, Size};
 use crate::config::Severity;
 use crate::sinks::network_config::{
-    check_template, network_sink, network_sink_types, NameRule, NetworkSink, Place, RawNetworkSink,
+    check_template, is_loopback, network_sink, network_sink_types, NameRule, NetworkSink, Place,
+    RawNetworkSink,
 };
 use crate::sinks::{Auth, Compression};
 
@@ -270,14 +271,7 @@ fn check_servers(
 }
 
 fn loopback(server: &str) -> bool {
-    reqwest::Url::parse(server).is_ok_and(|u| {
-        let host = u.host_str().unwrap_or("");
-        host == "localhost"
-            || host
-                .trim_matches(['[', ']'])
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
-    })
+    reqwest::Url::parse(server).is_ok_and(|u| is_loopback(&u))
 }
 
 fn check_create(
