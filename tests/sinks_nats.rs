@@ -95,6 +95,10 @@ fn post_records(addr: SocketAddr, first: u64, n: u64, body_len: usize) {
 
 /// The agent: an OTLP source and the `nats` sink; `own` adds sink keys.
 fn agent(n: &Nats, own: &str) -> (Agent, SocketAddr) {
+    agent_batching(n, 200, own)
+}
+
+fn agent_batching(n: &Nats, batch_max_events: u32, own: &str) -> (Agent, SocketAddr) {
     let source: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut a = Agent::new(&format!(
         r#"
@@ -107,7 +111,7 @@ type = "nats"
 inputs = ["app"]
 servers = {}
 stream = "{STREAM}"
-batch_max_events = 200
+batch_max_events = {batch_max_events}
 batch_timeout = "20ms"
 concurrency = 4
 request_timeout = "2s"
@@ -402,7 +406,7 @@ async fn a_3_node_cluster_loses_its_leader_then_a_follower_and_nothing_is_lost()
     n.servers[leader].kill9();
     let js = n.js().await;
     post_records(source, 1000, 500, 40);
-    wait_stored(&js, 1200, Duration::from_secs(40)).await;
+    wait_stored(&js, 1200, Duration::from_secs(60)).await;
     n.servers[leader].start();
 
     // Then a follower dies: two of three still make a quorum.
@@ -415,5 +419,19 @@ async fn a_3_node_cluster_loses_its_leader_then_a_follower_and_nothing_is_lost()
     wait_stored(&js, 2000, Duration::from_secs(40)).await;
     let m = by_marker(&js).await;
     assert_each_once(&m, 2000);
+    a.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_in_flight_never_wait_for_each_others_ack_permits() {
+    // 4 batches of 2,000 in flight: more publishes awaiting their acks than
+    // the client allows by default (5,000).
+    let n = Nats::single("");
+    n.create_stream(STREAM, &["telemetry.>"], 1).await;
+    let (mut a, source) = agent_batching(&n, 2000, "");
+    let js = n.js().await;
+    post_records(source, 0, 16_000, 10);
+    wait_stored(&js, 16_000, Duration::from_secs(40)).await;
+    assert_each_once(&by_marker(&js).await, 16_000);
     a.stop();
 }

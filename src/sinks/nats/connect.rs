@@ -39,6 +39,9 @@ pub(super) struct Link {
     client_cert: Option<ClientCert>,
     /// The wait for an ack, and for JetStream API answers.
     pub ack_timeout: Duration,
+    /// The most publishes awaiting their ack: every batch in flight (and
+    /// the runtime's probe) whole.
+    max_in_flight: usize,
     backoff: (Duration, Duration),
     create: Option<StreamSpec>,
     conn: OnceCell<Conn>,
@@ -78,6 +81,7 @@ impl Link {
             ca_file: o.common.ca_file.clone(),
             client_cert: o.common.client_cert.clone(),
             ack_timeout: o.common.request_timeout,
+            max_in_flight: (o.common.concurrency + 1) * o.common.batch_max_events,
             backoff: (o.common.backoff_initial, o.common.backoff_max),
             create: o.create_stream.clone(),
             conn: OnceCell::new(),
@@ -104,8 +108,15 @@ impl Link {
                     .connect(self.servers.clone())
                     .await
                     .map_err(|e| format!("connecting to {}: {e}", self.servers.join(", ")))?;
-                let mut js = jetstream::new(client.clone());
-                js.set_timeout(self.ack_timeout);
+                // Every event of every batch in flight may wait for its ack
+                // at once: a batch takes its permits one publish at a time
+                // and gives them back only when its acks come, so fewer
+                // permits than that could leave every batch waiting for
+                // the others' (the client's default is 5,000).
+                let js = jetstream::ContextBuilder::new()
+                    .timeout(self.ack_timeout)
+                    .max_ack_inflight(self.max_in_flight)
+                    .build(client.clone());
                 Ok(Conn { client, js })
             })
             .await
