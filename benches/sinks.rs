@@ -5,6 +5,7 @@
 //! cargo bench --bench sinks                          # 1 GiB backlog (a few minutes, ~1.2 GiB of disk)
 //! HOLDFAST_BENCH_QUICK=1 cargo bench --bench sinks   # 32 MiB, a smoke run
 //! HOLDFAST_BENCH_ONLY=elasticsearch cargo bench --bench sinks   # one sink type
+//! HOLDFAST_BENCH_ONLY=nats cargo bench --bench sinks   # the NATS JetStream rows
 //! HOLDFAST_BENCH_FORMAT=2 cargo bench --bench sinks  # the backlog in the compact form
 //! ```
 //!
@@ -28,6 +29,11 @@
 //! before each run; file-backed pages of mapped segments count).
 //! The target (issue 6): ≥ 300,000 events/s for `elasticsearch` and
 //! `otlp_http`.
+//!
+//! NATS (issue 16): the same backlog published to real `nats-server`
+//! processes started here (`tests/common/nats.rs`): one server, and a
+//! 3-node cluster with an R3 stream, with the servers' CPU beside the
+//! sink's. Target: ≥ 200,000 events/s to one server, ≥ 100,000 to R3.
 //!
 //! Pushback (issue 11, `HOLDFAST_BENCH_ONLY=pushback` runs only this part):
 //! the `elasticsearch` sink (`concurrency` 4, default backoff) drains a
@@ -64,6 +70,11 @@ use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 use tokio_util::sync::CancellationToken;
+
+#[path = "../tests/common/daemon.rs"]
+mod daemon;
+#[path = "../tests/common/nats.rs"]
+mod nats;
 
 fn main() {
     if std::env::var_os("HOLDFAST_BENCH_RECEIVER").is_some() {
@@ -423,7 +434,127 @@ async fn run(backlog: u64) {
     }
     drop(child.stdin.take());
     let _ = child.wait();
+    if only.as_deref().is_none_or(|o| o == "nats") {
+        nats_rows(&log, dir.path(), &metrics, n, bytes).await;
+    }
     log.close().await.unwrap();
+}
+
+/// The `nats` rows: the same backlog published to JetStream, into one
+/// local `nats-server` and into a 3-node cluster with an R3 stream, all on
+/// this machine. The servers' own CPU (user + system, from /proc) is
+/// reported beside the sink's: on two cores they compete for the same CPU.
+/// The stream keeps at most 256 MiB (discard old) per replica so that the
+/// servers' stores stay small.
+async fn nats_rows(log: &Log, dir: &std::path::Path, metrics: &Arc<Metrics>, n: u64, bytes: u64) {
+    use holdfast::sinks::{NatsEncoding, NatsOptions};
+    if Command::new("nats-server")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("nats: nats-server is not installed (Debian package nats-server): skipped");
+        return;
+    }
+    println!();
+    println!(
+        "{:<22} {:>5} {:>10} {:>8} {:>14} {:>13} {:>16}",
+        "sink", "conc", "events/s", "MiB/s", "CPU ms/1k ev", "peak RSS MiB", "server CPU ms/1k"
+    );
+    for (label, replicas, concurrency) in [
+        ("nats (1 server)", 1, 1),
+        ("nats (1 server)", 1, 4),
+        ("nats (3 nodes, R3)", 3, 4),
+    ] {
+        let servers = if replicas == 1 {
+            nats::Nats::single("")
+        } else {
+            nats::Nats::cluster().await
+        };
+        let js = servers.js().await;
+        js.get_or_create_stream(async_nats::jetstream::stream::Config {
+            name: "BENCH".into(),
+            subjects: vec!["telemetry.>".into()],
+            num_replicas: replicas,
+            max_bytes: 256 << 20,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let name = format!("bench-nats-{replicas}-{concurrency}");
+        log.consumer(&name, StartAt::Oldest).unwrap();
+        let mut common =
+            HttpSinkOptions::new(vec!["app".into()], dir.join("quarantine").join(&name));
+        common.batch_max_events = 2000;
+        common.batch_max_bytes = 8 << 20;
+        common.batch_timeout = Duration::from_millis(20);
+        common.concurrency = concurrency;
+        common.compression = Compression::None;
+        let sink = SinkKind::Nats(NatsOptions {
+            common,
+            servers: servers.urls(),
+            stream: "BENCH".into(),
+            subject: Template::parse("telemetry.{signal}.{source}").unwrap(),
+            encoding: NatsEncoding::Otlp,
+            credentials: None,
+            create_stream: None,
+        });
+        let pids: Vec<u32> = servers.servers.iter().filter_map(|s| s.pid()).collect();
+        let server_cpu = || pids.iter().map(|&p| proc_cpu_seconds(p)).sum::<f64>();
+        reset_peak_rss();
+        let (cpu0, scpu0) = (cpu_seconds(), server_cpu());
+        let t0 = Instant::now();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(sink.run(&holdfast::registry::ComponentContext::new(
+            name.clone(),
+            log.clone(),
+            metrics.clone(),
+            stop.clone(),
+        )));
+        loop {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let done = log
+                .stats()
+                .consumers
+                .iter()
+                .any(|c| c.name == name && c.committed == n);
+            if done {
+                break;
+            }
+            assert!(!task.is_finished(), "the sink stopped");
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let (cpu, scpu) = (cpu_seconds() - cpu0, server_cpu() - scpu0);
+        stop.cancel();
+        task.await.unwrap().unwrap();
+        let per_1k = |c: f64| c * 1000.0 / (n as f64 / 1000.0);
+        println!(
+            "{:<22} {:>5} {:>10.0} {:>8.1} {:>14.3} {:>13.1} {:>16.3}",
+            label,
+            concurrency,
+            n as f64 / secs,
+            bytes as f64 / (1 << 20) as f64 / secs,
+            per_1k(cpu),
+            status_kib("VmHWM") as f64 / 1024.0,
+            per_1k(scpu)
+        );
+        log.remove_consumer(&name).unwrap();
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("load average after the nats rows: {}", load.trim());
+}
+
+/// User + system CPU seconds of another process, from /proc/PID/stat.
+fn proc_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 (1-based), 11 and 12 here.
+    // SAFETY: sysconf only reads a constant of the system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz.max(1.0)
 }
 
 /// The receiver: one port, every API, accepting everything.

@@ -198,5 +198,7 @@ components! {
         "elasticsearch" => Elasticsearch(crate::sinks::elasticsearch::ElasticsearchOptions),
         /// `type = "openobserve"`: OpenObserve's `_json` ingestion.
         "openobserve" => OpenObserve(crate::sinks::openobserve::OpenObserveOptions),
+        /// `type = "nats"`: NATS JetStream, an ack per event.
+        "nats" => Nats(crate::sinks::nats::NatsOptions),
     }
 }

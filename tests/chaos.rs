@@ -12,7 +12,11 @@
 //!   `test.id` (`O000042-007`);
 //! * an `elasticsearch` sink and an `otlp_http` sink, each taking both
 //!   sources, to test receivers (tests/common/receivers.rs) that record every
-//!   delivery of every id and in which run of the agent (epoch) it came.
+//!   delivery of every id and in which run of the agent (epoch) it came;
+//! * a `nats` sink (`jetstream`) taking both sources, to a real `nats-server`
+//!   (tests/common/nats.rs) whose stream it creates with a 30-minute
+//!   duplicate window: the stream must hold every event exactly once, since
+//!   every resend carries the same `Nats-Msg-Id`.
 //!
 //! Phases:
 //!
@@ -21,14 +25,15 @@
 //!    connections dropped), answer 500 or 503 with `Retry-After`, stall past
 //!    the sink's `request_timeout`, store a batch and drop the connection
 //!    before answering, and fail single items (Elasticsearch per-item 429 and
-//!    400 mapping errors by content; OTLP `partial_success`).
+//!    400 mapping errors by content; OTLP `partial_success`); the NATS server
+//!    is killed with -9 and restarted.
 //! 2. **catch-up**: the receivers behave until every sink has finished
 //!    everything.
 //! 3. **fill**: both sinks fail and the log fills to its byte budget while
 //!    kills go on: under `block` both receivers are down and the sources push
 //!    back (OTLP answers 503, the file source pauses); under `drop_oldest`
-//!    the search receiver is down and the collector answers every request
-//!    503, and the oldest segments are evicted — with events read ahead,
+//!    the search receiver is down, the collector answers every request
+//!    503 and the NATS server is down, and the oldest segments are evicted — with events read ahead,
 //!    retrying, and on the wire.
 //! 4. **drain**: the receivers come back, the writers stop, and the agent
 //!    finishes; then SIGTERM.
@@ -50,6 +55,8 @@
 
 #[path = "common/daemon.rs"]
 mod daemon;
+#[path = "common/nats.rs"]
+mod nats;
 #[path = "common/receivers.rs"]
 mod receivers;
 
@@ -74,7 +81,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use receivers::{Api, Fault, Judge, Receiver};
 
-const SINKS: [&str; 2] = ["search", "collector"];
+const SINKS: [&str; 3] = ["search", "collector", "jetstream"];
+/// The `jetstream` sink's stream.
+const STREAM: &str = "CHAOS";
 /// The sinks' `request_timeout`; a stall is longer.
 /// Long enough that only a scripted stall passes it, even on a loaded
 /// machine: a timeout the receiver did not cause would be an unexplained
@@ -390,6 +399,30 @@ fn held(sink: &str, r: &Receiver, data: &Path) -> Held {
     h
 }
 
+/// The marker of a `jetstream` message: one OTLP log request, one record.
+fn nats_marker(payload: &[u8]) -> Option<String> {
+    let req = ExportLogsServiceRequest::decode(payload).ok()?;
+    let l = req
+        .resource_logs
+        .first()?
+        .scope_logs
+        .first()?
+        .log_records
+        .first()?;
+    let env = Envelope {
+        record: Some(Record::Log(l.clone())),
+        ..Default::default()
+    };
+    envelope_marker(&env)
+}
+
+/// What the stream holds, read so far: sequence → (Nats-Msg-Id, marker).
+#[derive(Default)]
+struct StreamSeen {
+    last: u64,
+    messages: BTreeMap<u64, (String, String)>,
+}
+
 fn quarantined(dir: &Path) -> HashSet<String> {
     let mut out = HashSet::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -503,6 +536,8 @@ struct Run {
     agent: Agent,
     es: Receiver,
     otlp: Receiver,
+    nats: nats::Nats,
+    stream: Mutex<StreamSeen>,
     inputs: Arc<Inputs>,
     otlp_addr: SocketAddr,
     epoch: u32,
@@ -547,6 +582,7 @@ impl Run {
         es.state().late_after = Some(LATE);
         otlp.state().late_after = Some(LATE);
         let otlp_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let nats = nats::Nats::single("");
         let agent = Agent::new("");
         let logs = agent.path("logs");
         std::fs::create_dir_all(&logs).unwrap();
@@ -593,10 +629,27 @@ concurrency = 2
 request_timeout = "{timeout}ms"
 backoff_initial = "50ms"
 backoff_max = "400ms"
+
+[sinks.jetstream]
+type = "nats"
+inputs = ["app", "otlp"]
+servers = {nats_servers}
+stream = "{STREAM}"
+batch_max_events = 500
+batch_timeout = "100ms"
+concurrency = 2
+request_timeout = "{timeout}ms"
+backoff_initial = "50ms"
+backoff_max = "400ms"
+
+[sinks.jetstream.create_stream]
+subjects = ["telemetry.>"]
+duplicate_window = "30m"
 "#,
             logs = logs.display(),
             es = es.addr,
             otlp = otlp.addr,
+            nats_servers = nats.toml_servers(),
             timeout = REQUEST_TIMEOUT.as_millis(),
         );
         let mut text = std::fs::read_to_string(&agent.config).unwrap() + &body;
@@ -611,6 +664,8 @@ backoff_max = "400ms"
             agent,
             es,
             otlp,
+            nats,
+            stream: Mutex::default(),
             inputs: Arc::new(Inputs {
                 stop: AtomicBool::new(false),
                 paused: AtomicBool::new(false),
@@ -672,7 +727,14 @@ backoff_max = "400ms"
     }
 
     /// One random fault on a receiver.
-    async fn flap(&self, rng: &mut StdRng) {
+    async fn flap(&mut self, rng: &mut StdRng) {
+        if rng.random_bool(0.15) {
+            // The NATS server dies and comes back (same store).
+            self.nats.servers[0].kill9();
+            std::thread::sleep(Duration::from_millis(rng.random_range(100..800)));
+            self.nats.servers[0].start();
+            return;
+        }
         let r = if rng.random_bool(0.5) {
             &self.es
         } else {
@@ -715,7 +777,7 @@ backoff_max = "400ms"
             if idle {
                 let sent = sent(&self.inputs);
                 let ok = SINKS.iter().all(|s| {
-                    let h = held(s, self.receiver(s), &self.agent.data_dir());
+                    let h = self.held(s, &self.agent.data_dir());
                     done(s, &h, &sent)
                 });
                 if ok {
@@ -731,6 +793,61 @@ backoff_max = "400ms"
                 );
             }
             std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// What `sink`'s receiver (or stream) and quarantine hold.
+    fn held(&self, sink: &str, data: &Path) -> Held {
+        if sink != "jetstream" {
+            return held(sink, self.receiver(sink), data);
+        }
+        self.read_stream();
+        let seen = self.stream.lock().unwrap();
+        let mut h = Held::default();
+        let mut ids_of: HashMap<&str, HashSet<&str>> = HashMap::new();
+        for (id, marker) in seen.messages.values() {
+            *h.deliveries.entry(marker.clone()).or_default() += 1;
+            ids_of.entry(marker).or_default().insert(id);
+        }
+        // Every resend carries its event's id, which the server drops
+        // within the duplicate window: no repeat in the stream is explained.
+        h.renamed = ids_of
+            .into_iter()
+            .filter(|(_, ids)| ids.len() > 1)
+            .map(|(m, _)| m.to_string())
+            .collect();
+        h.quarantined = quarantined(&data.join("quarantine").join(sink));
+        h
+    }
+
+    /// Reads the stream's new messages, if the server answers now.
+    fn read_stream(&self) {
+        let urls = self.nats.urls();
+        let after = self.stream.lock().unwrap().last;
+        let read = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let connect = async_nats::ConnectOptions::new().connect(urls);
+                let client = tokio::time::timeout(Duration::from_secs(5), connect)
+                    .await
+                    .ok()?
+                    .ok()?;
+                let mut js = async_nats::jetstream::new(client);
+                js.set_timeout(Duration::from_secs(5));
+                nats::read_after(&js, STREAM, after).await
+            })
+        })
+        .join()
+        .unwrap();
+        let Some(messages) = read else { return };
+        let mut seen = self.stream.lock().unwrap();
+        for (seq, id, payload) in messages {
+            let marker = nats_marker(&payload).expect("a jetstream message has a marker");
+            seen.last = seen.last.max(seq);
+            seen.messages.insert(seq, (id, marker));
         }
     }
 
@@ -766,7 +883,7 @@ backoff_max = "400ms"
             "unexplained"
         );
         for s in SINKS {
-            let h = held(s, self.receiver(s), &self.agent.data_dir());
+            let h = self.held(s, &self.agent.data_dir());
             let delivered = sent
                 .iter()
                 .filter(|m| h.deliveries.contains_key(*m))
@@ -1046,6 +1163,7 @@ async fn under_drop_oldest_every_event_is_delivered_quarantined_or_counted() {
     // Fill past the budget while both sinks fail and kills go on: the
     // oldest segments go with events read ahead, retrying and on the wire.
     run.es.refuse();
+    run.nats.servers[0].kill9();
     run.otlp
         .state()
         .faults
@@ -1073,6 +1191,7 @@ async fn under_drop_oldest_every_event_is_delivered_quarantined_or_counted() {
     }
     run.otlp.state().faults.clear();
     run.es.accept().await;
+    run.nats.servers[0].start();
     run.stop_inputs();
 
     run.wait_reconciled("drained", |s, _, _| {
@@ -1138,7 +1257,7 @@ impl Run {
         }
         let repeated = copies.values().filter(|&&c| c > 1).count();
         for sink in SINKS {
-            let h = held(sink, self.receiver(sink), &data);
+            let h = self.held(sink, &data);
             let q = quarantined_seqs(&data.join("quarantine").join(sink));
             let (mut lo, mut hi) = (0u64, 0u64);
             for (m, &c) in &copies {

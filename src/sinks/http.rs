@@ -19,7 +19,7 @@ use crate::pool;
 
 use super::client_tls::ClientTls;
 use super::options::{Auth, Compression, Header, HeaderValueFrom, HttpSinkOptions};
-use super::protocol::Request;
+use super::protocol::{BodyVerdict, Request};
 use super::retry::{parse_retry_after, TransportKind};
 
 /// Answers longer than this are not read further (and a 2xx one counts as
@@ -76,6 +76,9 @@ pub(crate) enum Answer {
         /// The body was longer than [`MAX_RESPONSE_BYTES`] and was cut.
         truncated: bool,
     },
+    /// A receiver not reached over HTTP answered for each event itself
+    /// (`Protocol::exchange`): judged like a 2xx body.
+    Read(BodyVerdict),
 }
 
 impl Client {

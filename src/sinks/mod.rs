@@ -7,7 +7,8 @@ delivery stopped.
   default configuration (`file/config.rs`: its table).
 * Network sinks, all run by one shared runtime:
   [`otlp_http`] (OTLP/HTTP, protobuf or JSON), [`elasticsearch`] (the
-  `_bulk` API), [`openobserve`] (its `_json` ingestion).
+  `_bulk` API), [`openobserve`] (its `_json` ingestion), [`nats`] (NATS
+  JetStream: a message per event, each with its own publish ack).
 
 A network sink, piece by piece (one concept per file):
 
@@ -41,6 +42,7 @@ pub mod file;
 mod http;
 mod keys;
 mod limit;
+pub mod nats;
 mod network_config;
 pub mod openobserve;
 pub mod options;
@@ -58,6 +60,7 @@ pub(crate) mod test_events;
 mod watermark;
 
 pub use elasticsearch::ElasticsearchOptions;
+pub use nats::{NatsCredentials, NatsEncoding, NatsOptions, StreamSpec};
 pub use openobserve::OpenObserveOptions;
 pub use options::{
     Auth, ClientCert, Compression, Header, HeaderValueFrom, HttpSinkOptions, QuarantineFull,

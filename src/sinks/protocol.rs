@@ -4,8 +4,12 @@
 //! commits, compression, authentication) is the runtime's and the same for
 //! every protocol.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use bytes::Bytes;
 
+use super::http::Answer;
 use crate::event::Stored;
 
 /// Where an event in a sink came from, so that finishing it moves the right
@@ -108,12 +112,25 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     /// What a 2xx body says about the `events` events of its request.
     fn parse(&self, content_type: Option<&str>, body: &[u8], events: usize) -> BodyVerdict;
 
+    /// Sends the request for `items` itself and reads its answer, for a
+    /// receiver not reached over HTTP (NATS: one publish and one ack per
+    /// event). `None`, the default: the runtime's HTTP client sends what
+    /// [`Protocol::encode`] builds and [`Protocol::parse`] reads the answer.
+    fn exchange<'a>(&'a self, _items: &'a [Item]) -> Option<Exchange<'a>> {
+        None
+    }
+
     /// The receiver's explanation in a non-2xx body, shortened for logs and
     /// the quarantine.
     fn error_text(&self, _content_type: Option<&str>, body: &[u8]) -> String {
         short_text(body)
     }
 }
+
+/// A request a protocol sends itself ([`Protocol::exchange`]): where it went
+/// (for logs), the answer, and the bytes put on the wire.
+pub(crate) type Exchange<'a> =
+    Pin<Box<dyn Future<Output = (reqwest::Url, Answer, usize)> + Send + 'a>>;
 
 /// A 2xx body read as the JSON answer `T`; `what` names the answer in the
 /// verdict when it is not that JSON.

@@ -189,6 +189,9 @@ pub(crate) trait NetworkSink: Clone + fmt::Debug + Send + Sync + 'static {
     fn describe_target(&self, out: &mut String) -> fmt::Result;
     /// The protocol it speaks, built for one run.
     fn protocol(&self) -> Self::Protocol;
+    /// Its own machine checks, after the shared ones (the `nats` sink's
+    /// secret files and its probe of the stream).
+    fn check_own_environment(&self, _name: &str, _env: &mut Env<'_>) {}
 }
 
 /// The items of a [`NetworkSink`] impl that only name its types: the raw
@@ -248,5 +251,6 @@ impl<T: NetworkSink> Sink for T {
             env.secret_file(&key, &path, what);
         }
         check_tls_files(name, self.common(), env);
+        self.check_own_environment(name, env);
     }
 }

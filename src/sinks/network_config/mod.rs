@@ -354,7 +354,7 @@ impl Common<'_> {
     }
 }
 
-fn is_loopback(u: &reqwest::Url) -> bool {
+pub(crate) fn is_loopback(u: &reqwest::Url) -> bool {
     let host = u.host_str().unwrap_or("");
     host == "localhost"
         || host

@@ -337,6 +337,12 @@ fn encode_protobuf(groups: &[Group<'_>]) -> Vec<u8> {
     buf
 }
 
+/// One event as its own OTLP `Export*ServiceRequest`, protobuf (the `nats`
+/// sink's messages).
+pub(crate) fn export_request(item: &Item) -> Vec<u8> {
+    encode_protobuf(&group(std::slice::from_ref(item)))
+}
+
 /// The same request in the OTLP/JSON mapping.
 fn encode_json(groups: &[Group<'_>], signal: usize) -> Vec<u8> {
     let (resources, scopes, records) = match signal {

@@ -1,0 +1,113 @@
+//! One batch published: a message per event, all in flight at once (the
+//! JetStream context bounds the acks outstanding), then each ack awaited
+//! and classified. Nothing is retried here: the shared runtime resends
+//! what the answer asks for, with the same `Nats-Msg-Id`.
+
+use std::sync::Arc;
+
+use async_nats::connection::State;
+use async_nats::jetstream::message::PublishMessage;
+use bytes::Bytes;
+
+use super::classify::{self, Class};
+use super::connect::Link;
+use super::{NatsEncoding, NatsOptions};
+use crate::sinks::document;
+use crate::sinks::http::Answer;
+use crate::sinks::keys::push_hex;
+use crate::sinks::otlp_http::export_request;
+use crate::sinks::protocol::Item;
+use crate::sinks::retry::TransportKind;
+use crate::sinks::template::{Rendered, Template};
+
+pub(super) struct Publisher {
+    link: Arc<Link>,
+    subject: Template,
+    encoding: NatsEncoding,
+}
+
+impl Publisher {
+    pub fn new(o: &NatsOptions, link: Arc<Link>) -> Publisher {
+        Publisher {
+            link,
+            subject: o.subject.clone(),
+            encoding: o.encoding,
+        }
+    }
+
+    /// Publishes `items`; the answer for the runtime and the payload bytes
+    /// sent.
+    pub async fn publish(&self, items: &[Item]) -> (Answer, usize) {
+        let conn = match self.link.conn().await {
+            Ok(c) => c,
+            Err(message) => {
+                let kind = TransportKind::Connect;
+                return (Answer::Transport { kind, message }, 0);
+            }
+        };
+        if conn.client.connection_state() != State::Connected {
+            // Publishing now would only fill the client's buffer and wait
+            // out every ack's timeout.
+            if let Some(why) = self.link.refused() {
+                return (classify::refused(&why), 0);
+            }
+            let message = "not connected to any NATS server (reconnecting)".to_string();
+            let kind = TransportKind::Connect;
+            return (Answer::Transport { kind, message }, 0);
+        }
+        let mut cache = Rendered::default();
+        let mut shared = document::Shared::default();
+        let mut id = String::with_capacity(32);
+        let mut wire = 0;
+        let mut pending = Vec::with_capacity(items.len());
+        // The subject of the first event that found no stream, to ask
+        // about.
+        let mut subjects: Vec<String> = Vec::new();
+        for it in items {
+            let subject = self.subject.render_cached(&it.ev, &mut cache);
+            if subjects.last().is_none_or(|s| s != subject) {
+                subjects.push(subject.to_string());
+            }
+            let payload = self.payload(it, &mut shared);
+            wire += payload.len();
+            id.clear();
+            push_hex(&mut id, &it.ev.id.0);
+            let msg = PublishMessage::build()
+                .payload(payload)
+                .message_id(&id)
+                .expected_stream(&self.link.stream);
+            let sent = conn.js.send_publish(subject.to_string(), msg).await;
+            pending.push((subjects.len() - 1, sent));
+        }
+        let mut classes = Vec::with_capacity(items.len());
+        let mut no_stream = None;
+        for (subject, sent) in pending {
+            let class = match sent {
+                Ok(ack) => classify::ack(ack.await),
+                Err(e) => classify::error(&e),
+            };
+            if class == Class::NoStream && no_stream.is_none() {
+                no_stream = Some(subject);
+            }
+            classes.push(class);
+        }
+        let state = match no_stream {
+            Some(s) => Some(self.link.stream_state(conn, &subjects[s]).await),
+            None => None,
+        };
+        (classify::judge(&classes, state.as_ref()), wire)
+    }
+
+    /// `shared`: what the JSON documents of one log batch share, rendered
+    /// once.
+    fn payload(&self, it: &Item, shared: &mut document::Shared) -> Bytes {
+        match self.encoding {
+            NatsEncoding::Otlp => Bytes::from(export_request(it)),
+            NatsEncoding::Json => {
+                let mut out = Vec::with_capacity(it.data.len() * 3 + 256);
+                document::write_with(&mut out, &it.ev, None, shared);
+                Bytes::from(out)
+            }
+        }
+    }
+}
