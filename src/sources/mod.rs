@@ -8,6 +8,8 @@ append is durable.
   without losing or repeating a line.
 * [`otlp_http`] — an OTLP/HTTP receiver (protobuf and JSON) that answers 200
   only once a request's records are durable.
+* [`journald`] — the systemd journal through `journalctl`, its cursor
+  checkpointed only after the append is durable, each entry once.
 
 Each source's folder holds its own table (`config.rs`: raw keys, check,
 description); `crate::registry` lists the types.
@@ -23,4 +25,5 @@ description); `crate::registry` lists the types.
 pub const WRITE_FORMAT_2: bool = true;
 
 pub mod file;
+pub mod journald;
 pub mod otlp_http;
