@@ -73,6 +73,11 @@ fn config_parse() {
     replay("config_parse", checks::config_parse::check);
 }
 
+#[test]
+fn journald_export() {
+    replay("journald_export", checks::journald_export::check);
+}
+
 /// Writes the generated seeds into `tests/fixtures/fuzz/`: segment and
 /// data-directory images made by the real log (under each codec, and a
 /// format-1 directory continued in format 2), blocks made by the real

@@ -119,6 +119,9 @@ impl<R: BufRead> ExportReader<R> {
             }
             let name =
                 String::from_utf8(name).map_err(|_| self.syntax("a field name is not text"))?;
+            // A name that does not fit is not kept either: many empty
+            // fields must not grow the entry past its budget.
+            let fits = e.stored() + name.len() <= self.max_entry;
             let room = self.max_entry.saturating_sub(e.stored() + name.len());
             let mut value = Vec::new();
             let (wire, cut) = if sep == b'=' {
@@ -134,8 +137,10 @@ impl<R: BufRead> ExportReader<R> {
                 (n, n > room as u64)
             };
             e.wire_bytes += wire;
-            e.truncated |= cut;
-            e.fields.push((name, value));
+            e.truncated |= cut || !fits;
+            if fits {
+                e.fields.push((name, value));
+            }
         }
     }
 
@@ -318,9 +323,22 @@ mod tests {
             assert_eq!(e.get("MESSAGE").unwrap().len(), 1000 - "MESSAGE".len());
             assert_eq!(e.wire_bytes, 10_001);
         }
-        assert_eq!(entries[0].text("A"), Some(""));
+        assert_eq!(entries[0].text("A"), None, "a field past the budget is not kept");
         assert_eq!(entries[2].text("MESSAGE"), Some("small"));
         assert!(!entries[2].truncated);
+    }
+
+    #[test]
+    fn many_fields_stay_within_the_budget() {
+        let mut s = Vec::new();
+        let names: Vec<String> = (0..1000).map(|i| format!("F{i:0>200}")).collect();
+        let fields: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b""[..])).collect();
+        write_entry(&mut s, &fields);
+        let (entries, err) = parse_all(&s, 4096);
+        assert!(err.is_none(), "{err:?}");
+        assert!(entries[0].truncated);
+        assert!(entries[0].stored() <= 4096);
+        assert_eq!(entries[0].fields.len(), 4096 / 201);
     }
 
     #[test]
