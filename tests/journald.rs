@@ -5,6 +5,8 @@
 
 #[path = "common/daemon.rs"]
 mod daemon;
+#[path = "common/receivers.rs"]
+mod receivers;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -13,6 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use daemon::{holdfast, http_get, wait_for, Agent};
+use receivers::{Api, Receiver};
 use serde_json::Value;
 
 const JOURNAL_REMOTE: &str = "/lib/systemd/systemd-journal-remote";
@@ -355,5 +358,52 @@ fn kill9_at_random_moments_appends_every_entry_exactly_once() {
         .collect();
     seen.sort_unstable();
     assert_eq!(seen, (0..rounds * per_round).collect::<Vec<_>>());
+    a.stop();
+}
+
+/// Under `when_full = "block"` a full log pauses reading (journalctl's pipe
+/// pushes back) and nothing is lost: once the sink drains the log, every
+/// entry arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_log_pauses_reading_and_loses_nothing() {
+    const N: u64 = 400;
+    let es = Receiver::start(Api::Elasticsearch).await;
+    es.refuse();
+    let mut a = Agent::new(&format!(
+        "[log]\nsegment_size = \"64KiB\"\nmax_bytes = \"256KiB\"\nwhen_full = \"block\"\n\
+         compression = \"none\"\nappend_timeout = \"200ms\"\n\n\
+         [sinks.search]\ntype = \"elasticsearch\"\ninputs = [\"journal\"]\nendpoints = [\"http://{}\"]\n\
+         batch_timeout = \"50ms\"\n",
+        es.addr
+    ));
+    let dir = journal_dir(&a);
+    std::fs::write(
+        &a.config,
+        std::fs::read_to_string(&a.config).unwrap() + &config(&dir, "max_entry_bytes = \"16KiB\""),
+    )
+    .unwrap();
+    let pad = "p".repeat(2000);
+    let entries: Vec<_> = (0..N)
+        .map(|n| entry(n, "app.service", 6, format!("entry {n} {pad}").as_bytes()))
+        .collect();
+    write_journal(&dir.join("a.journal"), &entries);
+    a.start();
+    a.wait_ready();
+    wait_for("reading to pause", Duration::from_secs(30), || {
+        a.stderr().contains("journal reading paused").then_some(())
+    });
+    let held = events(&a).len() as u64;
+    assert!(held < N, "the whole journal fit in the log: {held}");
+    es.accept().await;
+    wait_for("every entry delivered", Duration::from_secs(60), || {
+        (es.state().arrivals.len() as u64 == N).then_some(())
+    });
+    let dropped = a.metrics();
+    assert!(
+        !dropped
+            .lines()
+            .any(|l| l.starts_with("holdfast_log_evicted") && !l.ends_with(" 0")),
+        "{dropped}"
+    );
     a.stop();
 }

@@ -323,7 +323,11 @@ mod tests {
             assert_eq!(e.get("MESSAGE").unwrap().len(), 1000 - "MESSAGE".len());
             assert_eq!(e.wire_bytes, 10_001);
         }
-        assert_eq!(entries[0].text("A"), None, "a field past the budget is not kept");
+        assert_eq!(
+            entries[0].text("A"),
+            None,
+            "a field past the budget is not kept"
+        );
         assert_eq!(entries[2].text("MESSAGE"), Some("small"));
         assert!(!entries[2].truncated);
     }
