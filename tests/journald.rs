@@ -407,3 +407,36 @@ async fn a_full_log_pauses_reading_and_loses_nothing() {
     );
     a.stop();
 }
+
+/// `start_at = "end"` skips the journal's history, but remembers where the
+/// end was at once: entries written while the agent is stopped after its
+/// first start are read.
+#[test]
+fn start_at_end_skips_history_but_not_what_is_written_while_stopped() {
+    let mut a = Agent::new("");
+    let dir = journal_dir(&a);
+    let table = format!(
+        "[sources.journal]\ntype = \"journald\"\ndirectory = \"{}\"\n",
+        dir.display()
+    );
+    std::fs::write(
+        &a.config,
+        std::fs::read_to_string(&a.config).unwrap() + &table,
+    )
+    .unwrap();
+    write_journal(&dir.join("a.journal"), &[text(1), text(2)]);
+    a.start();
+    a.wait_ready();
+    let ck = a.data_dir().join("checkpoints/journal/journald.json");
+    wait_for("the first checkpoint", Duration::from_secs(20), || {
+        ck.exists().then_some(())
+    });
+    assert_eq!(a.stop().code(), Some(0));
+    write_journal(&dir.join("a.journal"), &[text(3)]);
+    a.start();
+    a.wait_ready();
+    assert_eq!(bodies_once(&wait_events(&a, 1)), ["entry 3"]);
+    write_journal(&dir.join("a.journal"), &[text(4)]);
+    assert_eq!(bodies_once(&wait_events(&a, 2)), ["entry 3", "entry 4"]);
+    a.stop();
+}
