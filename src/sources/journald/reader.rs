@@ -304,3 +304,44 @@ fn gap(s: &Settings, ck: &Position, first: &Position) {
              entries were never read is not known"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::journald::StartAt;
+
+    #[test]
+    fn options_become_journalctl_arguments() {
+        let opts = JournaldOptions {
+            directory: Some("/j".into()),
+            files: Vec::new(),
+            units: vec!["ssh.service".into()],
+            exclude_units: vec!["cron.service".into()],
+            min_priority: Some(4),
+            matches: vec!["_TRANSPORT=kernel".into()],
+            current_boot_only: true,
+            start_at: StartAt::End,
+            fields: Vec::new(),
+            max_entry_bytes: 1 << 20,
+            checkpoint_dir: "/c".into(),
+        };
+        assert_eq!(
+            args(&opts, &Start::Cursor("s=a;i=1".into())),
+            [
+                "--output=export",
+                "--no-pager",
+                "--directory=/j",
+                "--unit=ssh.service",
+                "--priority=4",
+                "--boot",
+                "--no-tail",
+                "--cursor=s=a;i=1",
+                "_TRANSPORT=kernel",
+            ]
+        );
+        // Excluded units are skipped by the reader, not by journalctl.
+        assert!(!args(&opts, &Start::Beginning)
+            .iter()
+            .any(|a| a.contains("cron")));
+    }
+}
