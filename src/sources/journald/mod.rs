@@ -57,6 +57,8 @@ mod reader;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
@@ -75,8 +77,9 @@ pub const DEFAULT_MAX_ENTRY_BYTES: usize = 2 << 20;
 /// How often acknowledged progress is checkpointed durably (and when the
 /// source stops). Between two, the log holds the progress.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
-/// Batches waiting between the reader thread and the appender.
-const CHANNEL_DEPTH: usize = 2;
+/// Batches waiting between the reader thread and the appender: one, while
+/// the one before it is appended.
+const CHANNEL_DEPTH: usize = 1;
 /// A batch is sent at this many bytes of events.
 const BATCH_BYTES: usize = 1 << 20;
 const RETRY_MIN: Duration = Duration::from_millis(50);
@@ -315,6 +318,7 @@ pub async fn run(ctx: ComponentContext, opts: JournaldOptions) -> anyhow::Result
     let stderr_tail = reader::watch_stderr(&name, stderr);
     info!(source = %name, args = %args.join(" "), "journald source reading the journal");
     let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_DEPTH);
+    let busy = Arc::new(AtomicBool::new(false));
     let lo = ctx.log.options();
     let max_frame = (lo.segment_bytes as usize)
         .min(64 << 20)
@@ -326,6 +330,7 @@ pub async fn run(ctx: ComponentContext, opts: JournaldOptions) -> anyhow::Result
         max_entry: opts.max_entry_bytes.min(max_frame),
         batch_bytes: BATCH_BYTES.min(max_frame / 2),
         metrics: ctx.metrics.clone(),
+        busy: busy.clone(),
     };
     let skip = reader::Skip { through, ids };
     let thread = std::thread::Builder::new()
@@ -333,7 +338,7 @@ pub async fn run(ctx: ComponentContext, opts: JournaldOptions) -> anyhow::Result
         .spawn(move || reader::run(settings, stdout, skip, tx))
         .with_context(|| format!("source {name}: starting the reader thread"))?;
 
-    let ended = append_loop(&ctx, &mut progress, rx).await;
+    let ended = append_loop(&ctx, &mut progress, rx, &busy).await;
     // Stop journalctl (the reader thread then sees the end of the pipe).
     let _ = child.kill();
     let status = tokio::task::spawn_blocking(move || {
@@ -379,6 +384,7 @@ async fn append_loop(
     ctx: &ComponentContext,
     progress: &mut Progress,
     mut rx: tokio::sync::mpsc::Receiver<reader::Msg>,
+    busy: &AtomicBool,
 ) -> Ended {
     let name = &ctx.name;
     let labels = crate::metrics::SourceLabels {
@@ -406,6 +412,7 @@ async fn append_loop(
         if chunk.events == 0 {
             let seq = ctx.log.next_seq();
             progress.acked(chunk.last, seq, chunk.recovering);
+            busy.store(false, Ordering::Release);
             continue;
         }
         let mut wait = RETRY_MIN;
@@ -459,6 +466,7 @@ async fn append_loop(
             None => ctx.log.next_seq(),
         };
         progress.acked(chunk.last, seq, chunk.recovering);
+        busy.store(false, Ordering::Release);
     }
 }
 

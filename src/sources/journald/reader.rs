@@ -9,15 +9,17 @@
 //! with holdfast, even on kill -9 (`PR_SET_PDEATHSIG`), so it never keeps
 //! a journal file open behind a dead agent.
 //!
-//! A batch is sent when it is full or when journalctl has nothing more
-//! ready (an empty buffer and an empty pipe), so a quiet journal's entries
-//! reach the log at once and a busy one's in large appends.
+//! A batch is sent when it is full or as soon as the appender has finished
+//! the previous one (or journalctl is quiet and the appender free), so a
+//! quiet journal's entries reach the log at once and a busy one's in
+//! appends that grow with the time an append takes (one sync per batch).
 
 use std::collections::{HashSet, VecDeque};
 use std::io::{BufRead, BufReader};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -80,6 +82,9 @@ pub fn spawn(program: &str, args: &[String], follow: bool) -> std::io::Result<Ch
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // The signal follows the death of the spawning *thread*: this is called
+    // from the async task (a runtime worker, alive as long as the daemon),
+    // never from a blocking-pool thread that may exit when idle.
     // SAFETY: prctl is async-signal-safe and touches no memory of ours.
     unsafe {
         cmd.pre_exec(|| {
@@ -162,18 +167,28 @@ pub struct Settings {
     /// A batch is sent at this many bytes of events.
     pub batch_bytes: usize,
     pub metrics: Arc<Metrics>,
+    /// Set when a batch is sent, cleared by the appender once it is
+    /// appended: while set, the reader keeps filling the next batch.
+    pub busy: Arc<AtomicBool>,
 }
 
-/// Whether bytes are waiting in the pipe.
-fn readable(fd: i32) -> bool {
+/// Whether bytes are waiting in the pipe (or it was closed) within
+/// `timeout_ms` (-1: as long as it takes).
+fn readable(fd: i32, timeout_ms: i32) -> bool {
     let mut p = libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
     };
-    // SAFETY: one valid pollfd, no timeout.
-    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut p, 1, timeout_ms) != 0 }
 }
+
+/// How long the reader waits for journalctl before it hands over a batch
+/// that is not full, and how many such quiet waits in a row mean that it
+/// has caught up with the journal.
+const QUIET_MS: i32 = 20;
+const CAUGHT_UP_WAITS: u32 = 25;
 
 struct Pending {
     framed: BytesMut,
@@ -206,6 +221,23 @@ pub fn run(s: Settings, out: ChildStdout, mut skip: Skip, tx: mpsc::Sender<Msg>)
     let mut first = true;
     let component = format!("source:{}", s.name);
     let ended = loop {
+        if r.get_ref().buffer().is_empty() {
+            // Nothing parsed is waiting: see whether journalctl is quiet.
+            let mut quiet = 0;
+            let waiting = p.last.is_some() || !skip.ids.is_empty();
+            while !readable(fd, if waiting { QUIET_MS } else { -1 }) {
+                quiet += 1;
+                if quiet == CAUGHT_UP_WAITS {
+                    // Caught up with the journal: found ids not met again
+                    // are gone (vacuumed, or filtered out by a changed
+                    // config) and must not hold the log position back.
+                    skip.ids.clear();
+                }
+                if !s.busy.load(Ordering::Acquire) && !send(&tx, &mut p, &s, &skip) {
+                    return;
+                }
+            }
+        }
         let entry = match r.next_entry() {
             Ok(Some(e)) => e,
             Ok(None) => break None,
@@ -244,28 +276,27 @@ pub fn run(s: Settings, out: ChildStdout, mut skip: Skip, tx: mpsc::Sender<Msg>)
             p.events += 1;
             p.bytes += entry.wire_bytes;
         }
-        let idle = r.get_ref().buffer().is_empty() && !readable(fd);
-        if idle && !skip.ids.is_empty() {
-            // Caught up with the journal: what was not met again is gone
-            // (vacuumed, or filtered out by a changed config).
-            skip.ids.clear();
-        }
+        // A batch goes when it is full (waiting for the appender if need
+        // be: the back-pressure) or as soon as the appender is free: the
+        // batches then grow with the time an append takes (group commit).
         let full = p.framed.len() >= s.batch_bytes || p.events >= 8192;
-        if (full || idle) && !send(&tx, &mut p, &s.name, !skip.ids.is_empty()) {
+        if (full || !s.busy.load(Ordering::Acquire)) && !send(&tx, &mut p, &s, &skip) {
             return;
         }
     };
-    if !send(&tx, &mut p, &s.name, false) {
+    if !send(&tx, &mut p, &s, &skip) {
         return;
     }
     let _ = tx.blocking_send(Msg::Ended(ended));
 }
 
-fn send(tx: &mpsc::Sender<Msg>, p: &mut Pending, name: &str, recovering: bool) -> bool {
+/// Hands the batch to the appender (waiting while one is queued), and marks
+/// the appender busy until it has appended it.
+fn send(tx: &mpsc::Sender<Msg>, p: &mut Pending, s: &Settings, skip: &Skip) -> bool {
     let Some(last) = p.last.take() else {
         return true;
     };
-    let done = std::mem::replace(p, Pending::new(name));
+    let done = std::mem::replace(p, Pending::new(&s.name));
     let chunk = Chunk {
         framed: done.framed.freeze(),
         context: if done.events > 0 {
@@ -276,8 +307,9 @@ fn send(tx: &mpsc::Sender<Msg>, p: &mut Pending, name: &str, recovering: bool) -
         events: done.events,
         bytes: done.bytes,
         last,
-        recovering,
+        recovering: !skip.ids.is_empty(),
     };
+    s.busy.store(true, Ordering::Release);
     tx.blocking_send(Msg::Chunk(chunk)).is_ok()
 }
 
