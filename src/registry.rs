@@ -184,6 +184,8 @@ components! {
         "otlp_http" => OtlpHttp(crate::sources::otlp_http::OtlpHttpSourceSettings),
         /// `type = "journald"`: read the systemd journal.
         "journald" => Journald(crate::sources::journald::JournaldOptions),
+        /// `type = "syslog"`: RFC 5424/3164 over TCP (TLS) or UDP.
+        "syslog" => Syslog(crate::sources::syslog::SyslogSourceSettings),
     }
 }
 

@@ -76,6 +76,8 @@ fn config_parse() {
 #[test]
 fn journald_export() {
     replay("journald_export", checks::journald_export::check);
+fn syslog() {
+    replay("syslog", checks::syslog::check);
 }
 
 /// Writes the generated seeds into `tests/fixtures/fuzz/`: segment and

@@ -1003,3 +1003,76 @@ pub mod journald_export {
         }
     }
 }
+
+// ------------------------------------------------------------------ syslog
+
+pub mod syslog {
+    //! The syslog parser and TCP framing (`holdfast::sources::syslog`)
+    //! over arbitrary bytes: never a panic, parts within bounds, framing
+    //! independent of how the stream is cut into reads.
+
+    use holdfast::sources::syslog::parse::{parse, Format, ParseOptions, TimeZone};
+    use holdfast::sources::syslog::{record, Frame, Framer};
+
+    /// Frames `data` fed in pieces of `step` bytes, with the rest after a
+    /// framing error and what the end of the stream leaves.
+    fn frames(data: &[u8], max: usize, step: usize) -> (Vec<Frame>, bool) {
+        let mut f = Framer::new(max);
+        let mut out = Vec::new();
+        for chunk in data.chunks(step.max(1)) {
+            f.buffer().extend_from_slice(chunk);
+            loop {
+                match f.next_frame() {
+                    Ok(Some(fr)) => out.push(fr),
+                    Ok(None) => break,
+                    Err(_) => {
+                        out.extend(f.rest());
+                        return (out, true);
+                    }
+                }
+            }
+        }
+        out.extend(f.finish());
+        (out, false)
+    }
+
+    pub fn check(data: &[u8]) {
+        let zones = [TimeZone::Utc, TimeZone::Fixed(-9 * 3600 - 1800)];
+        for (i, time_zone) in zones.into_iter().enumerate() {
+            let opts = ParseOptions {
+                time_zone,
+                now_unix: 1_796_191_200 + i as i64 * 200 * 86400,
+            };
+            let p = parse(data, &opts);
+            let range = data.as_ptr_range();
+            assert!(range.contains(&p.message.as_ptr()) || p.message.is_empty());
+            assert!(p.message.len() <= data.len());
+            assert!(p.facility.is_none_or(|f| f <= 23));
+            assert!(p.severity.is_none_or(|s| s <= 7));
+            assert_eq!(p.format == Format::Unparsed, p.error.is_some());
+            if p.format != Format::Rfc5424 {
+                assert!(p.structured_data.is_empty());
+            }
+            assert_eq!(parse(data, &opts), p, "deterministic");
+            let _ = record(&p);
+        }
+
+        let max = 64;
+        let (whole, broke) = frames(data, max, data.len());
+        let (bytewise, broke_bytewise) = frames(data, max, 1);
+        // Only a bad octet count stops the stream, and it is found however
+        // the bytes arrive; up to it, the same frames.
+        assert_eq!(broke, broke_bytewise);
+        if !broke {
+            assert_eq!(whole, bytewise, "framing depends on the reads");
+        }
+        let total: usize = whole.iter().map(|f| f.bytes.len()).sum();
+        assert!(total <= data.len());
+        for f in whole.iter().chain(&bytewise) {
+            assert!(f.bytes.len() <= max, "a frame over max");
+            if let Some(len) = f.original_len {
+                assert!(len > f.bytes.len() || len == 0);
+            }
+        }
+    }
+}

@@ -49,7 +49,7 @@ use process::ProcessCollector;
 pub use sinks::{SinkLabels, SinkMetrics, SinkReasonLabels, SinkStatusLabels};
 pub use sources::{
     FileSourceMetrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels,
-    OtlpSourceMetrics, SourceLabels, SourceMetrics,
+    OtlpSourceMetrics, SourceLabels, SourceMetrics, SyslogReasonLabels, SyslogSourceMetrics,
 };
 
 /// The component a series is about: `source="<name>"` or `sink="<name>"`,
@@ -114,6 +114,8 @@ families! {
         pub otlp: Arc<OtlpSourceMetrics>;
         /// The `file` sources' files, lines, rotations and errors.
         pub file_sources: Arc<FileSourceMetrics>;
+        /// The `syslog` sources' parse errors, cut messages and connection errors.
+        pub syslog: Arc<SyslogSourceMetrics>;
         pub sinks: Arc<SinkMetrics>;
         // Every event lost for a reason other than log eviction (which the log counts per
         // consumer): a full output directory, a record too large to store, …

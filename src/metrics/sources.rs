@@ -116,3 +116,27 @@ families! {
         pub checkpoint_errors: Family<SourceLabels, Counter> = "holdfast_file_source_checkpoint_errors";
     }
 }
+
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SyslogReasonLabels {
+    pub source: String,
+    pub reason: String,
+}
+
+/// Every `reason` of `holdfast_syslog_connection_errors_total`: why
+/// `src/sources/syslog/tcp.rs` ended a connection early.
+pub const SYSLOG_CONNECTION_ERRORS: [&str; 4] = ["idle_timeout", "bad_frame", "tls", "read"];
+/// Every `reason` a `syslog` source drops events for.
+pub const SYSLOG_DROP_REASONS: &[&str] = &["log_full", "log_error", "too_large"];
+
+families! {
+    /// Per-source figures of `syslog` sources (`src/sources/syslog/`).
+    pub struct SyslogSourceMetrics {
+        /// Syslog messages that did not parse, kept whole with syslog.parse_error
+        pub parse_errors: Family<SourceLabels, Counter> = "holdfast_syslog_parse_errors";
+        /// Syslog messages cut at max_message_size and marked log.record.truncated
+        pub truncated: Family<SourceLabels, Counter> = "holdfast_syslog_truncated_messages";
+        /// Syslog TCP connections ended by holdfast, by reason (idle_timeout, bad_frame, tls, read)
+        pub connection_errors: Family<SyslogReasonLabels, Counter> = "holdfast_syslog_connection_errors";
+    }
+}

@@ -12,7 +12,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use super::sinks::{SinkMetrics, REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
-use super::sources::{FileSourceMetrics, OTLP_REJECT_REASONS, SIGNALS};
+use super::sources::{
+    FileSourceMetrics, OTLP_REJECT_REASONS, SIGNALS, SYSLOG_CONNECTION_ERRORS, SYSLOG_DROP_REASONS,
+};
 use super::{
     ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
     SinkStatusLabels, SourceLabels, FILE_SINK_DROP_REASONS, FILE_SOURCE_DROP_REASONS,
@@ -93,6 +95,20 @@ impl Metrics {
                     };
                     zero(&[&self.otlp.rejected], &labels);
                 }
+            }
+            "syslog" => {
+                zero(
+                    &[&self.syslog.parse_errors, &self.syslog.truncated],
+                    &labels,
+                );
+                for reason in SYSLOG_CONNECTION_ERRORS {
+                    let labels = super::SyslogReasonLabels {
+                        source: name.to_string(),
+                        reason: reason.to_string(),
+                    };
+                    zero(&[&self.syslog.connection_errors], &labels);
+                }
+                self.declare_drops(&component, SYSLOG_DROP_REASONS);
             }
             _ => {}
         }

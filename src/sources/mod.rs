@@ -10,6 +10,8 @@ append is durable.
   only once a request's records are durable.
 * [`journald`] — the systemd journal through `journalctl`, its cursor
   checkpointed only after the append is durable, each entry once.
+* [`syslog`] — RFC 5424 and RFC 3164 over TCP (TLS) or UDP; TCP is read only
+  as fast as appends complete.
 
 Each source's folder holds its own table (`config.rs`: raw keys, check,
 description); `crate::registry` lists the types.
@@ -27,3 +29,4 @@ pub const WRITE_FORMAT_2: bool = true;
 pub mod file;
 pub mod journald;
 pub mod otlp_http;
+pub mod syslog;

@@ -47,6 +47,18 @@ pub struct TlsSettings {
     pub key_file: PathBuf,
 }
 
+impl TlsSettings {
+    /// Its line in `holdfast check` (every source that serves TLS).
+    pub(crate) fn describe(&self, out: &mut String) -> fmt::Result {
+        writeln!(
+            out,
+            "    TLS with certificate {} and key {}",
+            self.cert_file.display(),
+            self.key_file.display()
+        )
+    }
+}
+
 /// Defaults of an OTLP/HTTP source.
 mod otlp_defaults {
     use super::*;
@@ -85,7 +97,7 @@ struct RawOtlpHttpSource {
 /// `tls.*`, as written: both or neither.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a table with cert_file and key_file")]
-struct RawTls {
+pub(crate) struct RawTls {
     cert_file: Option<Spanned<String>>,
     key_file: Option<Spanned<String>>,
 }
@@ -147,39 +159,7 @@ impl RawOtlpHttpSource {
             );
         }
         let bearer_token_file = cx.path(&key("bearer_token_file"), self.bearer_token_file.as_ref());
-        let tls = self.tls.as_ref().and_then(|tls| {
-            let tkey = key("tls");
-            let raw = tls.get_ref();
-            let cert = cx.path(&format!("{tkey}.cert_file"), raw.cert_file.as_ref());
-            let keyf = cx.path(&format!("{tkey}.key_file"), raw.key_file.as_ref());
-            match (&raw.cert_file, &raw.key_file) {
-                (Some(_), Some(_)) => Some(TlsSettings {
-                    cert_file: cert?,
-                    key_file: keyf?,
-                }),
-                (Some(present), None) | (None, Some(present)) => {
-                    let (set, missing) = if raw.cert_file.is_some() { ("cert_file", "key_file") } else { ("key_file", "cert_file") };
-                    cx.error(
-                        Some(present.span()),
-                        &format!("{tkey}.{set}"),
-                        format!(
-                            "tls.{set} is set but tls.{missing} is not: TLS needs both the \
-                             certificate chain and its private key (PEM files); set \
-                             tls.{missing}, or remove tls to serve plain HTTP"
-                        ),
-                    );
-                    None
-                }
-                (None, None) => {
-                    cx.error(
-                        Some(tls.span()),
-                        &tkey,
-                        "tls is empty: set tls.cert_file and tls.key_file, or remove tls to serve plain HTTP",
-                    );
-                    None
-                }
-            }
-        });
+        let tls = check_tls(cx, &key("tls"), self.tls.as_ref());
         if !listen.ip().is_loopback() {
             let problem = match (bearer_token_file.is_some(), tls.is_some()) {
                 (false, false) => Some(
@@ -218,6 +198,65 @@ impl RawOtlpHttpSource {
     }
 }
 
+/// Checks a `tls` table (`tkey` is its full key): both files or an error.
+/// Shared by the sources that serve TLS.
+pub(crate) fn check_tls(
+    cx: &mut Checker<'_>,
+    tkey: &str,
+    tls: Option<&Spanned<RawTls>>,
+) -> Option<TlsSettings> {
+    tls.and_then(|tls| {
+        let raw = tls.get_ref();
+        let cert = cx.path(&format!("{tkey}.cert_file"), raw.cert_file.as_ref());
+        let keyf = cx.path(&format!("{tkey}.key_file"), raw.key_file.as_ref());
+        match (&raw.cert_file, &raw.key_file) {
+            (Some(_), Some(_)) => Some(TlsSettings {
+                cert_file: cert?,
+                key_file: keyf?,
+            }),
+            (Some(present), None) | (None, Some(present)) => {
+                let (set, missing) = if raw.cert_file.is_some() { ("cert_file", "key_file") } else { ("key_file", "cert_file") };
+                cx.error(
+                    Some(present.span()),
+                    &format!("{tkey}.{set}"),
+                    format!(
+                        "tls.{set} is set but tls.{missing} is not: TLS needs both the \
+                         certificate chain and its private key (PEM files); set \
+                         tls.{missing}, or remove tls to serve without TLS"
+                    ),
+                );
+                None
+            }
+            (None, None) => {
+                cx.error(
+                    Some(tls.span()),
+                    tkey,
+                    "tls is empty: set tls.cert_file and tls.key_file, or remove tls to serve without TLS",
+                );
+                None
+            }
+        }
+    })
+}
+
+/// The checks of TLS files that need the machine, `prefix` being the
+/// source's key (`sources.<name>`). Shared by the sources that serve TLS.
+pub(crate) fn check_tls_environment(env: &mut Env<'_>, prefix: &str, tls: &TlsSettings) {
+    let key = |k: &str| format!("{prefix}.{k}");
+    let cert = env.pem_file(&key("tls.cert_file"), &tls.cert_file, "CERTIFICATE");
+    let private = env.pem_file(&key("tls.key_file"), &tls.key_file, "PRIVATE KEY");
+    if private {
+        env.secret_file(&key("tls.key_file"), &tls.key_file, "private key");
+    }
+    // What `run` does with them, so that a file that only looks like PEM,
+    // or a key that does not fit the certificate, is found before start.
+    if cert && private {
+        if let Err(e) = super::tls::acceptor(tls) {
+            env.push(Severity::Error, &key("tls.cert_file"), format!("{e:#}"));
+        }
+    }
+}
+
 impl Source for OtlpHttpSourceSettings {
     fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>, _env: &SourceEnv<'_>) -> Option<Self> {
         cx.deserialize::<RawOtlpHttpSource>(&t.key, t.value)
@@ -246,12 +285,7 @@ impl Source for OtlpHttpSourceSettings {
             None => writeln!(out, "    no authentication")?,
         }
         if let Some(tls) = &o.tls {
-            writeln!(
-                out,
-                "    TLS with certificate {} and key {}",
-                tls.cert_file.display(),
-                tls.key_file.display()
-            )?;
+            tls.describe(out)?;
         }
         Ok(())
     }
@@ -268,19 +302,7 @@ impl Source for OtlpHttpSourceSettings {
             env.secret_file(&key("bearer_token_file"), p, "token");
         }
         if let Some(tls) = &o.tls {
-            let cert = env.pem_file(&key("tls.cert_file"), &tls.cert_file, "CERTIFICATE");
-            let private = env.pem_file(&key("tls.key_file"), &tls.key_file, "PRIVATE KEY");
-            if private {
-                env.secret_file(&key("tls.key_file"), &tls.key_file, "private key");
-            }
-            // What `run` does with them, so that a file that only
-            // looks like PEM, or a key that does not fit the
-            // certificate, is found before start.
-            if cert && private {
-                if let Err(e) = super::tls::acceptor(tls) {
-                    env.push(Severity::Error, &key("tls.cert_file"), format!("{e:#}"));
-                }
-            }
+            check_tls_environment(env, &format!("sources.{name}"), tls);
         }
     }
 

@@ -100,6 +100,7 @@ use crate::metrics::Metrics;
 use crate::registry::ComponentContext;
 use crate::seglog::Log;
 
+pub(crate) use config::{check_tls, check_tls_environment, RawTls};
 pub use config::{OtlpHttpSourceSettings, TlsSettings};
 pub use decode::data_points;
 

@@ -1,0 +1,188 @@
+//! Syslog source benchmark: RFC 3164 and RFC 5424 lines over 4 TCP
+//! connections into a log with `fsync = "always"`.
+//!
+//! ```text
+//! cargo bench --bench syslog                          # full run
+//! HOLDFAST_BENCH_QUICK=1 cargo bench --bench syslog   # smoke run, seconds
+//! HOLDFAST_BENCH_DIR=/data/tmp cargo bench --bench syslog
+//! ```
+//!
+//! Not a pass/fail test: it prints one line per scenario. The source runs
+//! as in the daemon (`sources::syslog::run`) on a 2-worker tokio runtime;
+//! the 4 senders are plain threads in this process writing pre-built bytes
+//! (newline framing for 3164, octet counting for 5424), so their cost is
+//! the kernel's. Reported: lines/s from the first byte sent to the last
+//! line durable, CPU seconds per million lines (whole process), and peak
+//! RSS (VmHWM, reset before each scenario).
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use holdfast::metrics::Metrics;
+use holdfast::registry::ComponentContext;
+use holdfast::seglog::{FsyncPolicy, Log, LogOptions, WhenFull};
+use holdfast::sources::syslog::parse::TimeZone;
+use holdfast::sources::syslog::{SyslogSourceSettings, Transport};
+use tokio_util::sync::CancellationToken;
+
+const CONNECTIONS: usize = 4;
+const TARGET_LINES_PER_S: f64 = 200_000.0;
+
+fn quick() -> bool {
+    std::env::var("HOLDFAST_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+fn cpu_seconds() -> f64 {
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct we own.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
+    assert_eq!(rc, 0);
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(r.ru_utime) + t(r.ru_stime)
+}
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// The bytes one connection sends: `lines` messages of about 150 bytes.
+fn stream(rfc5424: bool, conn: usize, lines: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(lines * 180);
+    for i in 0..lines {
+        if rfc5424 {
+            let m = format!(
+                "<165>1 2026-12-02T05:30:{:02}.{:06}Z sw{conn}.site.example sshd {} ID47 \
+                 [meta@32473 seq=\"{i}\"] Accepted publickey for admin from 10.1.{}.{} port {}",
+                i % 60,
+                i % 1_000_000,
+                1000 + i % 5000,
+                i % 250,
+                i % 200,
+                40000 + i % 20000
+            );
+            write!(out, "{} {m}", m.len()).unwrap();
+        } else {
+            writeln!(
+                out,
+                "<38>Dec  2 05:30:{:02} sw{conn} sshd[{}]: Accepted publickey for admin from \
+                 10.1.{}.{} port {} ssh2: ED25519 SHA256:Yx3k9 line {i}",
+                i % 60,
+                1000 + i % 5000,
+                i % 250,
+                i % 200,
+                40000 + i % 20000
+            )
+            .unwrap();
+        }
+    }
+    out
+}
+
+fn scenario(rt: &tokio::runtime::Runtime, root: &std::path::Path, rfc5424: bool, per_conn: usize) {
+    let name = if rfc5424 {
+        "rfc5424 octet-counted"
+    } else {
+        "rfc3164 newline"
+    };
+    let dir = tempfile::tempdir_in(root).unwrap();
+    let log = Log::open(
+        dir.path().join("log"),
+        LogOptions {
+            segment_bytes: 64 << 20,
+            max_bytes: 64 << 30,
+            fsync: FsyncPolicy::Always,
+            when_full: WhenFull::Block,
+            ..LogOptions::default()
+        },
+    )
+    .unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let opts = SyslogSourceSettings {
+        mode: Transport::Tcp,
+        listen,
+        max_connections: NonZeroUsize::new(64).unwrap(),
+        max_message_size: 64 << 10,
+        idle_timeout: Duration::from_secs(600),
+        time_zone: TimeZone::Utc,
+        tls: None,
+    };
+    let streams: Vec<Vec<u8>> = (0..CONNECTIONS)
+        .map(|c| stream(rfc5424, c, per_conn))
+        .collect();
+    let bytes: usize = streams.iter().map(Vec::len).sum();
+    let total = (CONNECTIONS * per_conn) as u64;
+    let stop = CancellationToken::new();
+    let metrics = Arc::new(Metrics::new(None));
+    let ctx = ComponentContext::new("bench".into(), log.clone(), metrics, stop.clone());
+    let task = rt.spawn(holdfast::sources::syslog::run(ctx, opts));
+    // Connect once the listener is up.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(listen).is_err() {
+        assert!(Instant::now() < deadline, "the source did not listen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let cpu0 = cpu_seconds();
+    let start = Instant::now();
+    let senders: Vec<_> = streams
+        .into_iter()
+        .map(|s| {
+            std::thread::spawn(move || {
+                let mut c = TcpStream::connect(listen).unwrap();
+                c.write_all(&s).unwrap();
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    while log.next_seq() < total {
+        assert!(start.elapsed() < Duration::from_secs(600), "lines missing");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
+    let rss = peak_rss_mib();
+    stop.cancel();
+    rt.block_on(task).unwrap().unwrap();
+    log.close_blocking().unwrap();
+    let rate = total as f64 / secs;
+    println!(
+        "{name:<24} {total:>9} lines {:>7.1} MiB  {rate:>10.0} lines/s ({})  {:>6.2} CPU s per million lines  peak RSS {rss:.1} MiB",
+        bytes as f64 / (1 << 20) as f64,
+        if rate >= TARGET_LINES_PER_S { "≥ 200k target" } else { "below the 200k target" },
+        cpu / total as f64 * 1e6,
+    );
+}
+
+fn main() {
+    let root = std::env::var_os("HOLDFAST_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let per_conn = if quick() { 20_000 } else { 500_000 };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    println!(
+        "syslog source, {CONNECTIONS} TCP connections, fsync = always, {} lines each",
+        per_conn
+    );
+    for rfc5424 in [false, true] {
+        scenario(&rt, &root, rfc5424, per_conn);
+    }
+}

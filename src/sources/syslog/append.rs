@@ -1,0 +1,187 @@
+//! Appending a connection's or a socket's batches, and what the source
+//! counts about them. TCP waits for room (that is its back-pressure); UDP
+//! cannot, and counts what a full log refused.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus_client::metrics::counter::Counter;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, warn};
+
+use super::mapping::Pending;
+use super::parse::ParseOptions;
+use super::SyslogSourceSettings;
+use crate::metrics::{Metrics, SourceLabels, SyslogReasonLabels};
+use crate::registry::ComponentContext;
+use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
+use crate::seglog::{Log, LogError};
+
+/// How long a TCP append waits for room before it tries again (and
+/// checks for shutdown).
+const APPEND_WAIT: Duration = Duration::from_secs(1);
+/// How long after a failed write (disk full) the next try waits.
+const ERROR_BACKOFF: Duration = Duration::from_secs(1);
+/// At most one warning per source about a full or failing log this often.
+const WARN_EVERY_MS: u64 = 10_000;
+
+/// What to do when the log has no room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WhenNoRoom {
+    /// Keep the batch and try again (TCP: the sender waits).
+    Wait,
+    /// Count the batch as lost (UDP).
+    Drop,
+}
+
+pub(super) struct Appender {
+    pub name: String,
+    component: String,
+    log: Log,
+    metrics: Arc<Metrics>,
+    events: Counter,
+    bytes: Counter,
+    parse_errors: Counter,
+    truncated: Counter,
+    parse: ParseOptions,
+    /// A batch is appended once its events take this many bytes.
+    pub batch_bytes: usize,
+    last_warning_ms: AtomicU64,
+}
+
+impl Appender {
+    pub fn new(ctx: &ComponentContext, opts: &SyslogSourceSettings) -> Appender {
+        let labels = SourceLabels {
+            source: ctx.name.clone(),
+        };
+        let m = &ctx.metrics;
+        // What one append may carry (see `seglog::Log::append`), halved so
+        // that a batch plus one more message of `max_message_size` fits.
+        let max_append = (ctx.log.options().segment_bytes as usize)
+            .saturating_sub(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN)
+            .min(MAX_FRAME_PAYLOAD)
+            .saturating_sub(crate::seglog::block::BLOCK_HEADER_LEN + 4);
+        Appender {
+            name: ctx.name.clone(),
+            component: format!("source:{}", ctx.name),
+            log: ctx.log.clone(),
+            metrics: ctx.metrics.clone(),
+            events: m.sources.events.get_or_create(&labels).clone(),
+            bytes: m.sources.bytes.get_or_create(&labels).clone(),
+            parse_errors: m.syslog.parse_errors.get_or_create(&labels).clone(),
+            truncated: m.syslog.truncated.get_or_create(&labels).clone(),
+            parse: ParseOptions {
+                time_zone: opts.time_zone,
+                now_unix: 0,
+            },
+            batch_bytes: (max_append / 2).clamp(4 << 10, 1 << 20),
+            last_warning_ms: AtomicU64::new(0),
+        }
+    }
+
+    pub fn pending(&self) -> Pending {
+        Pending::new(&self.name, self.parse)
+    }
+
+    pub fn connection_error(&self, reason: &str) {
+        self.metrics
+            .syslog
+            .connection_errors
+            .get_or_create(&SyslogReasonLabels {
+                source: self.name.clone(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// Appends what `p` holds (nothing if it is empty). Returns once the
+    /// batch is durable, or counted as lost; with [`WhenNoRoom::Wait`] it
+    /// gives up only when `stop` is cancelled.
+    pub async fn flush(&self, p: &mut Pending, when: WhenNoRoom, stop: &CancellationToken) {
+        if p.is_empty() {
+            return;
+        }
+        self.parse_errors
+            .inc_by(std::mem::take(&mut p.parse_errors));
+        self.truncated.inc_by(std::mem::take(&mut p.truncated));
+        let ready = p.take();
+        let n = u64::from(ready.count);
+        let wait = match when {
+            WhenNoRoom::Wait => APPEND_WAIT,
+            WhenNoRoom::Drop => Duration::ZERO,
+        };
+        loop {
+            match self.log.append_timeout(ready.batch(), wait).await {
+                Ok(_) => {
+                    self.events.inc_by(n);
+                    self.bytes.inc_by(ready.event_bytes());
+                    return;
+                }
+                Err(LogError::Full { .. }) if when == WhenNoRoom::Wait && !stop.is_cancelled() => {
+                    if self.may_warn() {
+                        warn!(source = %self.name,
+                            "the log is full (when_full = \"block\"): syslog connections are not \
+                             read until sinks free space");
+                    }
+                }
+                Err(LogError::Full { .. }) => {
+                    self.lose("log_full", n);
+                    return;
+                }
+                Err(e @ LogError::TooLarge { .. }) => {
+                    error!(source = %self.name, error = %e, events = n,
+                        "syslog messages too large for one append are dropped; raise \
+                         log.segment_size or lower max_message_size");
+                    self.lose("too_large", n);
+                    return;
+                }
+                Err(LogError::Closed) => {
+                    self.lose("log_error", n);
+                    return;
+                }
+                Err(e) => {
+                    if self.may_warn() {
+                        error!(source = %self.name, error = %e,
+                            "cannot append syslog messages to the log");
+                    }
+                    if when == WhenNoRoom::Drop {
+                        self.lose("log_error", n);
+                        return;
+                    }
+                    tokio::select! {
+                        _ = stop.cancelled() => {
+                            self.lose("log_error", n);
+                            return;
+                        }
+                        _ = tokio::time::sleep(ERROR_BACKOFF) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn lose(&self, reason: &str, n: u64) {
+        self.metrics.drop_events(&self.component, reason, n);
+    }
+
+    fn may_warn(&self) -> bool {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_millis() as u64)
+            .max(1);
+        let then = self.last_warning_ms.load(Ordering::Relaxed);
+        now.saturating_sub(then) >= WARN_EVERY_MS
+            && self
+                .last_warning_ms
+                .compare_exchange(then, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+}
+
+/// Now, unix nanoseconds.
+pub(super) fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}

@@ -1,0 +1,231 @@
+//! `[sources.<name>]` with `type = "syslog"`: the settings the listener
+//! runs with, the table as written, its check and its lines in
+//! `holdfast check`.
+
+use std::fmt::{self, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::parse::TimeZone;
+use crate::config::check::{Checker, NamedTable};
+use crate::config::environment::Env;
+use crate::config::units::{format_duration, format_size, Count, Dur, Size};
+use crate::config::SourceEnv;
+use crate::registry::{ComponentContext, Run, Source};
+use crate::sources::otlp_http::{check_tls, check_tls_environment, RawTls, TlsSettings};
+
+/// The transport a syslog source listens on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+        }
+    }
+}
+
+/// `type = "syslog"`: RFC 5424 and RFC 3164 over TCP (optionally TLS) or UDP.
+#[derive(Debug, Clone)]
+pub struct SyslogSourceSettings {
+    pub mode: Transport,
+    /// Address to listen on; port 0 picks a free port (for tests).
+    pub listen: SocketAddr,
+    /// TCP connections served at once; more wait in the kernel's backlog.
+    pub max_connections: NonZeroUsize,
+    /// Longest message kept whole; longer ones keep their start.
+    pub max_message_size: usize,
+    /// A TCP connection that sends nothing for this long is closed.
+    pub idle_timeout: Duration,
+    /// The zone of RFC 3164 timestamps.
+    pub time_zone: TimeZone,
+    /// TCP only: serve TLS (RFC 5425) with this certificate and key.
+    pub tls: Option<TlsSettings>,
+}
+
+mod syslog_defaults {
+    use super::*;
+    pub const LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 5514));
+    pub const MAX_CONNECTIONS: u64 = 256;
+    pub const MAX_MESSAGE_SIZE: u64 = 64 << 10;
+    pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+}
+
+/// `[sources.<name>]` with `type = "syslog"`, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSyslogSource {
+    /// `"syslog"` (already read to choose this struct).
+    #[serde(rename = "type")]
+    _type: IgnoredAny,
+    /// `"tcp"` (default) or `"udp"`.
+    mode: Option<Spanned<String>>,
+    /// Default `"127.0.0.1:5514"`.
+    listen: Option<Spanned<String>>,
+    /// Default 256; 1 to 65536. TCP only.
+    max_connections: Option<Spanned<Count>>,
+    /// Default `"64KiB"`; 480 bytes (RFC 3164's smallest) to 1 MiB.
+    max_message_size: Option<Spanned<Size>>,
+    /// Default `"10m"`. TCP only.
+    idle_timeout: Option<Spanned<Dur>>,
+    /// Default `"local"`; `"UTC"` or an offset like `"+02:00"`.
+    time_zone: Option<Spanned<String>>,
+    /// Default: absent, plain TCP. TCP only.
+    tls: Option<Spanned<RawTls>>,
+}
+
+impl RawSyslogSource {
+    fn check(self, cx: &mut Checker<'_>, t: &NamedTable<'_>) -> SyslogSourceSettings {
+        use syslog_defaults as d;
+        let key = |k: &str| format!("{}.{k}", t.key);
+        let mode = match self.mode.as_ref().map(|m| (m.get_ref().as_str(), m)) {
+            None | Some(("tcp", _)) => Transport::Tcp,
+            Some(("udp", _)) => Transport::Udp,
+            Some((other, m)) => {
+                cx.error(
+                    Some(m.span()),
+                    &key("mode"),
+                    format!("unknown mode {other:?}: write \"tcp\" or \"udp\""),
+                );
+                Transport::Tcp
+            }
+        };
+        let listen = cx.listen(&key("listen"), self.listen.as_ref(), d::LISTEN);
+        let max_connections = cx.count(
+            &key("max_connections"),
+            self.max_connections.as_ref(),
+            d::MAX_CONNECTIONS,
+            1..=65536,
+        );
+        let max_connections =
+            NonZeroUsize::new(max_connections as usize).unwrap_or(NonZeroUsize::MIN);
+        let max_message_size = cx.size(
+            &key("max_message_size"),
+            self.max_message_size.as_ref(),
+            d::MAX_MESSAGE_SIZE,
+            480,
+            1 << 20,
+        ) as usize;
+        let idle_timeout = cx.duration(
+            &key("idle_timeout"),
+            self.idle_timeout.as_ref(),
+            d::IDLE_TIMEOUT,
+            Some("every connection would be closed at once"),
+        );
+        let time_zone = match &self.time_zone {
+            None => TimeZone::Local,
+            Some(v) => TimeZone::parse(v.get_ref()).unwrap_or_else(|| {
+                cx.error(
+                    Some(v.span()),
+                    &key("time_zone"),
+                    format!(
+                        "unknown time zone {:?}: write \"local\" (this machine's zone), \"UTC\" \
+                         or a fixed offset like \"+02:00\"",
+                        v.get_ref()
+                    ),
+                );
+                TimeZone::Local
+            }),
+        };
+        let tls = check_tls(cx, &key("tls"), self.tls.as_ref());
+        if mode == Transport::Udp {
+            for (name, span) in [
+                ("tls", self.tls.as_ref().map(|v| v.span())),
+                (
+                    "max_connections",
+                    self.max_connections.as_ref().map(|v| v.span()),
+                ),
+                ("idle_timeout", self.idle_timeout.as_ref().map(|v| v.span())),
+            ] {
+                if let Some(span) = span {
+                    cx.error(
+                        Some(span),
+                        &key(name),
+                        format!(
+                            "applies to mode = \"tcp\" only: UDP has no connections; remove \
+                             {name}, or set mode = \"tcp\""
+                        ),
+                    );
+                }
+            }
+        }
+        SyslogSourceSettings {
+            mode,
+            listen,
+            max_connections,
+            max_message_size,
+            idle_timeout,
+            time_zone,
+            tls,
+        }
+    }
+}
+
+impl Source for SyslogSourceSettings {
+    fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>, _env: &SourceEnv<'_>) -> Option<Self> {
+        cx.deserialize::<RawSyslogSource>(&t.key, t.value)
+            .map(|raw| raw.check(cx, t))
+    }
+
+    fn describe(&self, out: &mut String) -> fmt::Result {
+        let o = self;
+        let how = match (o.mode, &o.tls) {
+            (Transport::Udp, _) => "UDP",
+            (Transport::Tcp, None) => "TCP",
+            (Transport::Tcp, Some(_)) => "TCP with TLS",
+        };
+        writeln!(
+            out,
+            "    receives syslog (RFC 5424 and RFC 3164) over {how} on {}",
+            o.listen
+        )?;
+        writeln!(
+            out,
+            "    messages up to {} (longer ones keep their start); RFC 3164 times in zone {}",
+            format_size(o.max_message_size as u64),
+            o.time_zone
+        )?;
+        if o.mode == Transport::Tcp {
+            writeln!(
+                out,
+                "    at most {} connections; idle ones closed after {}",
+                o.max_connections,
+                format_duration(o.idle_timeout)
+            )?;
+        }
+        if let Some(tls) = &o.tls {
+            tls.describe(out)?;
+        }
+        Ok(())
+    }
+
+    fn run(&self, ctx: &ComponentContext) -> Run {
+        Box::pin(super::run(ctx.clone(), self.clone()))
+    }
+
+    fn check_environment(&self, name: &str, env: &mut Env<'_>) {
+        let prefix = format!("sources.{name}");
+        if self.mode == Transport::Tcp {
+            env.bindable(&format!("{prefix}.listen"), self.listen);
+        }
+        if let Some(tls) = &self.tls {
+            check_tls_environment(env, &prefix, tls);
+        }
+    }
+
+    fn listen(&self) -> Option<SocketAddr> {
+        // Only one TCP listener may hold a port; a UDP socket on the same
+        // number is another port.
+        (self.mode == Transport::Tcp).then_some(self.listen)
+    }
+}
