@@ -47,6 +47,7 @@ impl Entry {
         self.get(name).and_then(|v| std::str::from_utf8(v).ok())
     }
 
+    #[cfg(test)]
     fn stored(&self) -> usize {
         self.fields.iter().map(|(n, v)| n.len() + v.len()).sum()
     }
@@ -72,7 +73,16 @@ pub struct ExportReader<R> {
     max_entry: usize,
     /// Bytes consumed so far, for error messages.
     offset: u64,
+    /// Emptied fields of recycled entries: their buffers are filled again
+    /// instead of two allocations per field of every entry.
+    spare: Vec<(String, Vec<u8>)>,
+    spare_list: Vec<(String, Vec<u8>)>,
 }
+
+/// Recycled fields kept, and the largest value buffer kept: a bound on
+/// what the spare buffers hold (a 2 MiB message is not kept around).
+const SPARE_FIELDS: usize = 64;
+const SPARE_VALUE_BYTES: usize = 16 << 10;
 
 /// How a value ended.
 enum End {
@@ -86,6 +96,22 @@ impl<R: BufRead> ExportReader<R> {
             r,
             max_entry,
             offset: 0,
+            spare: Vec::new(),
+            spare_list: Vec::new(),
+        }
+    }
+
+    /// Gives `e`'s buffers back for the next entries.
+    pub fn recycle(&mut self, mut e: Entry) {
+        for (mut n, mut v) in e.fields.drain(..) {
+            if self.spare.len() < SPARE_FIELDS && v.capacity() <= SPARE_VALUE_BYTES {
+                n.clear();
+                v.clear();
+                self.spare.push((n, v));
+            }
+        }
+        if self.spare_list.capacity() < e.fields.capacity() {
+            self.spare_list = e.fields;
         }
     }
 
@@ -96,9 +122,15 @@ impl<R: BufRead> ExportReader<R> {
 
     /// The next entry, or `None` at the end of the stream between entries.
     pub fn next_entry(&mut self) -> Result<Option<Entry>, ExportError> {
-        let mut e = Entry::default();
+        let mut e = Entry {
+            fields: std::mem::take(&mut self.spare_list),
+            ..Entry::default()
+        };
+        // What `e.stored()` would say, kept as the fields come.
+        let mut stored = 0usize;
         loop {
-            let mut name = Vec::with_capacity(32);
+            let (name, mut value) = self.spare.pop().unwrap_or_default();
+            let mut name = name.into_bytes();
             // A name ends at '=' (text value) or '\n' (binary value, or an
             // empty line).
             let (end, sep) = self.read_name(&mut name)?;
@@ -111,6 +143,7 @@ impl<R: BufRead> ExportReader<R> {
                 });
             }
             if name.is_empty() && sep == b'\n' {
+                self.spare.push((String::new(), value));
                 if e.fields.is_empty() {
                     // Blank lines between entries carry nothing.
                     continue;
@@ -121,9 +154,8 @@ impl<R: BufRead> ExportReader<R> {
                 String::from_utf8(name).map_err(|_| self.syntax("a field name is not text"))?;
             // A name that does not fit is not kept either: many empty
             // fields must not grow the entry past its budget.
-            let fits = e.stored() + name.len() <= self.max_entry;
-            let room = self.max_entry.saturating_sub(e.stored() + name.len());
-            let mut value = Vec::new();
+            let fits = stored + name.len() <= self.max_entry;
+            let room = self.max_entry.saturating_sub(stored + name.len());
             let (wire, cut) = if sep == b'=' {
                 let (n, end) = self.read_text(&mut value, room)?;
                 if matches!(end, End::Eof) {
@@ -139,7 +171,13 @@ impl<R: BufRead> ExportReader<R> {
             e.wire_bytes += wire;
             e.truncated |= cut || !fits;
             if fits {
+                stored += name.len() + value.len();
                 e.fields.push((name, value));
+            } else {
+                let mut name = name;
+                name.clear();
+                value.clear();
+                self.spare.push((name, value));
             }
         }
     }

@@ -18,6 +18,7 @@
 //! stored in the event (16 bytes) because, unlike a file line's, it cannot
 //! be derived from the batch.
 
+use bytes::{BufMut, BytesMut};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::resource::v1::Resource;
@@ -37,6 +38,19 @@ pub const DEFAULT_FIELDS: [&str; 5] = [
     "_PID",
     "_COMM",
     "_BOOT_ID",
+];
+
+/// The fields [`map`] reads besides the attributes ([`DEFAULT_FIELDS`] and
+/// configured `fields`): with those, what journalctl is asked to send.
+pub const READ_FIELDS: [&str; 8] = [
+    "__CURSOR",
+    "__REALTIME_TIMESTAMP",
+    "__MONOTONIC_TIMESTAMP",
+    "__SEQNUM_ID",
+    "__SEQNUM",
+    "MESSAGE",
+    "PRIORITY",
+    "_HOSTNAME",
 ];
 
 /// Where an entry is in the journal.
@@ -216,8 +230,10 @@ impl BatchEncoder {
         }
     }
 
-    /// The event bytes of `m` (its group is chosen here).
-    pub fn encode(&mut self, m: Mapped) -> Vec<u8> {
+    /// Appends `m`'s event to `out`, framed (its length, then its bytes),
+    /// as [`Batch::from_framed`](crate::seglog::Batch::from_framed) takes
+    /// it; its group is chosen here.
+    pub fn encode_into(&mut self, m: Mapped, out: &mut BytesMut) {
         let group = match self.hosts.iter().position(|h| *h == m.host) {
             Some(g) => g,
             None => {
@@ -225,13 +241,17 @@ impl BatchEncoder {
                 self.hosts.len() - 1
             }
         };
-        Envelope {
+        let ev = Envelope {
             id: m.id.0.to_vec(),
             record: Some(Record::Log(m.record)),
             group: group as u32,
             ..Default::default()
-        }
-        .encode_to_vec()
+        };
+        let len = ev.encoded_len();
+        out.reserve(4 + len);
+        out.put_u32_le(len as u32);
+        // Cannot fail: the room was reserved.
+        let _ = ev.encode(out);
     }
 
     /// The batch's context, once every event is encoded.
@@ -319,9 +339,12 @@ mod tests {
         assert_ne!(map(&other, &[]).unwrap().id, id);
 
         let mut enc = BatchEncoder::new("journal", 5);
-        let bytes = enc.encode(m);
+        let mut framed = BytesMut::new();
+        enc.encode_into(m, &mut framed);
+        let len = u32::from_le_bytes(framed[..4].try_into().unwrap()) as usize;
+        assert_eq!(len + 4, framed.len());
         let ctx = bytes::Bytes::from(enc.context());
-        let stored = Decoder::new().decode(&bytes, &ctx, 0).unwrap();
+        let stored = Decoder::new().decode(&framed[4..], &ctx, 0).unwrap();
         assert_eq!(stored.id, id);
         assert_eq!(stored.source(), "journal");
         assert_eq!(stored.observed_time_unix_nano(), 5);
