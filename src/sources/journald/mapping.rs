@@ -40,19 +40,6 @@ pub const DEFAULT_FIELDS: [&str; 5] = [
     "_BOOT_ID",
 ];
 
-/// The fields [`map`] reads besides the attributes ([`DEFAULT_FIELDS`] and
-/// configured `fields`): with those, what journalctl is asked to send.
-pub const READ_FIELDS: [&str; 8] = [
-    "__CURSOR",
-    "__REALTIME_TIMESTAMP",
-    "__MONOTONIC_TIMESTAMP",
-    "__SEQNUM_ID",
-    "__SEQNUM",
-    "MESSAGE",
-    "PRIORITY",
-    "_HOSTNAME",
-];
-
 /// Where an entry is in the journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Position {
