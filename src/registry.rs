@@ -182,6 +182,8 @@ components! {
         "file" => File(crate::sources::file::FileSourceOptions),
         /// `type = "otlp_http"`: an OTLP/HTTP receiver.
         "otlp_http" => OtlpHttp(crate::sources::otlp_http::OtlpHttpSourceSettings),
+        /// `type = "journald"`: read the systemd journal.
+        "journald" => Journald(crate::sources::journald::JournaldOptions),
         /// `type = "syslog"`: RFC 5424/3164 over TCP (TLS) or UDP.
         "syslog" => Syslog(crate::sources::syslog::SyslogSourceSettings),
     }

@@ -69,9 +69,12 @@ fn the_default_config_is_quiet_and_spells_out_the_defaults() {
 type = "file"
 include = ["/var/log/syslog", "/var/log/messages", "/var/log/*.log"]
 
+[sources.journal]
+type = "journald"
+
 [sinks.archive]
 type = "file"
-inputs = ["syslog"]
+inputs = ["syslog", "journal"]
 max_bytes = "256MiB"
 "#,
         FILE,
@@ -383,7 +386,11 @@ const BROKEN: &[Broken] = &[
     Broken { what: "zstd level out of range", toml: "[log]\ncompression_level = 22\n", line: 2, key: "log.compression_level", fragment: "between 1 and 19" },
     Broken { what: "unknown start_at", toml: "[sources.a]\ntype = \"file\"\ninclude = [\"/x\"]\nstart_at = \"begining\"\n", line: 4, key: "sources.a.start_at", fragment: "did you mean \"beginning\"?" },
     // Source and sink types and names.
-    Broken { what: "unknown source type", toml: "\n[sources.a]\ntype = \"journald\"\n", line: 3, key: "sources.a.type", fragment: "unknown source type \"journald\"; known types: \"file\", \"otlp_http\"" },
+    Broken { what: "unknown source type", toml: "\n[sources.a]\ntype = \"kafka\"\n", line: 3, key: "sources.a.type", fragment: "unknown source type \"kafka\"; known types: \"file\", \"otlp_http\", \"journald\"" },
+    Broken { what: "journald unknown priority", toml: "[sources.j]\ntype = \"journald\"\nmin_priority = \"warn\"\n", line: 3, key: "sources.j.min_priority", fragment: "did you mean \"warning\"?" },
+    Broken { what: "journald directory and files", toml: "[sources.j]\ntype = \"journald\"\ndirectory = \"/j\"\nfiles = [\"/j/a.journal\"]\n", line: 3, key: "sources.j.directory", fragment: "cannot both be set" },
+    Broken { what: "journald match without a field", toml: "[sources.j]\ntype = \"journald\"\nmatches = [\"ssh\"]\n", line: 3, key: "sources.j.matches", fragment: "not a journal match" },
+    Broken { what: "journald entry larger than a segment", toml: "[log]\nsegment_size = \"1MiB\"\nmax_bytes = \"4MiB\"\n[sources.j]\ntype = \"journald\"\nmax_entry_bytes = \"2MiB\"\n", line: 6, key: "sources.j.max_entry_bytes", fragment: "would not fit in one log segment" },
     Broken { what: "misspelt source type", toml: "[sources.a]\ntype = \"otlp-http\"\n", line: 2, key: "sources.a.type", fragment: "did you mean \"otlp_http\"?" },
     Broken { what: "unknown sink type", toml: "[sinks.s]\ntype = \"kafka\"\ninputs = []\n", line: 2, key: "sinks.s.type", fragment: "unknown sink type \"kafka\"; known types: \"file\"" },
     Broken { what: "missing type", toml: "\n[sources.a]\ninclude = [\"/x\"]\n", line: 2, key: "sources.a", fragment: "missing `type`" },

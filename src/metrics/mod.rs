@@ -193,6 +193,9 @@ pub const SINK_DROP_REASONS: &[&str] = &["quarantine_full", "replay_damaged"];
 pub const FILE_SINK_DROP_REASONS: &[&str] = &["output_retention"];
 /// ... for a `file` source (a line too large for one log append).
 pub const FILE_SOURCE_DROP_REASONS: &[&str] = &["too_large"];
+/// ... for a `journald` source (entries vacuumed past its checkpoint while
+/// stopped, entries too large for one append, entries without a cursor).
+pub const JOURNALD_SOURCE_DROP_REASONS: &[&str] = &["journal_vacuumed", "too_large", "no_cursor"];
 
 impl DropLabels {
     pub fn of(component: &str, reason: &str) -> DropLabels {

@@ -18,7 +18,7 @@ use super::sources::{
 use super::{
     ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
     SinkStatusLabels, SourceLabels, FILE_SINK_DROP_REASONS, FILE_SOURCE_DROP_REASONS,
-    SINK_DROP_REASONS,
+    JOURNALD_SOURCE_DROP_REASONS, SINK_DROP_REASONS,
 };
 
 /// Creates the series of `labels` in each family, at 0.
@@ -72,6 +72,7 @@ impl Metrics {
                 zero(&self.file_sources.counters(), &labels);
                 self.declare_drops(&component, FILE_SOURCE_DROP_REASONS);
             }
+            "journald" => self.declare_drops(&component, JOURNALD_SOURCE_DROP_REASONS),
             "otlp_http" => {
                 for signal in SIGNALS {
                     let labels = OtlpSignalLabels {

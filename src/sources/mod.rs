@@ -8,6 +8,8 @@ append is durable.
   without losing or repeating a line.
 * [`otlp_http`] — an OTLP/HTTP receiver (protobuf and JSON) that answers 200
   only once a request's records are durable.
+* [`journald`] — the systemd journal through `journalctl`, its cursor
+  checkpointed only after the append is durable, each entry once.
 * [`syslog`] — RFC 5424 and RFC 3164 over TCP (TLS) or UDP; TCP is read only
   as fast as appends complete.
 
@@ -25,5 +27,6 @@ description); `crate::registry` lists the types.
 pub const WRITE_FORMAT_2: bool = true;
 
 pub mod file;
+pub mod journald;
 pub mod otlp_http;
 pub mod syslog;

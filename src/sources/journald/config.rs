@@ -1,0 +1,282 @@
+//! `[sources.<name>]` with `type = "journald"`: the table as written, its
+//! check (producing the [`JournaldOptions`] the source runs with) and its
+//! lines in `holdfast check`.
+
+use std::fmt::{self, Write};
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{JournaldOptions, StartAt, DEFAULT_MAX_ENTRY_BYTES};
+use crate::config::check::{Checker, NamedTable};
+use crate::config::environment::Env;
+use crate::config::raw::one_of_newtype;
+use crate::config::units::{format_size, Size};
+use crate::config::{Severity, SourceEnv};
+use crate::registry::{ComponentContext, Run, Source};
+
+one_of_newtype! {
+    /// `start_at`, as written.
+    RawStartAt(StartAt) {
+        "beginning" => StartAt::Beginning,
+        "end" => StartAt::End,
+    }
+}
+
+one_of_newtype! {
+    /// `min_priority`, as written: a syslog severity name.
+    RawPriority(u8) {
+        "emerg" => 0,
+        "alert" => 1,
+        "crit" => 2,
+        "err" => 3,
+        "warning" => 4,
+        "notice" => 5,
+        "info" => 6,
+        "debug" => 7,
+    }
+}
+
+/// Room in a segment beside an entry for its event's own fields.
+const EVENT_OVERHEAD: u64 = 8 << 10;
+
+/// `[sources.<name>]` with `type = "journald"`, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJournaldSource {
+    /// `"journald"` (already read to choose this struct).
+    #[serde(rename = "type")]
+    _type: IgnoredAny,
+    /// A journal directory to read instead of the system's. Default: the
+    /// system and user journals this user may read.
+    directory: Option<Spanned<String>>,
+    /// Journal files to read instead of the system's. Default: none.
+    files: Option<Vec<Spanned<String>>>,
+    /// Only these systemd units. Default: all.
+    units: Option<Vec<Spanned<String>>>,
+    /// Skip these systemd units. Default: none.
+    exclude_units: Option<Vec<Spanned<String>>>,
+    /// `"emerg"` … `"debug"`: only entries this severe or more. Default: all.
+    min_priority: Option<Spanned<RawPriority>>,
+    /// journalctl matches, `"FIELD=value"`. Default: none.
+    matches: Option<Vec<Spanned<String>>>,
+    /// Only this boot's entries. Default `false`.
+    current_boot_only: Option<bool>,
+    /// `"beginning"` or `"end"` (first start only). Default `"end"`.
+    start_at: Option<Spanned<RawStartAt>>,
+    /// More journal fields to keep as attributes. Default: none.
+    fields: Option<Vec<Spanned<String>>>,
+    /// Default `"2MiB"`; larger entries are cut and marked.
+    max_entry_bytes: Option<Spanned<Size>>,
+}
+
+/// A journal field name as journald allows it: upper-case letters, digits
+/// and `_`, not starting with a digit.
+fn is_field_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+impl RawJournaldSource {
+    fn check(
+        self,
+        cx: &mut Checker<'_>,
+        t: &NamedTable<'_>,
+        env: &SourceEnv<'_>,
+    ) -> JournaldOptions {
+        let key = |k: &str| format!("{}.{k}", t.key);
+        let strings = |cx: &mut Checker<'_>, k: &str, v: &Option<Vec<Spanned<String>>>| {
+            let mut out = Vec::new();
+            for s in v.iter().flatten() {
+                cx.note(&key(k), s);
+                if s.get_ref().trim().is_empty() {
+                    cx.error(Some(s.span()), &key(k), "must not hold an empty string");
+                } else {
+                    out.push(s.get_ref().clone());
+                }
+            }
+            out
+        };
+        let directory = cx.path(&key("directory"), self.directory.as_ref());
+        let files: Vec<_> = self
+            .files
+            .iter()
+            .flatten()
+            .filter_map(|f| cx.path(&key("files"), Some(f)))
+            .collect();
+        if directory.is_some() && !files.is_empty() {
+            cx.error(
+                self.directory.as_ref().map(|d| d.span()),
+                &key("directory"),
+                "directory and files cannot both be set: journalctl reads one or the other; \
+                 keep one",
+            );
+        }
+        let units = strings(cx, "units", &self.units);
+        let exclude_units = strings(cx, "exclude_units", &self.exclude_units);
+        let matches = strings(cx, "matches", &self.matches);
+        for m in self.matches.iter().flatten() {
+            let field = m.get_ref().split_once('=').map(|(f, _)| f);
+            if !field.is_some_and(is_field_name) {
+                cx.error(
+                    Some(m.span()),
+                    &key("matches"),
+                    format!(
+                        "{:?} is not a journal match: write FIELD=value with an upper-case \
+                         field name, like \"_TRANSPORT=kernel\"",
+                        m.get_ref()
+                    ),
+                );
+            }
+        }
+        let fields = strings(cx, "fields", &self.fields);
+        for f in self.fields.iter().flatten() {
+            if !is_field_name(f.get_ref()) {
+                cx.error(
+                    Some(f.span()),
+                    &key("fields"),
+                    format!(
+                        "{:?} is not a journal field name: upper-case letters, digits and _, \
+                         like \"_TRANSPORT\"",
+                        f.get_ref()
+                    ),
+                );
+            }
+        }
+        let room = env
+            .log
+            .segment_bytes
+            .min(64 << 20)
+            .saturating_sub(EVENT_OVERHEAD);
+        let mut max_entry_bytes = cx.size(
+            &key("max_entry_bytes"),
+            self.max_entry_bytes.as_ref(),
+            DEFAULT_MAX_ENTRY_BYTES as u64,
+            1 << 10,
+            u64::MAX,
+        );
+        if max_entry_bytes > room {
+            cx.error(
+                self.max_entry_bytes
+                    .as_ref()
+                    .map(|v| v.span())
+                    .or(Some(t.span())),
+                &key("max_entry_bytes"),
+                format!(
+                    "an entry of {} would not fit in one log segment (log.segment_size = {}, \
+                     less {} for the event's own fields): lower max_entry_bytes to {} or less, \
+                     or raise log.segment_size",
+                    format_size(max_entry_bytes),
+                    format_size(env.log.segment_bytes),
+                    format_size(EVENT_OVERHEAD),
+                    format_size(room)
+                ),
+            );
+            max_entry_bytes = room;
+        }
+        JournaldOptions {
+            directory,
+            files,
+            units,
+            exclude_units,
+            min_priority: self.min_priority.map(|p| p.get_ref().0),
+            matches,
+            current_boot_only: self.current_boot_only.unwrap_or(false),
+            start_at: self.start_at.map_or(StartAt::End, |s| s.get_ref().0),
+            fields,
+            max_entry_bytes: max_entry_bytes as usize,
+            checkpoint_dir: env.data_dir.join("checkpoints").join(&t.name),
+        }
+    }
+}
+
+impl Source for JournaldOptions {
+    fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>, env: &SourceEnv<'_>) -> Option<Self> {
+        cx.deserialize::<RawJournaldSource>(&t.key, t.value)
+            .map(|raw| raw.check(cx, t, env))
+    }
+
+    fn describe(&self, out: &mut String) -> fmt::Result {
+        let o = self;
+        let what = match (&o.directory, o.files.is_empty()) {
+            (Some(d), _) => format!("the journal files in {}", d.display()),
+            (None, false) => {
+                let f: Vec<String> = o.files.iter().map(|f| f.display().to_string()).collect();
+                format!("the journal files {}", f.join(", "))
+            }
+            (None, true) => "the system and user journals".to_string(),
+        };
+        writeln!(out, "    reads {what} through journalctl")?;
+        let mut only = Vec::new();
+        if !o.units.is_empty() {
+            only.push(format!("units {}", o.units.join(", ")));
+        }
+        if let Some(p) = o.min_priority {
+            let (_, name) = super::mapping::severity(p).unwrap_or((0, "?"));
+            only.push(format!("priority {name} or more severe"));
+        }
+        if !o.matches.is_empty() {
+            only.push(format!("matching {}", o.matches.join(" ")));
+        }
+        if o.current_boot_only {
+            only.push("this boot".to_string());
+        }
+        if !only.is_empty() {
+            writeln!(out, "    only {}", only.join("; "))?;
+        }
+        if !o.exclude_units.is_empty() {
+            writeln!(out, "    skips units {}", o.exclude_units.join(", "))?;
+        }
+        let start = match o.start_at {
+            StartAt::Beginning => "the oldest entry",
+            StartAt::End => "new entries",
+        };
+        writeln!(
+            out,
+            "    first start at {start}, then from the checkpoint in {}; entries over {} are cut",
+            o.checkpoint_dir.display(),
+            format_size(o.max_entry_bytes as u64)
+        )?;
+        if !o.fields.is_empty() {
+            writeln!(out, "    also keeps fields {}", o.fields.join(", "))?;
+        }
+        Ok(())
+    }
+
+    fn run(&self, ctx: &ComponentContext) -> Run {
+        Box::pin(super::run(ctx.clone(), self.clone()))
+    }
+
+    fn check_environment(&self, name: &str, env: &mut Env<'_>) {
+        if let Some(why) = super::unreadable(self, name) {
+            env.push(Severity::Warning, &format!("sources.{name}"), why);
+        }
+        if which(super::JOURNALCTL).is_none() {
+            env.push(
+                Severity::Error,
+                &format!("sources.{name}"),
+                format!(
+                    "{} is not in PATH: the journald source reads the journal through it \
+                     (Debian: package systemd)",
+                    super::JOURNALCTL
+                ),
+            );
+        }
+    }
+
+    fn hold(&self, name: &str) -> Option<String> {
+        Some(super::hold_name(name))
+    }
+}
+
+/// `program`'s path in `PATH`.
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}

@@ -1,0 +1,541 @@
+/*!
+The `journald` source: reads the systemd journal through systemd's own
+reader and appends every entry to the log once, acknowledging its journal
+position (the cursor) only after the append is durable.
+
+```text
+ journalctl --output=export --follow ── pipe ──▶ reader thread (reader.rs)
+   (--cursor / --directory / --file /            parse (export.rs), map (mapping.rs),
+    --unit / --priority / --boot / matches)      skip what is already in the log
+                                                   │ bounded channel (a batch per message)
+                                                   ▼
+                                         appender (this file): one append in flight,
+                                         then the checkpoint (checkpoint.rs)
+ startup: checkpoint ─▶ read the log from its log_seq ─▶ ids to skip
+```
+
+# Why journalctl
+
+`journalctl --output=export` as a child process, not a binding to
+libsystemd's sd-journal: no new dependency and no C library linked into the
+agent, and the journal's own reader handles every file format and
+compression systemd has shipped, rotation, vacuuming, and files that are
+being written. Its export format is binary-safe (`export.rs`). The cost is a
+process and a pipe; the pipe is also the back-pressure (see `reader.rs`).
+
+# The guarantee
+
+As for the `file` source (`sources/file/mod.rs`): the checkpoint is written
+only from appends that were acknowledged, never ahead of them, and records
+`log_seq`, the end of the append of its entry. On start the source reads the
+log from `log_seq` and collects the ids of its events there; journalctl
+starts *at* the checkpointed cursor and the reader skips that entry, the
+entries before it and every entry whose id it collected. A crash between an
+append and the checkpoint therefore appends nothing twice. The source's
+retention hold (`seglog/hold.rs`) keeps the segments that scan needs until a
+durable checkpoint has passed them.
+
+An entry's id derives from its place in the journal (`mapping.rs`), so the
+same entry read again has the same id.
+
+If the checkpointed entry no longer exists (vacuumed while holdfast was
+stopped), journalctl starts at the oldest entry after it; the gap is
+logged and counted in `holdfast_dropped_events_total{reason="journal_vacuumed"}`.
+
+Known limits (`docs/sources-journald.md`): the gap count is the number of
+journal entries between the two seqnums (other units' included) and unknown
+when the journal that held the checkpoint is gone entirely; entries
+appended after the last durable checkpoint and evicted from the log before a
+crash are appended again (as for files).
+*/
+
+mod checkpoint;
+mod config;
+pub mod export;
+mod mapping;
+mod reader;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use tracing::{error, info, warn};
+
+use crate::event::{Decoder, EventId};
+use crate::registry::ComponentContext;
+use crate::seglog::{Batch, Hold, Log, LogError};
+
+pub use mapping::{ATTR_TRUNCATED, SCOPE_NAME};
+
+/// The program run to read the journal (looked up in `PATH`).
+pub const JOURNALCTL: &str = "journalctl";
+/// Default `max_entry_bytes`.
+pub const DEFAULT_MAX_ENTRY_BYTES: usize = 2 << 20;
+/// How often acknowledged progress is checkpointed durably (and when the
+/// source stops). Between two, the log holds the progress.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+/// Batches waiting between the reader thread and the appender: one, while
+/// the one before it is appended.
+const CHANNEL_DEPTH: usize = 1;
+/// A batch is sent at this many bytes of events.
+const BATCH_BYTES: usize = 1 << 20;
+const RETRY_MIN: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// Where to start on the very first start (no checkpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    Beginning,
+    End,
+}
+
+/// What a `journald` source needs to run (validated settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournaldOptions {
+    /// Read the journal files in this directory instead of the system's.
+    pub directory: Option<PathBuf>,
+    /// Read these journal files instead of the system's.
+    pub files: Vec<PathBuf>,
+    /// Only these units (`_SYSTEMD_UNIT` and the unit's other fields, as
+    /// `journalctl --unit`); empty: all.
+    pub units: Vec<String>,
+    /// Entries of these units are read and skipped.
+    pub exclude_units: Vec<String>,
+    /// Only entries of this priority or more severe (0 emerg … 7 debug).
+    pub min_priority: Option<u8>,
+    /// journalctl matches, `FIELD=value`.
+    pub matches: Vec<String>,
+    pub current_boot_only: bool,
+    pub start_at: StartAt,
+    /// Extra journal fields kept as attributes.
+    pub fields: Vec<String>,
+    /// Larger entries are cut and marked.
+    pub max_entry_bytes: usize,
+    /// `<data_dir>/checkpoints/<source name>`.
+    pub checkpoint_dir: PathBuf,
+}
+
+/// The name of the retention hold a `journald` source keeps on the log.
+pub fn hold_name(source: &str) -> String {
+    format!("journald:{source}")
+}
+
+/// Why the journal cannot be read, in words an operator can act on.
+fn unreadable(opts: &JournaldOptions, name: &str) -> Option<String> {
+    for f in &opts.files {
+        if let Err(e) = std::fs::File::open(f) {
+            return Some(format!(
+                "journal file {} cannot be read: {e} (sources.{name}.files)",
+                f.display()
+            ));
+        }
+    }
+    if !opts.files.is_empty() {
+        return None;
+    }
+    let (dirs, hint) = match &opts.directory {
+        Some(d) => (vec![d.clone()], format!("sources.{name}.directory")),
+        None => (
+            vec![
+                PathBuf::from("/var/log/journal"),
+                PathBuf::from("/run/log/journal"),
+            ],
+            format!(
+                "run holdfast in the group systemd-journal (the packaged unit does), or set \
+                 sources.{name}.directory to a journal directory it can read"
+            ),
+        ),
+    };
+    if dirs.iter().any(|d| has_readable_journal(d, 2)) {
+        return None;
+    }
+    let list: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    Some(format!(
+        "the journal is not readable: no journal file (*.journal) under {} can be opened by \
+         this user (uid {uid}); {hint}",
+        list.join(" or ")
+    ))
+}
+
+/// A `*.journal` file we can open in `dir` or its subdirectories (journald
+/// keeps them in `<dir>/<machine id>/`).
+fn has_readable_journal(dir: &Path, depth: u32) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    rd.flatten().any(|e| {
+        let p = e.path();
+        let is_journal = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(".journal") || n.ends_with(".journal~"));
+        match e.file_type() {
+            Ok(t) if t.is_dir() && depth > 0 => has_readable_journal(&p, depth - 1),
+            Ok(t) if t.is_file() && is_journal => std::fs::File::open(&p).is_ok(),
+            _ => false,
+        }
+    })
+}
+
+/// The ids of `source`'s events from `from` to the end of the log.
+fn scan(log: &Log, source: &str, from: u64) -> Result<HashSet<EventId>, LogError> {
+    let mut ids = HashSet::new();
+    let mut reader = log.reader(from);
+    let mut decoder = Decoder::new();
+    loop {
+        let events = reader.read(16_384, 16 << 20)?;
+        if events.is_empty() {
+            return Ok(ids);
+        }
+        for e in events {
+            if let Ok(s) = decoder.decode(&e.data, &e.context, e.seq - e.batch_start) {
+                if s.source() == source {
+                    ids.insert(s.id);
+                }
+            }
+        }
+    }
+}
+
+/// The cursor of the newest entry `opts` selects, if any.
+fn last_cursor(opts: &JournaldOptions) -> anyhow::Result<Option<String>> {
+    let args = reader::args(opts, &reader::Start::Beginning);
+    let args: Vec<String> = args
+        .into_iter()
+        .filter(|a| a != "--no-tail")
+        .chain(["--lines=1".to_string()])
+        .collect();
+    let out = std::process::Command::new(JOURNALCTL)
+        .args(&args)
+        .output()
+        .with_context(|| format!("running {JOURNALCTL}"))?;
+    if !out.status.success() {
+        bail!(
+            "{JOURNALCTL} {} failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let (entries, _) = export::parse_all(&out.stdout, 1 << 20);
+    Ok(entries
+        .last()
+        .and_then(|e| e.text("__CURSOR"))
+        .map(str::to_string))
+}
+
+/// Runs the source until `stop` is cancelled, then writes its checkpoint and
+/// returns. An unreadable journal or journalctl ending is an error naming
+/// the cause: the supervisor starts the source again (from its checkpoint)
+/// and `/readyz` names it meanwhile.
+pub async fn run(ctx: ComponentContext, opts: JournaldOptions) -> anyhow::Result<()> {
+    let name = ctx.name.clone();
+    let o = opts.clone();
+    let n = name.clone();
+    if let Some(why) = tokio::task::spawn_blocking(move || unreadable(&o, &n)).await? {
+        bail!("source {name}: {why}");
+    }
+    let hold = ctx
+        .log
+        .hold(&hold_name(&name))
+        .with_context(|| format!("source {name}: taking its hold on the log"))?;
+
+    // 1. The checkpoint, and what reached the log after it.
+    let (dir, n) = (opts.checkpoint_dir.clone(), name.clone());
+    let loaded = tokio::task::spawn_blocking(move || checkpoint::load(&dir, &n))
+        .await?
+        .with_context(|| {
+            format!(
+                "source {name}: reading the checkpoint in {}",
+                opts.checkpoint_dir.display()
+            )
+        })?;
+    let ck = match loaded {
+        checkpoint::Loaded::Missing => None,
+        checkpoint::Loaded::Found(ck) => {
+            hold.release_below(ck.log_seq);
+            Some(ck)
+        }
+        checkpoint::Loaded::Damaged { reason, moved_to } => {
+            error!(source = %name, reason = %reason, moved_to = %moved_to.display(),
+                "the checkpoint is damaged and was set aside; starting as configured by start_at, skipping the entries found in the log");
+            None
+        }
+    };
+    let from = ck.as_ref().map_or(hold.position(), |c| c.log_seq);
+    let (l, n) = (ctx.log.clone(), name.clone());
+    let ids = tokio::task::spawn_blocking(move || scan(&l, &n, from))
+        .await?
+        .with_context(|| format!("source {name}: reading the log from sequence {from}"))?;
+    info!(source = %name, from_seq = from, found = ids.len(), cursor = ck.as_ref().map(|c| c.cursor.as_str()),
+        "journald source recovered its position");
+
+    // 2. Where journalctl starts.
+    let mut progress = Progress::new(&name, &opts.checkpoint_dir, hold, from);
+    let (start, through) = match &ck {
+        Some(ck) => (
+            reader::Start::Cursor(ck.cursor.clone()),
+            Some(mapping::Position {
+                cursor: ck.cursor.clone(),
+                seqnum: mapping::Position::of_cursor(&ck.cursor),
+            }),
+        ),
+        None if opts.start_at == StartAt::Beginning => (reader::Start::Beginning, None),
+        None => {
+            // Remember "the end" now: entries written while holdfast is
+            // stopped before its first entry must still be read next time.
+            let o = opts.clone();
+            match tokio::task::spawn_blocking(move || last_cursor(&o)).await?? {
+                Some(c) => {
+                    progress.acked(c.clone(), ctx.log.next_seq(), false);
+                    progress.save().await?;
+                    let pos = mapping::Position {
+                        seqnum: mapping::Position::of_cursor(&c),
+                        cursor: c.clone(),
+                    };
+                    (reader::Start::Cursor(c), Some(pos))
+                }
+                None => (reader::Start::Beginning, None),
+            }
+        }
+    };
+
+    // 3. journalctl, the reader thread, the appender.
+    let args = reader::args(&opts, &start);
+    let mut child = reader::spawn(JOURNALCTL, &args, true).with_context(|| {
+        format!(
+            "source {name}: starting {JOURNALCTL} (is systemd's journalctl installed and in PATH?)"
+        )
+    })?;
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        bail!("source {name}: {JOURNALCTL} started without its pipes");
+    };
+    let stderr_tail = reader::watch_stderr(&name, stderr);
+    info!(source = %name, args = %args.join(" "), "journald source reading the journal");
+    let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_DEPTH);
+    let busy = Arc::new(AtomicBool::new(false));
+    let lo = ctx.log.options();
+    let max_frame = (lo.segment_bytes as usize)
+        .min(64 << 20)
+        .saturating_sub(8 << 10);
+    let settings = reader::Settings {
+        name: name.clone(),
+        fields: opts.fields.clone(),
+        exclude_units: opts.exclude_units.clone(),
+        max_entry: opts.max_entry_bytes.min(max_frame),
+        batch_bytes: BATCH_BYTES.min(max_frame / 2),
+        metrics: ctx.metrics.clone(),
+        busy: busy.clone(),
+    };
+    let skip = reader::Skip { through, ids };
+    let thread = std::thread::Builder::new()
+        .name(format!("journald:{name}"))
+        .spawn(move || reader::run(settings, stdout, skip, tx))
+        .with_context(|| format!("source {name}: starting the reader thread"))?;
+
+    let ended = append_loop(&ctx, &mut progress, rx, &busy).await;
+    // Stop journalctl (the reader thread then sees the end of the pipe).
+    let _ = child.kill();
+    let status = tokio::task::spawn_blocking(move || {
+        let s = child.wait();
+        let _ = thread.join();
+        s
+    })
+    .await?;
+    progress.save().await?;
+    match ended {
+        Ended::Stopped => Ok(()),
+        Ended::Failed(e) => Err(e),
+        Ended::Stream(why) => {
+            let tail: Vec<String> = stderr_tail
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .cloned()
+                .collect();
+            let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+            Err(anyhow!(
+                "source {name}: {JOURNALCTL} stopped ({status}){}{}",
+                why.map(|w| format!(": {w}")).unwrap_or_default(),
+                if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", tail.join(" / "))
+                }
+            ))
+        }
+    }
+}
+
+/// Why the append loop ended.
+enum Ended {
+    Stopped,
+    /// The reader's stream ended (with the parse error, if that was why).
+    Stream(Option<String>),
+    Failed(anyhow::Error),
+}
+
+async fn append_loop(
+    ctx: &ComponentContext,
+    progress: &mut Progress,
+    mut rx: tokio::sync::mpsc::Receiver<reader::Msg>,
+    busy: &AtomicBool,
+) -> Ended {
+    let name = &ctx.name;
+    let labels = crate::metrics::SourceLabels {
+        source: name.clone(),
+    };
+    let mut tick = tokio::time::interval(CHECKPOINT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let msg = tokio::select! {
+            biased;
+            _ = ctx.stop.cancelled() => return Ended::Stopped,
+            _ = tick.tick() => {
+                if let Err(e) = progress.save_if_due().await {
+                    return Ended::Failed(e);
+                }
+                continue;
+            }
+            m = rx.recv() => m,
+        };
+        let chunk = match msg {
+            Some(reader::Msg::Chunk(c)) => c,
+            Some(reader::Msg::Ended(why)) => return Ended::Stream(why),
+            None => return Ended::Stream(None),
+        };
+        if chunk.events == 0 {
+            let seq = ctx.log.next_seq();
+            progress.acked(chunk.last, seq, chunk.recovering);
+            busy.store(false, Ordering::Release);
+            continue;
+        }
+        let mut wait = RETRY_MIN;
+        let range = loop {
+            let batch = Batch::from_framed(chunk.framed.clone(), chunk.events)
+                .map(|b| b.with_context(chunk.context.clone()));
+            let Some(batch) = batch else {
+                return Ended::Failed(anyhow!("source {name}: a batch was framed wrongly"));
+            };
+            match ctx.log.append(batch).await {
+                Ok(r) => break Some(r),
+                Err(LogError::TooLarge { bytes, max }) => {
+                    ctx.metrics.drop_events(
+                        &format!("source:{name}"),
+                        "too_large",
+                        chunk.events as u64,
+                    );
+                    error!(source = %name, bytes, max, events = chunk.events,
+                        "journal entries too large for one log append were dropped; lower max_entry_bytes or raise log.segment_size");
+                    break None;
+                }
+                Err(e @ (LogError::Full { .. } | LogError::Io { .. })) => {
+                    // Keep the batch and stop reading: the channel fills and
+                    // journalctl blocks on its pipe (when_full = "block").
+                    warn!(source = %name, error = %e, "the log refused an append; journal reading paused, retrying in {wait:?}");
+                    tokio::select! {
+                        _ = ctx.stop.cancelled() => return Ended::Stopped,
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    wait = (wait * 2).min(RETRY_MAX);
+                }
+                Err(e) => {
+                    return Ended::Failed(anyhow!(e).context(format!("source {name}: appending")))
+                }
+            }
+        };
+        let seq = match range {
+            Some(r) => {
+                ctx.metrics
+                    .sources
+                    .events
+                    .get_or_create(&labels)
+                    .inc_by(r.len());
+                ctx.metrics
+                    .sources
+                    .bytes
+                    .get_or_create(&labels)
+                    .inc_by(chunk.bytes);
+                r.end
+            }
+            None => ctx.log.next_seq(),
+        };
+        progress.acked(chunk.last, seq, chunk.recovering);
+        busy.store(false, Ordering::Release);
+    }
+}
+
+/// The acknowledged position and its checkpoint.
+struct Progress {
+    name: String,
+    dir: PathBuf,
+    hold: Hold,
+    /// Last entry acknowledged (appended or skipped) and its `log_seq`.
+    cursor: Option<String>,
+    log_seq: u64,
+    saved: Option<(String, u64)>,
+    last_save: Instant,
+}
+
+impl Progress {
+    fn new(name: &str, dir: &Path, hold: Hold, log_seq: u64) -> Progress {
+        Progress {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            hold,
+            cursor: None,
+            log_seq,
+            saved: None,
+            last_save: Instant::now(),
+        }
+    }
+
+    /// `cursor` is durable (or skipped) and every later entry of this
+    /// source will be at or past `seq`; while `recovering`, entries found
+    /// in the log at start are still ahead, so the log position recovery
+    /// reads from stays.
+    fn acked(&mut self, cursor: String, seq: u64, recovering: bool) {
+        self.cursor = Some(cursor);
+        if !recovering {
+            self.log_seq = self.log_seq.max(seq);
+        }
+    }
+
+    async fn save_if_due(&mut self) -> anyhow::Result<()> {
+        if self.last_save.elapsed() >= CHECKPOINT_INTERVAL {
+            self.save().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the checkpoint durably if it moved, then moves the hold.
+    async fn save(&mut self) -> anyhow::Result<()> {
+        self.last_save = Instant::now();
+        let Some(cursor) = self.cursor.clone() else {
+            return Ok(());
+        };
+        let now = (cursor, self.log_seq);
+        if self.saved.as_ref() == Some(&now) {
+            return Ok(());
+        }
+        let ck = checkpoint::Checkpoint::new(&self.name, now.0.clone(), now.1);
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || checkpoint::save(&dir, &ck))
+            .await?
+            .with_context(|| {
+                format!(
+                    "source {}: writing its checkpoint in {}",
+                    self.name,
+                    self.dir.display()
+                )
+            })?;
+        self.hold.release_below(now.1);
+        self.saved = Some(now);
+        Ok(())
+    }
+}
