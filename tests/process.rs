@@ -403,6 +403,77 @@ rate = 0.5
     assert!(a.stop().success());
 }
 
+/// The `syslog` parse step on Loghub's Linux sample, as syslogd wrote it
+/// (no `<PRI>`): every line read from its timestamp on, the MSG part the
+/// body, the host and the tag's pid as attributes; a line that is not
+/// syslog kept whole and counted.
+#[test]
+fn syslog_step_reads_a_syslog_file() {
+    let mut a = Agent::new("");
+    let dir = a.path("in");
+    fs::create_dir_all(&dir).unwrap();
+    let mut linux = loghub("Linux");
+    if !linux.ends_with('\n') {
+        linux.push('\n');
+    }
+    linux.push_str("not a syslog line\n");
+    fs::write(dir.join("syslog"), &linux).unwrap();
+    let d = dir.display();
+    let cfg = format!(
+        r#"
+[sources.sys]
+type = "file"
+include = ["{d}/syslog"]
+start_at = "beginning"
+
+[[sources.sys.process.steps]]
+type = "syslog"
+name = "syslog"
+timezone = "UTC"
+"#
+    );
+    let mut f = fs::OpenOptions::new().append(true).open(&a.config).unwrap();
+    f.write_all(cfg.as_bytes()).unwrap();
+    a.start();
+    a.wait_ready();
+    wait_all(&a, "sys", 2001);
+    let events = dump(&a);
+    let sys = of_source(&events, "sys");
+    assert_eq!(sys.len(), 2001);
+    for (e, line) in sys.iter().zip(linux.lines()) {
+        if line == "not a syslog line" {
+            assert_eq!(body(e), line);
+            assert_eq!(attr(e, "holdfast.unparsed").as_deref(), Some("syslog"));
+            continue;
+        }
+        // "Jun 14 15:16:01 combo sshd(pam_unix)[19939]: check pass; user unknown"
+        assert!(attr(e, "holdfast.unparsed").is_none(), "{e}");
+        assert_eq!(attr(e, "syslog.hostname").as_deref(), Some("combo"), "{e}");
+        assert!(line.ends_with(body(e)), "{line} / {e}");
+        assert!(body(e).len() < line.len() - 16, "{e}");
+        assert_ne!(e["record"]["timeUnixNano"], serde_json::Value::Null, "{e}");
+    }
+    let first = sys[0];
+    assert!(
+        body(first).starts_with("authentication failure; logname="),
+        "{first}"
+    );
+    assert_eq!(
+        attr(first, "syslog.app_name").as_deref(),
+        Some("sshd(pam_unix)")
+    );
+    assert_eq!(attr(first, "syslog.proc_id").as_deref(), Some("19939"));
+    assert_eq!(
+        metric_sum(
+            &a,
+            "holdfast_processed_events_total",
+            &["source=\"sys\"", "rule=\"syslog\"", "outcome=\"unparsed\""]
+        ),
+        1.0
+    );
+    assert!(a.stop().success());
+}
+
 /// Promise 4 with sampling on: a line re-read after kill -9 gets the same
 /// id and the same decision, so the log holds exactly the lines the rule
 /// keeps (some perhaps twice, never a different one, never one missing).
