@@ -27,8 +27,10 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 
+mod log_writer;
 mod stored;
 
+pub use log_writer::{AttrValue, LogFields, LogRecordWriter};
 pub use stored::{Context, Decoder, Group, Origin, Stored};
 
 /// A record's stable identity: 16 bytes, shown as 32 lowercase hex digits.

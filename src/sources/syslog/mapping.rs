@@ -21,16 +21,14 @@ appended again after a refusal is the same bytes, so its ids do not change.
 
 use std::net::IpAddr;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use opentelemetry_proto::tonic::common::v1::{
-    any_value, AnyValue, ArrayValue, InstrumentationScope, KeyValue,
-};
+use bytes::{Bytes, BytesMut};
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message as _;
 
 use super::parse::{self, Format, ParseOptions, Parsed};
-use crate::event::{Context, Envelope, EventId, Group, Record};
+use crate::event::{AttrValue, Context, EventId, Group, LogFields, LogRecordWriter};
 use crate::seglog::Batch;
 
 /// The instrumentation scope name of syslog records.
@@ -76,7 +74,9 @@ pub struct Pending {
     context: Context,
     seed: [u8; 16],
     observed_base: u64,
-    scratch: Vec<u8>,
+    writer: LogRecordWriter,
+    /// Structured-data attribute names are built here.
+    key: String,
     /// Messages kept whole because they did not parse.
     pub parse_errors: u64,
     pub truncated: u64,
@@ -113,7 +113,8 @@ impl Pending {
             context: Context::default(),
             seed: EventId::random().0,
             observed_base: 0,
-            scratch: Vec::with_capacity(1024),
+            writer: LogRecordWriter::default(),
+            key: String::new(),
             parse_errors: 0,
             truncated: 0,
         }
@@ -146,28 +147,16 @@ impl Pending {
             self.parse_errors += 1;
         }
         let group = self.group(canonical(m.peer), p.hostname.unwrap_or_default());
-        let mut record = record(&p);
+        self.writer.start();
+        write(&p, &mut self.writer, &mut self.key);
         if let Some(len) = m.original_len {
             self.truncated += 1;
-            record
-                .attributes
-                .push(kv(ATTR_TRUNCATED, any_value::Value::BoolValue(true)));
-            record.attributes.push(kv(
-                ATTR_ORIGINAL_BYTES,
-                any_value::Value::IntValue(len as i64),
-            ));
+            self.writer.attr(ATTR_TRUNCATED, AttrValue::Bool(true));
+            self.writer
+                .attr(ATTR_ORIGINAL_BYTES, AttrValue::Int(len as i64));
         }
-        let env = Envelope {
-            record: Some(Record::Log(record)),
-            group,
-            observed_delta: m.observed_ns.saturating_sub(self.observed_base),
-            ..Default::default()
-        };
-        self.scratch.clear();
-        // Encoding into a Vec cannot fail.
-        let _ = env.encode(&mut self.scratch);
-        self.framed.put_u32_le(self.scratch.len() as u32);
-        self.framed.put_slice(&self.scratch);
+        let delta = m.observed_ns.saturating_sub(self.observed_base);
+        self.writer.finish(group, delta, &mut self.framed);
         self.count += 1;
     }
 
@@ -239,82 +228,69 @@ fn kv(key: &str, value: any_value::Value) -> KeyValue {
     }
 }
 
-fn text(b: &[u8]) -> any_value::Value {
-    any_value::Value::StringValue(String::from_utf8_lossy(b).into_owned())
-}
-
 /// The log record of a parsed message (group fields aside).
 pub fn record(p: &Parsed<'_>) -> LogRecord {
-    let mut attributes = Vec::new();
-    if let (Some(f), Some(s)) = (p.facility, p.severity) {
-        attributes.push(kv("syslog.facility", any_value::Value::IntValue(f.into())));
-        attributes.push(kv("syslog.severity", any_value::Value::IntValue(s.into())));
+    let mut r = LogRecord::default();
+    write(p, &mut r, &mut String::new());
+    r
+}
+
+/// Writes the record of a parsed message (group fields aside) to `out`;
+/// `key` is a buffer for structured-data attribute names.
+pub fn write(p: &Parsed<'_>, out: &mut impl LogFields, key: &mut String) {
+    out.time(p.timestamp_ns.map_or(0, |t| t.max(0) as u64));
+    if let Some(s) = p.severity {
+        let (n, t) = SEVERITIES[usize::from(s & 7)];
+        out.severity(n, t);
     }
-    for (key, v) in [
+    out.body(p.message);
+    if let (Some(f), Some(s)) = (p.facility, p.severity) {
+        out.attr("syslog.facility", AttrValue::Int(f.into()));
+        out.attr("syslog.severity", AttrValue::Int(s.into()));
+    }
+    for (name, v) in [
         ("syslog.app_name", p.app_name),
         ("syslog.proc_id", p.proc_id),
         ("syslog.msg_id", p.msg_id),
     ] {
         if let Some(v) = v {
-            attributes.push(kv(key, text(v)));
+            out.attr(name, AttrValue::Str(&String::from_utf8_lossy(v)));
         }
     }
     for sd in &p.structured_data {
-        let start = attributes.len();
-        for (name, value) in &sd.params {
-            let key = format!("syslog.sd.{}.{name}", sd.id);
-            let value = any_value::Value::StringValue(value.to_string());
-            match attributes[start..].iter_mut().find(|a| a.key == key) {
-                Some(existing) => append_value(existing, value),
-                None => attributes.push(kv(&key, value)),
+        for (i, (name, value)) in sd.params.iter().enumerate() {
+            // A repeated SD-PARAM is one attribute, an array of its values
+            // in the order sent, written where the name first appears.
+            if sd.params[..i].iter().any(|(n, _)| n == name) {
+                continue;
+            }
+            key.clear();
+            key.push_str("syslog.sd.");
+            key.push_str(sd.id);
+            key.push('.');
+            key.push_str(name);
+            let repeats = sd.params[i + 1..].iter().any(|(n, _)| n == name);
+            if repeats {
+                let values: Vec<&str> = sd.params[i..]
+                    .iter()
+                    .filter(|(n, _)| n == name)
+                    .map(|(_, v)| v.as_ref())
+                    .collect();
+                out.attr_strs(key, &values);
+            } else {
+                out.attr(key, AttrValue::Str(value));
             }
         }
     }
     if let Some(e) = p.error {
-        attributes.push(kv(
-            ATTR_PARSE_ERROR,
-            any_value::Value::StringValue(e.to_string()),
-        ));
-    }
-    let body = match std::str::from_utf8(p.message) {
-        Ok(s) => any_value::Value::StringValue(s.to_string()),
-        Err(_) => any_value::Value::BytesValue(p.message.to_vec()),
-    };
-    let (severity_number, severity_text) = match p.severity {
-        Some(s) => {
-            let (n, t) = SEVERITIES[usize::from(s & 7)];
-            (n, t.to_string())
-        }
-        None => (0, String::new()),
-    };
-    LogRecord {
-        time_unix_nano: p.timestamp_ns.map_or(0, |t| t.max(0) as u64),
-        severity_number,
-        severity_text,
-        body: Some(AnyValue { value: Some(body) }),
-        attributes,
-        ..Default::default()
-    }
-}
-
-/// A repeated SD-PARAM: the attribute becomes an array of its values.
-fn append_value(attr: &mut KeyValue, value: any_value::Value) {
-    let slot = attr.value.get_or_insert_with(AnyValue::default);
-    match &mut slot.value {
-        Some(any_value::Value::ArrayValue(a)) => a.values.push(AnyValue { value: Some(value) }),
-        other => {
-            let first = other.take();
-            *other = Some(any_value::Value::ArrayValue(ArrayValue {
-                values: vec![AnyValue { value: first }, AnyValue { value: Some(value) }],
-            }));
-        }
+        out.attr(ATTR_PARSE_ERROR, AttrValue::Str(e));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Decoder;
+    use crate::event::{Decoder, Record};
     use crate::sources::syslog::parse::TimeZone;
 
     fn pending() -> Pending {
@@ -325,6 +301,10 @@ mod tests {
                 now_unix: 0,
             },
         )
+    }
+
+    fn text(b: &[u8]) -> any_value::Value {
+        any_value::Value::StringValue(String::from_utf8_lossy(b).into_owned())
     }
 
     fn attr<'a>(r: &'a LogRecord, key: &str) -> Option<&'a any_value::Value> {
