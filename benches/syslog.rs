@@ -14,7 +14,9 @@
 //! counting for 5424), so their cost is the kernel's and their memory a few
 //! MiB of the peak RSS. Reported: lines/s from the first byte sent to the last
 //! line durable, CPU seconds per million lines (whole process), and peak
-//! RSS (VmHWM, reset before each scenario).
+//! RSS (VmHWM, reset before each scenario). syslog-ng (Debian's
+//! `syslog-ng-core`, if installed) receives the same streams in the same
+//! run, into a file without fsync, for comparison.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -175,6 +177,141 @@ fn scenario(rt: &tokio::runtime::Runtime, root: &std::path::Path, rfc5424: bool,
     );
 }
 
+/// syslog-ng receiving the same streams on the same 4 connections into a
+/// file, parsing each message (its `syslog()` driver for RFC 5424 with
+/// octet counting, `network()` for RFC 3164 lines), without fsync: the
+/// reference the figures are set beside. Its CPU and peak RSS are read
+/// from `/proc` just before it is stopped.
+fn syslog_ng_scenario(root: &std::path::Path, rfc5424: bool, per_conn: usize) {
+    let name = if rfc5424 {
+        "syslog-ng rfc5424"
+    } else {
+        "syslog-ng rfc3164"
+    };
+    let Some(bin) = [
+        "/usr/sbin/syslog-ng",
+        "/usr/bin/syslog-ng",
+        "/sbin/syslog-ng",
+    ]
+    .into_iter()
+    .map(std::path::PathBuf::from)
+    .find(|p| p.exists()) else {
+        println!("{name:<24} not installed (apt-get install syslog-ng-core): skipped");
+        return;
+    };
+    let dir = tempfile::tempdir_in(root).unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let driver = if rfc5424 { "syslog" } else { "network" };
+    let out = dir.path().join("out.log");
+    let conf = dir.path().join("syslog-ng.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "@version: 3.38\n\
+             options {{ threaded(yes); stats-freq(0); log-msg-size(65536); keep-hostname(yes); }};\n\
+             source s_net {{ {driver}(ip(\"127.0.0.1\") port({port}) transport(\"tcp\") \
+             max-connections(64) log-iw-size(400000) log-fetch-limit(1000)); }};\n\
+             destination d_out {{ file(\"{}\" flush-lines(10000) fsync(no)); }};\n\
+             log {{ source(s_net); destination(d_out); flags(flow-control); }};\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(&bin)
+        .args(["-F", "--no-caps", "-f"])
+        .arg(&conf)
+        .arg("-R")
+        .arg(dir.path().join("persist"))
+        .arg("-p")
+        .arg(dir.path().join("pid"))
+        .arg("-c")
+        .arg(dir.path().join("ctl"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting syslog-ng");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(listen).is_err() {
+        assert!(Instant::now() < deadline, "syslog-ng did not listen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let streams: Vec<Vec<u8>> = (0..CONNECTIONS)
+        .map(|c| stream(rfc5424, c, CHUNK.min(per_conn)))
+        .collect();
+    let repeats = per_conn.div_ceil(CHUNK);
+    let total = (CONNECTIONS * repeats * CHUNK.min(per_conn)) as u64;
+    let proc_cpu = |pid: u32| -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
+        let f: Vec<&str> = after.split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        (ticks(11) + ticks(12)) / 100.0
+    };
+    let cpu0 = proc_cpu(child.id());
+    let start = Instant::now();
+    let senders: Vec<_> = streams
+        .into_iter()
+        .map(|s| {
+            std::thread::spawn(move || {
+                let mut c = TcpStream::connect(listen).unwrap();
+                for _ in 0..repeats {
+                    c.write_all(&s).unwrap();
+                }
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    let mut lines = 0u64;
+    let mut file = None;
+    let mut buf = vec![0u8; 1 << 20];
+    while lines < total {
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "syslog-ng lost lines"
+        );
+        if file.is_none() {
+            file = std::fs::File::open(&out).ok();
+        }
+        let mut progressed = false;
+        if let Some(f) = file.as_mut() {
+            while let Ok(n) = std::io::Read::read(f, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                progressed = true;
+                lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+            }
+        }
+        if !progressed {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = proc_cpu(child.id()) - cpu0;
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0);
+    let _ = child.kill();
+    let _ = child.wait();
+    println!(
+        "{name:<24} {total:>9} lines  {:>10.0} lines/s (no fsync)  {:>6.2} CPU s per million lines  peak RSS {rss:.1} MiB",
+        total as f64 / secs,
+        cpu / total as f64 * 1e6,
+    );
+}
+
 fn main() {
     let root = std::env::var_os("HOLDFAST_BENCH_DIR")
         .map(std::path::PathBuf::from)
@@ -191,5 +328,6 @@ fn main() {
     );
     for rfc5424 in [false, true] {
         scenario(&rt, &root, rfc5424, per_conn);
+        syslog_ng_scenario(&root, rfc5424, per_conn);
     }
 }
