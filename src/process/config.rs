@@ -481,19 +481,12 @@ pub fn describe(chain: &Chain, out: &mut String) -> fmt::Result {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    if !chain.labels.resource.is_empty() {
-        writeln!(
-            out,
-            "    labels the resource: {}",
-            list(&chain.labels.resource)
-        )?;
-    }
-    if !chain.labels.attributes.is_empty() {
-        writeln!(
-            out,
-            "    labels every record: {}",
-            list(&chain.labels.attributes)
-        )?;
+    let labels = [
+        ("the resource", &chain.labels.resource),
+        ("every record", &chain.labels.attributes),
+    ];
+    for (what, l) in labels.into_iter().filter(|(_, l)| !l.is_empty()) {
+        writeln!(out, "    labels {what}: {}", list(l))?;
     }
     if chain.steps.is_empty() {
         return Ok(());
