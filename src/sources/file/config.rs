@@ -24,6 +24,9 @@ mod d {
     use super::super::*;
     pub const SCAN_INTERVAL: Duration = DEFAULT_SCAN_INTERVAL;
     pub const FINGERPRINT_BYTES: u64 = DEFAULT_FINGERPRINT_BYTES as u64;
+    /// The range `fingerprint_bytes` may be set in: 16 B to 1 MiB.
+    pub const FINGERPRINT_BYTES_MIN: u64 = 16;
+    pub const FINGERPRINT_BYTES_MAX: u64 = 1 << 20;
     pub const ROTATE_WAIT: Duration = DEFAULT_ROTATE_WAIT;
     pub const IDLE_CLOSE: Duration = DEFAULT_IDLE_CLOSE;
     pub const MAX_LINE_BYTES: u64 = DEFAULT_MAX_LINE_BYTES as u64;
@@ -135,8 +138,8 @@ impl RawFileSource {
             &key("fingerprint_bytes"),
             self.fingerprint_bytes.as_ref(),
             d::FINGERPRINT_BYTES,
-            16,
-            1 << 20,
+            d::FINGERPRINT_BYTES_MIN,
+            d::FINGERPRINT_BYTES_MAX,
         );
         let rotate_wait = cx.duration(
             &key("rotate_wait"),

@@ -41,6 +41,8 @@ mod otlp_defaults {
     use super::*;
     pub const LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 4318));
     pub const MAX_BODY_BYTES: u64 = 8 << 20;
+    /// The range `max_body_bytes` may be set in: 1 KiB to 1 GiB.
+    pub const BODY_BYTES_RANGE: (u64, u64) = (1 << 10, 1 << 30);
     pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
     pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 }
@@ -75,12 +77,13 @@ impl RawOtlpHttpSource {
         use otlp_defaults as d;
         let key = |k: &str| format!("{}.{k}", t.key);
 
+        let (min, max) = d::BODY_BYTES_RANGE;
         let max_body_bytes = cx.size(
             &key("max_body_bytes"),
             self.max_body_bytes.as_ref(),
             d::MAX_BODY_BYTES,
-            1 << 10,
-            1 << 30,
+            min,
+            max,
         );
         let [header_timeout, request_timeout] = [
             ("header_timeout", &self.header_timeout, d::HEADER_TIMEOUT),
