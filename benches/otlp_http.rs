@@ -33,7 +33,7 @@ use bytes::Bytes;
 use holdfast::api::{Health, Phase};
 use holdfast::metrics::Metrics;
 use holdfast::seglog::{FsyncPolicy, Log, LogOptions, WhenFull};
-use holdfast::sources::otlp_http::OtlpHttpSourceSettings;
+use holdfast::sources::otlp_http::{Listener, OtlpHttpSourceSettings};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
@@ -327,13 +327,15 @@ fn main() {
             l.local_addr().unwrap()
         };
         let opts = OtlpHttpSourceSettings {
-            listen: addr,
+            listener: Listener {
+                listen: addr,
+                max_connections: NonZeroUsize::new(256).unwrap(),
+                tls: None,
+            },
             max_body_bytes: 8 << 20,
-            max_connections: NonZeroUsize::new(256).unwrap(),
             header_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             bearer_token_file: None,
-            tls: None,
             process: None,
         };
         let health = Arc::new(Health::default());

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use holdfast::metrics::Metrics;
 use holdfast::registry::ComponentContext;
 use holdfast::seglog::{FsyncPolicy, Log, LogOptions, WhenFull};
+use holdfast::sources::listen::Listener;
 use holdfast::sources::syslog::parse::TimeZone;
 use holdfast::sources::syslog::{SyslogSourceSettings, Transport};
 use tokio_util::sync::CancellationToken;
@@ -117,12 +118,14 @@ fn scenario(rt: &tokio::runtime::Runtime, root: &std::path::Path, rfc5424: bool,
     let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let opts = SyslogSourceSettings {
         mode: Transport::Tcp,
-        listen,
-        max_connections: NonZeroUsize::new(64).unwrap(),
+        listener: Listener {
+            listen,
+            max_connections: NonZeroUsize::new(64).unwrap(),
+            tls: None,
+        },
         max_message_size: 64 << 10,
         idle_timeout: Duration::from_secs(600),
         time_zone: TimeZone::Utc,
-        tls: None,
     };
     let streams: Vec<Vec<u8>> = (0..CONNECTIONS)
         .map(|c| stream(rfc5424, c, CHUNK.min(per_conn)))

@@ -894,7 +894,8 @@ async fn slow_clients_time_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_are_bounded() {
-    let a = start_with(|o, _| o.max_connections = std::num::NonZeroUsize::new(2).unwrap()).await;
+    let a = start_with(|o, _| o.listener.max_connections = std::num::NonZeroUsize::new(2).unwrap())
+        .await;
     // Two connections are served; a third waits until one closes.
     let mut c1 = a.client().await;
     let mut c2 = a.client().await;
@@ -1459,7 +1460,7 @@ async fn tls_serves_with_the_configured_certificate() {
     use tokio_rustls::rustls::{crypto, ClientConfig, RootCertStore};
 
     let a = start_with(|o, _| {
-        o.tls = Some(holdfast::sources::otlp_http::TlsSettings {
+        o.listener.tls = Some(holdfast::sources::otlp_http::TlsSettings {
             cert_file: fixture_path("tls/cert.pem"),
             key_file: fixture_path("tls/key.pem"),
         })
@@ -1505,7 +1506,7 @@ async fn tls_serves_with_the_configured_certificate() {
 
     // Unreadable TLS files stop the source at start, naming the keys.
     let mut o = settings(free_addr());
-    o.tls = Some(holdfast::sources::otlp_http::TlsSettings {
+    o.listener.tls = Some(holdfast::sources::otlp_http::TlsSettings {
         cert_file: fixture_path("tls/key.pem"),
         key_file: fixture_path("tls/key.pem"),
     });

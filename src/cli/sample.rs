@@ -112,9 +112,9 @@ pub fn run(chain: &Chain, input: &Path, out: &mut impl Write) -> anyhow::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::filter::{Action, Condition, Filter};
-    use crate::process::parse::{Format, Parser};
-    use crate::process::{Kind, Step};
+    use crate::process::filter::Condition;
+    use crate::process::parse::Format;
+    use crate::process::testing::{drop_when, parse, step};
 
     #[test]
     fn prints_each_line_as_the_chain_leaves_it() {
@@ -128,24 +128,14 @@ mod tests {
         let chain = Chain {
             labels: Default::default(),
             steps: vec![
-                Step {
-                    name: "json".into(),
-                    kind: Kind::Parse(Parser {
-                        format: Format::Json,
-                        field: None,
-                        body_key: Some("msg".into()),
+                step("json", parse(Format::Json, Some("msg"))),
+                step(
+                    "no_drop_me",
+                    drop_when(Condition {
+                        body: Some(regex::Regex::new("drop").expect("regex")),
+                        ..Default::default()
                     }),
-                },
-                Step {
-                    name: "no_drop_me".into(),
-                    kind: Kind::Filter(Filter {
-                        action: Action::Drop,
-                        when: Condition {
-                            body: Some(regex::Regex::new("drop").expect("regex")),
-                            ..Default::default()
-                        },
-                    }),
-                },
+                ),
             ],
         };
         let mut out = Vec::new();

@@ -180,10 +180,10 @@ inputs = ["app", "otlp"]
     let SourceKind::OtlpHttp(otlp) = &s.sources["otlp"].kind else {
         panic!()
     };
-    assert_eq!(otlp.listen, "127.0.0.1:4318".parse().unwrap());
+    assert_eq!(otlp.listener.listen, "127.0.0.1:4318".parse().unwrap());
     assert_eq!(otlp.max_body_bytes, 8 << 20);
-    assert_eq!(otlp.max_connections.get(), 256);
-    assert!(otlp.bearer_token_file.is_none() && otlp.tls.is_none());
+    assert_eq!(otlp.listener.max_connections.get(), 256);
+    assert!(otlp.bearer_token_file.is_none() && otlp.listener.tls.is_none());
     let sink = &s.sinks["archive"];
     assert_eq!(sink.inputs, ["app", "otlp"]);
     let SinkKind::File(f) = &sink.kind else {

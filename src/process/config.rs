@@ -36,6 +36,7 @@ use super::severity::{self, Severity};
 use super::timestamp::{TimeFormat, TimeZone, Timestamp};
 use super::{Chain, Kind, Labels, Step};
 use crate::config::check::{Checker, NamedTable};
+use crate::sources::raw::raw_table;
 
 /// `[sources.<name>.process]`, as written.
 #[derive(Debug, Deserialize)]
@@ -51,42 +52,42 @@ struct RawProcess {
     _steps: Option<Vec<IgnoredAny>>,
 }
 
-/// One step, as written: every key any type takes.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawStep {
-    /// The kind of step. Required.
-    #[serde(rename = "type")]
-    kind: Option<Spanned<String>>,
-    /// The `rule` label of its counts. Default `<type>_<index>`.
-    name: Option<Spanned<String>>,
-    /// Parse: the attribute to parse instead of the body; timestamp and
-    /// severity: the attribute to read; filter and sample: the attribute
-    /// to test.
-    field: Option<Spanned<String>>,
-    /// Parse: the key whose value becomes the body. Default: none.
-    body_key: Option<Spanned<String>>,
-    /// Regex parse and redact: the regex.
-    pattern: Option<Spanned<String>>,
-    /// Timestamp: `"rfc3339"`, `"unix"`, `"unix_ms"` or a strptime pattern.
-    format: Option<Spanned<String>>,
-    /// Timestamp: `"UTC"` (default), `"local"` or `"+HH:MM"`.
-    timezone: Option<Spanned<String>>,
-    /// Severity: extra names and their numbers (1-24).
-    map: Option<BTreeMap<String, Spanned<i64>>>,
-    /// Filter: `"drop"` (default) the selected events, or `"keep"` only them.
-    action: Option<Spanned<String>>,
-    severity_below: Option<Spanned<String>>,
-    severity_at_least: Option<Spanned<String>>,
-    body_matches: Option<Spanned<String>>,
-    equals: Option<Spanned<String>>,
-    matches: Option<Spanned<String>>,
-    /// Sample: the fraction kept, in (0, 1].
-    rate: Option<Spanned<f64>>,
-    /// Redact: what a match becomes. Default `"[REDACTED]"`.
-    replacement: Option<Spanned<String>>,
-    /// Redact: where (`"body"` and attribute names). Default: everywhere.
-    fields: Option<Vec<Spanned<String>>>,
+raw_table! {
+    /// One step, as written: every key any type takes.
+    struct RawStep {
+        /// The kind of step. Required.
+        #[serde(rename = "type")]
+        kind: String,
+        /// The `rule` label of its counts. Default `<type>_<index>`.
+        name: String,
+        /// Parse: the attribute to parse instead of the body; timestamp and
+        /// severity: the attribute to read; filter and sample: the attribute
+        /// to test.
+        field: String,
+        /// Parse: the key whose value becomes the body. Default: none.
+        body_key: String,
+        /// Regex parse and redact: the regex.
+        pattern: String,
+        /// Timestamp: `"rfc3339"`, `"unix"`, `"unix_ms"` or a strptime pattern.
+        format: String,
+        /// Timestamp: `"UTC"` (default), `"local"` or `"+HH:MM"`.
+        timezone: String,
+        /// Severity: extra names and their numbers (1-24).
+        map: BTreeMap<String, Spanned<i64>>,
+        /// Filter: `"drop"` (default) the selected events, or `"keep"` only them.
+        action: String,
+        severity_below: String,
+        severity_at_least: String,
+        body_matches: String,
+        equals: String,
+        matches: String,
+        /// Sample: the fraction kept, in (0, 1].
+        rate: f64,
+        /// Redact: what a match becomes. Default `"[REDACTED]"`.
+        replacement: String,
+        /// Redact: where (`"body"` and attribute names). Default: everywhere.
+        fields: Vec<Spanned<String>>,
+    }
 }
 
 const CONDITION: &[&str] = &[
@@ -352,7 +353,7 @@ impl RawStep {
             "severity" => {
                 need(cx, &self.field, "field", "\"level\"");
                 let mut map = Vec::new();
-                for (name, n) in self.map.unwrap_or_default() {
+                for (name, n) in self.map.map(Spanned::into_inner).unwrap_or_default() {
                     match i32::try_from(*n.get_ref()) {
                         Ok(v) if (1..=24).contains(&v) => map.push((name.to_ascii_lowercase(), v)),
                         _ => cx.error(
@@ -411,6 +412,7 @@ impl RawStep {
                         .map_or_else(|| "[REDACTED]".to_string(), Spanned::into_inner),
                     fields: self
                         .fields
+                        .map(Spanned::into_inner)
                         .unwrap_or_default()
                         .into_iter()
                         .map(Spanned::into_inner)
@@ -481,19 +483,12 @@ pub fn describe(chain: &Chain, out: &mut String) -> fmt::Result {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    if !chain.labels.resource.is_empty() {
-        writeln!(
-            out,
-            "    labels the resource: {}",
-            list(&chain.labels.resource)
-        )?;
-    }
-    if !chain.labels.attributes.is_empty() {
-        writeln!(
-            out,
-            "    labels every record: {}",
-            list(&chain.labels.attributes)
-        )?;
+    let labels = [
+        ("the resource", &chain.labels.resource),
+        ("every record", &chain.labels.attributes),
+    ];
+    for (what, l) in labels.into_iter().filter(|(_, l)| !l.is_empty()) {
+        writeln!(out, "    labels {what}: {}", list(l))?;
     }
     if chain.steps.is_empty() {
         return Ok(());

@@ -294,4 +294,6 @@ impl Runner {
 }
 
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;

@@ -98,9 +98,10 @@ mod tests {
 
     use super::*;
     use crate::metrics::Metrics;
-    use crate::process::filter::{Action, Condition, FieldTest, Filter};
-    use crate::process::parse::{Format, Parser};
-    use crate::process::{Chain, Kind, Labels, Step};
+    use crate::process::filter::{Condition, FieldTest};
+    use crate::process::parse::Format;
+    use crate::process::testing::{drop_when, parse, step};
+    use crate::process::{Chain, Labels};
 
     fn rec(body: &str) -> LogRecord {
         LogRecord {
@@ -126,24 +127,14 @@ mod tests {
                 attributes: vec![("team".into(), "t".into())],
             },
             steps: vec![
-                Step {
-                    name: "lf".into(),
-                    kind: Kind::Parse(Parser {
-                        format: Format::Logfmt,
-                        field: None,
-                        body_key: Some("msg".into()),
+                step("lf", parse(Format::Logfmt, Some("msg"))),
+                step(
+                    "no_debug",
+                    drop_when(Condition {
+                        field: Some(("level".into(), FieldTest::Equals("debug".into()))),
+                        ..Default::default()
                     }),
-                },
-                Step {
-                    name: "no_debug".into(),
-                    kind: Kind::Filter(Filter {
-                        action: Action::Drop,
-                        when: Condition {
-                            field: Some(("level".into(), FieldTest::Equals("debug".into()))),
-                            ..Default::default()
-                        },
-                    }),
-                },
+                ),
             ],
         };
         let metrics = Metrics::new(None);

@@ -5,25 +5,11 @@ use std::borrow::Cow;
 
 use proptest::prelude::*;
 
-use super::filter::{Action, Condition, Filter};
-use super::parse::{Format, Parser};
+use super::filter::Condition;
+use super::parse::Format;
 use super::sample::Sample;
+use super::testing::{drop_when, parse, step};
 use super::*;
-
-fn parse(format: Format, body_key: Option<&str>) -> Kind {
-    Kind::Parse(Parser {
-        format,
-        field: None,
-        body_key: body_key.map(str::to_string),
-    })
-}
-
-fn step(name: &str, kind: Kind) -> Step {
-    Step {
-        name: name.into(),
-        kind,
-    }
-}
 
 fn id(n: u64) -> EventId {
     EventId::for_file_line(1, 0, n)
@@ -47,12 +33,9 @@ fn json_then_severity_then_filter() {
             ),
             step(
                 "no_debug",
-                Kind::Filter(Filter {
-                    action: Action::Drop,
-                    when: Condition {
-                        severity_below: Some(9),
-                        ..Default::default()
-                    },
+                drop_when(Condition {
+                    severity_below: Some(9),
+                    ..Default::default()
                 }),
             ),
         ],
@@ -141,12 +124,9 @@ fn any_step() -> impl Strategy<Value = Kind> {
             fields: vec![],
         })),
         (0.01f64..1.0).prop_map(|r| Kind::Sample(Sample::new(r, Condition::default(), "s"))),
-        "[a-z]{1,3}".prop_map(|w| Kind::Filter(Filter {
-            action: Action::Drop,
-            when: Condition {
-                body: Some(regex::Regex::new(&w).expect("regex")),
-                ..Default::default()
-            }
+        "[a-z]{1,3}".prop_map(|w| drop_when(Condition {
+            body: Some(regex::Regex::new(&w).expect("regex")),
+            ..Default::default()
         })),
     ]
 }

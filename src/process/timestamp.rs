@@ -63,73 +63,7 @@ impl TimeFormat {
             _ => {}
         }
         let mut items = Vec::new();
-        let b = s.as_bytes();
-        let mut i = 0;
-        let mut fields = 0;
-        while i < b.len() {
-            if b[i] != b'%' {
-                items.push(if b[i] == b' ' {
-                    Item::Space
-                } else {
-                    Item::Lit(b[i])
-                });
-                i += 1;
-                continue;
-            }
-            let Some(&d) = b.get(i + 1) else {
-                return Err((
-                    i,
-                    "a pattern cannot end with a lone %; write %% for a literal %".into(),
-                ));
-            };
-            let expand: &[Item] = match d {
-                b'Y' => &[Item::Year],
-                b'y' => &[Item::Year2],
-                b'm' => &[Item::Month],
-                b'd' | b'e' => &[Item::Day],
-                b'H' | b'k' => &[Item::Hour],
-                b'I' | b'l' => &[Item::Hour12],
-                b'p' => &[Item::AmPm],
-                b'M' => &[Item::Minute],
-                b'S' => &[Item::Second],
-                b'f' => &[Item::Fraction],
-                b'z' => &[Item::Offset],
-                b'Z' => &[Item::ZoneName],
-                b'b' | b'h' | b'B' => &[Item::MonthName],
-                b'a' | b'A' => &[Item::Skip],
-                b'j' => &[Item::DayOfYear],
-                b's' => &[Item::Epoch],
-                b'T' => &[
-                    Item::Hour,
-                    Item::Lit(b':'),
-                    Item::Minute,
-                    Item::Lit(b':'),
-                    Item::Second,
-                ],
-                b'F' => &[
-                    Item::Year,
-                    Item::Lit(b'-'),
-                    Item::Month,
-                    Item::Lit(b'-'),
-                    Item::Day,
-                ],
-                b'%' => &[Item::Lit(b'%')],
-                _ => {
-                    let shown = s[i..].chars().take(2).collect::<String>();
-                    return Err((
-                        i,
-                        format!(
-                            "unknown directive {shown}: use %Y %y %m %d %e %H %I %p %M %S %f %z %Z \
-                             %b %B %a %j %s %T %F or %%"
-                        ),
-                    ));
-                }
-            };
-            fields += 1;
-            items.extend_from_slice(expand);
-            i += 2;
-        }
-        if fields == 0 {
+        if read_pattern(s, &mut items)? == 0 {
             return Err((
                 0,
                 "the pattern has no % directive: it would read no time".into(),
@@ -146,6 +80,82 @@ impl TimeFormat {
             TimeFormat::Pattern(p, _) => p,
         }
     }
+}
+
+/// Appends the items of strptime pattern `s` to `items`; returns how many
+/// directives it holds, or the byte position in `s` and what is wrong there.
+fn read_pattern(s: &str, items: &mut Vec<Item>) -> Result<usize, (usize, String)> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut fields = 0;
+    while i < b.len() {
+        if b[i] != b'%' {
+            items.push(if b[i] == b' ' {
+                Item::Space
+            } else {
+                Item::Lit(b[i])
+            });
+            i += 1;
+            continue;
+        }
+        let Some(&d) = b.get(i + 1) else {
+            return Err((
+                i,
+                "a pattern cannot end with a lone %; write %% for a literal %".into(),
+            ));
+        };
+        match d {
+            // Shorthands, read as the patterns they stand for (as strftime
+            // defines them).
+            b'T' => {
+                read_pattern("%H:%M:%S", items)?;
+            }
+            b'F' => {
+                read_pattern("%Y-%m-%d", items)?;
+            }
+            _ => {
+                let Some(expand) = directive(d) else {
+                    let shown = s[i..].chars().take(2).collect::<String>();
+                    return Err((
+                        i,
+                        format!(
+                            "unknown directive {shown}: use %Y %y %m %d %e %H %I %p %M %S %f %z %Z \
+                             %b %B %a %j %s %T %F or %%"
+                        ),
+                    ));
+                };
+                items.extend_from_slice(expand);
+            }
+        }
+        fields += 1;
+        i += 2;
+    }
+    Ok(fields)
+}
+
+/// The items of one directive (the letter after `%`), `%T` and `%F` aside.
+fn directive(d: u8) -> Option<&'static [Item]> {
+    let items: &'static [Item] = match d {
+        b'Y' => &[Item::Year],
+        b'y' => &[Item::Year2],
+        b'm' => &[Item::Month],
+        b'd' | b'e' => &[Item::Day],
+        b'H' | b'k' => &[Item::Hour],
+        b'I' | b'l' => &[Item::Hour12],
+        b'p' => &[Item::AmPm],
+        b'M' => &[Item::Minute],
+        b'S' => &[Item::Second],
+        b'f' => &[Item::Fraction],
+        b'z' => &[Item::Offset],
+        b'Z' => &[Item::ZoneName],
+        b'b' | b'h' | b'B' => &[Item::MonthName],
+        b'a' | b'A' => &[Item::Skip],
+        b'j' => &[Item::DayOfYear],
+        b's' => &[Item::Epoch],
+        b'%' => &[Item::Lit(b'%')],
+        _ => return None,
+    };
+    Some(items)
 }
 
 // `%Y-%m-%d`, `T`, `%H:%M:%S`, an optional fraction and offset.

@@ -14,7 +14,9 @@ append is durable.
   as fast as appends complete.
 
 Each source's folder holds its own table (`config.rs`: raw keys, check,
-description); `crate::registry` lists the types.
+description); `crate::registry` lists the types. [`listen`] is what the
+sources that listen on TCP share (address, connection cap, TLS); `raw`
+declares the raw structs of their tables.
 */
 
 /// Whether sources append format-2 events: each event only its own fields,
@@ -28,5 +30,7 @@ pub const WRITE_FORMAT_2: bool = true;
 
 pub mod file;
 pub mod journald;
+pub mod listen;
 pub mod otlp_http;
+pub(crate) mod raw;
 pub mod syslog;

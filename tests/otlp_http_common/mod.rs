@@ -19,7 +19,7 @@ use holdfast::api::{Health, Phase};
 use holdfast::event::{Envelope, Record};
 use holdfast::metrics::Metrics;
 use holdfast::seglog::{Log, LogOptions, StartAt};
-use holdfast::sources::otlp_http::OtlpHttpSourceSettings;
+use holdfast::sources::otlp_http::{Listener, OtlpHttpSourceSettings};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::HeaderMap;
@@ -65,13 +65,15 @@ pub fn free_addr() -> SocketAddr {
 /// The source's settings with the documented defaults, on `addr`.
 pub fn settings(addr: SocketAddr) -> OtlpHttpSourceSettings {
     OtlpHttpSourceSettings {
-        listen: addr,
+        listener: Listener {
+            listen: addr,
+            max_connections: NonZeroUsize::new(256).unwrap(),
+            tls: None,
+        },
         max_body_bytes: 8 << 20,
-        max_connections: NonZeroUsize::new(256).unwrap(),
         header_timeout: Duration::from_secs(10),
         request_timeout: Duration::from_secs(30),
         bearer_token_file: None,
-        tls: None,
         process: None,
     }
 }
@@ -116,7 +118,7 @@ pub async fn start_with(tweak: impl FnOnce(&mut OtlpHttpSourceSettings, &mut Log
     let health = Arc::new(Health::default());
     health.set(Phase::Ready);
     let stop = CancellationToken::new();
-    let addr = opts.listen;
+    let addr = opts.listener.listen;
     let task = tokio::spawn(holdfast::sources::otlp_http::run(
         SOURCE.to_string(),
         opts,

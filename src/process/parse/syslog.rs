@@ -91,39 +91,42 @@ mod tests {
         ev.attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
+    /// Attribute `key` as text (`None` if absent or not text).
+    fn text<'e>(ev: &'e Event<'_>, key: &str) -> Option<&'e str> {
+        match attr(ev, key)? {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// `line` through the parser, which must take it as syslog.
+    fn parsed(line: &str) -> Event<'_> {
+        let (flow, ev) = run(line);
+        assert_eq!(flow, Flow::Next, "{line}");
+        ev
+    }
+
     #[test]
     fn a_file_line_without_pri_is_read_from_its_timestamp() {
         // Loghub's Linux sample, as syslogd wrote it.
-        let (flow, ev) =
-            run("Jun 14 15:16:01 combo sshd(pam_unix)[19939]: check pass; user unknown");
-        assert_eq!(flow, Flow::Next);
+        let ev = parsed("Jun 14 15:16:01 combo sshd(pam_unix)[19939]: check pass; user unknown");
         assert_eq!(ev.body, "check pass; user unknown");
-        assert_eq!(
-            attr(&ev, "syslog.hostname"),
-            Some(&Value::Str("combo".into()))
-        );
-        assert_eq!(
-            attr(&ev, "syslog.proc_id"),
-            Some(&Value::Str("19939".into()))
-        );
+        assert_eq!(text(&ev, "syslog.hostname"), Some("combo"));
+        assert_eq!(text(&ev, "syslog.proc_id"), Some("19939"));
         assert_ne!(ev.time_unix_nano, 0);
         assert_eq!(ev.severity_number, 0, "no PRI, no severity");
     }
 
     #[test]
     fn a_received_message_keeps_its_severity_and_structured_data() {
-        let (flow, ev) =
-            run("<165>1 2026-12-02T05:17:20.5Z gw app 42 ID7 [ex@32473 k=\"v\"] disk 91% full");
-        assert_eq!(flow, Flow::Next);
+        let ev =
+            parsed("<165>1 2026-12-02T05:17:20.5Z gw app 42 ID7 [ex@32473 k=\"v\"] disk 91% full");
         assert_eq!(ev.body, "disk 91% full");
         assert_eq!(ev.severity_number, 10, "notice is INFO2");
         assert_eq!(ev.time_unix_nano, 1_796_188_640_500_000_000);
         assert_eq!(attr(&ev, "syslog.facility"), Some(&Value::Int(20)));
-        assert_eq!(
-            attr(&ev, "syslog.sd.ex@32473.k"),
-            Some(&Value::Str("v".into()))
-        );
-        assert_eq!(attr(&ev, "syslog.msg_id"), Some(&Value::Str("ID7".into())));
+        assert_eq!(text(&ev, "syslog.sd.ex@32473.k"), Some("v"));
+        assert_eq!(text(&ev, "syslog.msg_id"), Some("ID7"));
     }
 
     #[test]

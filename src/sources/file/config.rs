@@ -15,6 +15,7 @@ use crate::config::raw::one_of_newtype;
 use crate::config::units::{format_duration, format_size, Dur, Size};
 use crate::config::SourceEnv;
 use crate::registry::{ComponentContext, Run, Source};
+use crate::sources::raw::raw_source;
 
 /// Defaults, in the units the checks use (the source's own constants).
 mod d {
@@ -23,6 +24,9 @@ mod d {
     use super::super::*;
     pub const SCAN_INTERVAL: Duration = DEFAULT_SCAN_INTERVAL;
     pub const FINGERPRINT_BYTES: u64 = DEFAULT_FINGERPRINT_BYTES as u64;
+    /// The range `fingerprint_bytes` may be set in: 16 B to 1 MiB.
+    pub const FINGERPRINT_BYTES_MIN: u64 = 16;
+    pub const FINGERPRINT_BYTES_MAX: u64 = 1 << 20;
     pub const ROTATE_WAIT: Duration = DEFAULT_ROTATE_WAIT;
     pub const IDLE_CLOSE: Duration = DEFAULT_IDLE_CLOSE;
     pub const MAX_LINE_BYTES: u64 = DEFAULT_MAX_LINE_BYTES as u64;
@@ -42,36 +46,33 @@ one_of_newtype! {
     }
 }
 
-/// `[sources.<name>]` with `type = "file"`, as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawFileSource {
-    /// `"file"` (already read to choose this struct).
-    #[serde(rename = "type")]
-    _type: IgnoredAny,
-    /// Glob patterns of files to tail. Required, non-empty.
-    include: Option<Spanned<Vec<Spanned<String>>>>,
-    /// Glob patterns to skip. Default: none.
-    exclude: Option<Vec<Spanned<String>>>,
-    /// `"beginning"` or `"end"`. Default `"end"`.
-    start_at: Option<Spanned<RawStartAt>>,
-    /// Default `"10s"`.
-    scan_interval: Option<Spanned<Dur>>,
-    /// Default `"1KiB"`; 16 B to 1 MiB.
-    fingerprint_bytes: Option<Spanned<Size>>,
-    /// Default `"5s"`: a rotated file is read until idle this long.
-    rotate_wait: Option<Spanned<Dur>>,
-    /// Default `"5m"`.
-    idle_close: Option<Spanned<Dur>>,
-    /// Default `"256KiB"`; at most `log.segment_size` − 4 KiB.
-    max_line_bytes: Option<Spanned<Size>>,
-    /// Default `"5s"`.
-    line_idle_timeout: Option<Spanned<Dur>>,
-    /// Default: absent, one event per line.
-    multiline: Option<Spanned<RawMultiline>>,
-    /// Default: absent, lines as read (checked by `src/process/config.rs`).
-    #[serde(rename = "process")]
-    _process: Option<IgnoredAny>,
+raw_source! {
+    /// `[sources.<name>]` with `type = "file"`, as written.
+    pub(crate) struct RawFileSource {
+        /// Glob patterns of files to tail. Required, non-empty.
+        include: Vec<Spanned<String>>,
+        /// Glob patterns to skip. Default: none.
+        exclude: Vec<Spanned<String>>,
+        /// `"beginning"` or `"end"`. Default `"end"`.
+        start_at: RawStartAt,
+        /// Default `"10s"`.
+        scan_interval: Dur,
+        /// Default `"1KiB"`; 16 B to 1 MiB.
+        fingerprint_bytes: Size,
+        /// Default `"5s"`: a rotated file is read until idle this long.
+        rotate_wait: Dur,
+        /// Default `"5m"`.
+        idle_close: Dur,
+        /// Default `"256KiB"`; at most `log.segment_size` − 4 KiB.
+        max_line_bytes: Size,
+        /// Default `"5s"`.
+        line_idle_timeout: Dur,
+        /// Default: absent, one event per line.
+        multiline: RawMultiline,
+        /// Default: absent, lines as read (checked by `src/process/config.rs`).
+        #[serde(rename = "process")]
+        _process: IgnoredAny,
+    }
 }
 
 /// `multiline.*`, as written.
@@ -117,7 +118,7 @@ impl RawFileSource {
             }
         }
         let exclude = match &self.exclude {
-            Some(list) => patterns(cx, &key("exclude"), list),
+            Some(list) => patterns(cx, &key("exclude"), list.get_ref()),
             None => Vec::new(),
         };
         let start_at = match &self.start_at {
@@ -137,8 +138,8 @@ impl RawFileSource {
             &key("fingerprint_bytes"),
             self.fingerprint_bytes.as_ref(),
             d::FINGERPRINT_BYTES,
-            16,
-            1 << 20,
+            d::FINGERPRINT_BYTES_MIN,
+            d::FINGERPRINT_BYTES_MAX,
         );
         let rotate_wait = cx.duration(
             &key("rotate_wait"),

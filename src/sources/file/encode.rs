@@ -196,19 +196,25 @@ impl Encoder {
         self
     }
 
-    pub fn template(&self, path: &Path) -> Template {
-        let p = path.to_string_lossy().into_owned();
-        let name = path
+    /// The attributes every line of the file at `path` carries: its path
+    /// and name, then the processing chain's record labels.
+    fn file_attributes(&self, path: &str) -> Vec<KeyValue> {
+        let name = Path::new(path)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let mut shared = vec![
-            kv(ATTR_PATH, any_value::Value::StringValue(p.clone())),
+        let mut attributes = vec![
+            kv(ATTR_PATH, any_value::Value::StringValue(path.to_string())),
             kv(ATTR_NAME, any_value::Value::StringValue(name)),
         ];
-        self.labels.apply_attributes(&mut shared);
+        self.labels.apply_attributes(&mut attributes);
+        attributes
+    }
+
+    pub fn template(&self, path: &Path) -> Template {
+        let p = path.to_string_lossy().into_owned();
         Template {
-            attrs: attrs(shared),
+            attrs: attrs(self.file_attributes(&p)),
             origin_path: FileOrigin {
                 path: p.clone(),
                 ..Default::default()
@@ -230,17 +236,8 @@ impl Encoder {
         observed_ns: u64,
     ) -> Group {
         let path = t.path.to_string();
-        let name = Path::new(&path)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let mut attributes = vec![
-            kv(ATTR_PATH, any_value::Value::StringValue(path.clone())),
-            kv(ATTR_NAME, any_value::Value::StringValue(name)),
-        ];
-        self.labels.apply_attributes(&mut attributes);
         Group {
-            attributes,
+            attributes: self.file_attributes(&path),
             origin: Some(FileOrigin {
                 path,
                 fingerprint: key,
@@ -251,6 +248,19 @@ impl Encoder {
             observed_time_unix_nano: observed_ns,
             ..self.base.clone()
         }
+    }
+
+    /// The lengths of the body (a string `AnyValue`) and of the whole log
+    /// record: body, marks, `record` and `other` bytes of further fields.
+    fn record_lens(&self, body: &str, m: &LineMeta, record: &[u8], other: usize) -> (usize, usize) {
+        let any_len = key_len(1) + encoded_len_varint(body.len() as u64) + body.len();
+        let rec_len = key_len(5)
+            + encoded_len_varint(any_len as u64)
+            + any_len
+            + self.marks_len(m)
+            + record.len()
+            + other;
+        (any_len, rec_len)
     }
 
     /// Length of the line's own attributes (the marks).
@@ -294,12 +304,7 @@ impl Encoder {
         g: InGroup,
         out: &mut Vec<u8>,
     ) -> usize {
-        let any_len = key_len(1) + encoded_len_varint(body.len() as u64) + body.len();
-        let rec_len = key_len(5)
-            + encoded_len_varint(any_len as u64)
-            + any_len
-            + self.marks_len(m)
-            + record.len();
+        let (any_len, rec_len) = self.record_lens(body, m, record, 0);
         // Small numbers: from the group's offset, and the line's length.
         let offset = m.offset.wrapping_sub(g.offset_base);
         let len = m.end.wrapping_sub(m.offset);
@@ -351,15 +356,8 @@ impl Encoder {
         m: &LineMeta,
         out: &mut Vec<u8>,
     ) -> usize {
-        let any_len = key_len(1) + encoded_len_varint(body.len() as u64) + body.len();
-        let rec_len = key_len(5)
-            + encoded_len_varint(any_len as u64)
-            + any_len
-            + t.attrs.len()
-            + self.marks_len(m)
-            + record.len()
-            + key_len(11)
-            + 8;
+        // Further record fields: the file's attributes and the observed time.
+        let (any_len, rec_len) = self.record_lens(body, m, record, t.attrs.len() + key_len(11) + 8);
         let origin_len = t.origin_path.len()
             + if m.key == 0 { 0 } else { key_len(2) + 8 }
             + varint_field_len(3, m.generation as u64)

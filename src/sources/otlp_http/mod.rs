@@ -84,7 +84,6 @@ mod json;
 pub(crate) mod response;
 mod server;
 pub(crate) mod split;
-pub(crate) mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,8 +99,8 @@ use crate::metrics::Metrics;
 use crate::registry::ComponentContext;
 use crate::seglog::Log;
 
-pub(crate) use config::{check_tls, check_tls_environment, RawTls};
-pub use config::{OtlpHttpSourceSettings, TlsSettings};
+pub use crate::sources::listen::{Listener, TlsSettings};
+pub use config::OtlpHttpSourceSettings;
 pub use decode::data_points;
 
 /// How long an append waits for space in a full log (`when_full = "block"`)
@@ -145,24 +144,15 @@ pub(crate) async fn run_with(
         })?),
         None => None,
     };
-    let tls = match &opts.tls {
-        Some(t) => Some(tls::acceptor(t).with_context(|| {
-            format!(
-                "setting up TLS for source {name} (sources.{name}.tls.cert_file and sources.{name}.tls.key_file)"
-            )
-        })?),
-        None => None,
-    };
-    let listener = tokio::net::TcpListener::bind(opts.listen)
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "source {name} cannot listen on {} for OTLP/HTTP: {e}; change sources.{name}.listen \
-                 or stop what uses the port",
-                opts.listen
-            )
-        })?;
-    let addr = listener.local_addr().unwrap_or(opts.listen);
+    let tls = opts.listener.tls_acceptor(&name)?;
+    let listen = opts.listener.listen;
+    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+        anyhow::anyhow!(
+            "source {name} cannot listen on {listen} for OTLP/HTTP: {e}; change \
+                 sources.{name}.listen or stop what uses the port"
+        )
+    })?;
+    let addr = listener.local_addr().unwrap_or(listen);
     info!(
         source = %name,
         %addr,

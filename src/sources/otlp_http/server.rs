@@ -35,7 +35,7 @@ pub(crate) async fn serve(
     src: Arc<Source>,
     stop: CancellationToken,
 ) {
-    let max = src.opts.max_connections.get();
+    let max = src.opts.listener.max_connections.get();
     let permits = Arc::new(Semaphore::new(max));
     let accept_failed = |e: &io::Error| warn!(source = %src.name, error = %e, "OTLP accept failed");
     while let Some((permit, stream, peer)) =

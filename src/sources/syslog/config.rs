@@ -4,12 +4,7 @@
 
 use std::fmt::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::num::NonZeroUsize;
 use std::time::Duration;
-
-use serde::de::IgnoredAny;
-use serde::Deserialize;
-use toml::Spanned;
 
 use super::parse::TimeZone;
 use crate::config::check::{Checker, NamedTable};
@@ -17,7 +12,8 @@ use crate::config::environment::Env;
 use crate::config::units::{format_duration, format_size, Count, Dur, Size};
 use crate::config::SourceEnv;
 use crate::registry::{ComponentContext, Run, Source};
-use crate::sources::otlp_http::{check_tls, check_tls_environment, RawTls, TlsSettings};
+use crate::sources::listen::{Listener, RawTls};
+use crate::sources::raw::raw_source;
 
 /// The transport a syslog source listens on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,49 +35,42 @@ impl Transport {
 #[derive(Debug, Clone)]
 pub struct SyslogSourceSettings {
     pub mode: Transport,
-    /// Address to listen on; port 0 picks a free port (for tests).
-    pub listen: SocketAddr,
-    /// TCP connections served at once; more wait in the kernel's backlog.
-    pub max_connections: NonZeroUsize,
+    /// Where; TCP only: how many connections at once, and TLS (RFC 5425)
+    /// or not.
+    pub listener: Listener,
     /// Longest message kept whole; longer ones keep their start.
     pub max_message_size: usize,
     /// A TCP connection that sends nothing for this long is closed.
     pub idle_timeout: Duration,
     /// The zone of RFC 3164 timestamps.
     pub time_zone: TimeZone,
-    /// TCP only: serve TLS (RFC 5425) with this certificate and key.
-    pub tls: Option<TlsSettings>,
 }
 
 mod syslog_defaults {
     use super::*;
     pub const LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 5514));
-    pub const MAX_CONNECTIONS: u64 = 256;
     pub const MAX_MESSAGE_SIZE: u64 = 64 << 10;
     pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 }
 
-/// `[sources.<name>]` with `type = "syslog"`, as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSyslogSource {
-    /// `"syslog"` (already read to choose this struct).
-    #[serde(rename = "type")]
-    _type: IgnoredAny,
-    /// `"tcp"` (default) or `"udp"`.
-    mode: Option<Spanned<String>>,
-    /// Default `"127.0.0.1:5514"`.
-    listen: Option<Spanned<String>>,
-    /// Default 256; 1 to 65536. TCP only.
-    max_connections: Option<Spanned<Count>>,
-    /// Default `"64KiB"`; 480 bytes (RFC 3164's smallest) to 1 MiB.
-    max_message_size: Option<Spanned<Size>>,
-    /// Default `"10m"`. TCP only.
-    idle_timeout: Option<Spanned<Dur>>,
-    /// Default `"local"`; `"UTC"` or an offset like `"+02:00"`.
-    time_zone: Option<Spanned<String>>,
-    /// Default: absent, plain TCP. TCP only.
-    tls: Option<Spanned<RawTls>>,
+raw_source! {
+    /// `[sources.<name>]` with `type = "syslog"`, as written.
+    struct RawSyslogSource {
+        /// `"tcp"` (default) or `"udp"`.
+        mode: String,
+        /// Default `"127.0.0.1:5514"`.
+        listen: String,
+        /// Default 256; 1 to 65536. TCP only.
+        max_connections: Count,
+        /// Default `"64KiB"`; 480 bytes (RFC 3164's smallest) to 1 MiB.
+        max_message_size: Size,
+        /// Default `"10m"`. TCP only.
+        idle_timeout: Dur,
+        /// Default `"local"`; `"UTC"` or an offset like `"+02:00"`.
+        time_zone: String,
+        /// Default: absent, plain TCP. TCP only.
+        tls: RawTls,
+    }
 }
 
 impl RawSyslogSource {
@@ -100,15 +89,12 @@ impl RawSyslogSource {
                 Transport::Tcp
             }
         };
-        let listen = cx.listen(&key("listen"), self.listen.as_ref(), d::LISTEN);
-        let max_connections = cx.count(
-            &key("max_connections"),
+        let raw_listener = (
+            self.listen.as_ref(),
             self.max_connections.as_ref(),
-            d::MAX_CONNECTIONS,
-            1..=65536,
+            self.tls.as_ref(),
         );
-        let max_connections =
-            NonZeroUsize::new(max_connections as usize).unwrap_or(NonZeroUsize::MIN);
+        let listener = Listener::check(cx, &t.key, d::LISTEN, raw_listener);
         let max_message_size = cx.size(
             &key("max_message_size"),
             self.max_message_size.as_ref(),
@@ -137,7 +123,6 @@ impl RawSyslogSource {
                 TimeZone::Local
             }),
         };
-        let tls = check_tls(cx, &key("tls"), self.tls.as_ref());
         if mode == Transport::Udp {
             for (name, span) in [
                 ("tls", self.tls.as_ref().map(|v| v.span())),
@@ -161,12 +146,10 @@ impl RawSyslogSource {
         }
         SyslogSourceSettings {
             mode,
-            listen,
-            max_connections,
+            listener,
             max_message_size,
             idle_timeout,
             time_zone,
-            tls,
         }
     }
 }
@@ -178,8 +161,8 @@ impl Source for SyslogSourceSettings {
     }
 
     fn describe(&self, out: &mut String) -> fmt::Result {
-        let o = self;
-        let how = match (o.mode, &o.tls) {
+        let l = &self.listener;
+        let how = match (self.mode, &l.tls) {
             (Transport::Udp, _) => "UDP",
             (Transport::Tcp, None) => "TCP",
             (Transport::Tcp, Some(_)) => "TCP with TLS",
@@ -187,23 +170,23 @@ impl Source for SyslogSourceSettings {
         writeln!(
             out,
             "    receives syslog (RFC 5424 and RFC 3164) over {how} on {}",
-            o.listen
+            l.listen
         )?;
         writeln!(
             out,
             "    messages up to {} (longer ones keep their start); RFC 3164 times in zone {}",
-            format_size(o.max_message_size as u64),
-            o.time_zone
+            format_size(self.max_message_size as u64),
+            self.time_zone
         )?;
-        if o.mode == Transport::Tcp {
+        if self.mode == Transport::Tcp {
             writeln!(
                 out,
                 "    at most {} connections; idle ones closed after {}",
-                o.max_connections,
-                format_duration(o.idle_timeout)
+                l.max_connections,
+                format_duration(self.idle_timeout)
             )?;
         }
-        if let Some(tls) = &o.tls {
+        if let Some(tls) = &l.tls {
             tls.describe(out)?;
         }
         Ok(())
@@ -216,16 +199,16 @@ impl Source for SyslogSourceSettings {
     fn check_environment(&self, name: &str, env: &mut Env<'_>) {
         let prefix = format!("sources.{name}");
         if self.mode == Transport::Tcp {
-            env.bindable(&format!("{prefix}.listen"), self.listen);
+            env.bindable(&format!("{prefix}.listen"), self.listener.listen);
         }
-        if let Some(tls) = &self.tls {
-            check_tls_environment(env, &prefix, tls);
+        if let Some(tls) = &self.listener.tls {
+            tls.check_environment(env, &prefix);
         }
     }
 
     fn listen(&self) -> Option<SocketAddr> {
         // Only one TCP listener may hold a port; a UDP socket on the same
         // number is another port.
-        (self.mode == Transport::Tcp).then_some(self.listen)
+        (self.mode == Transport::Tcp).then_some(self.listener.listen)
     }
 }

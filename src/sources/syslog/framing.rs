@@ -281,31 +281,27 @@ mod tests {
         }
     }
 
+    /// Both framings, the input cut at every step, give the same frames.
     #[test]
-    fn newline_framing_in_any_pieces() {
-        let input = b"<13>one\n<13>two\r\n\n<13>three";
-        for step in 1..input.len() {
-            let (frames, err) = run(input, 100, step);
-            assert_eq!(err, None);
-            assert_eq!(
-                frames,
-                vec![msg(b"<13>one"), msg(b"<13>two\r"), msg(b"<13>three")],
-                "step {step}"
-            );
-        }
-    }
-
-    #[test]
-    fn octet_counting_in_any_pieces() {
-        let input = b"7 <13>one9 <13>two\n\n5 <13>t";
-        for step in 1..input.len() {
-            let (frames, err) = run(input, 100, step);
-            assert_eq!(err, None);
-            assert_eq!(
-                frames,
-                vec![msg(b"<13>one"), msg(b"<13>two\n\n"), msg(b"<13>t")],
-                "step {step}"
-            );
+    fn both_framings_in_any_pieces() {
+        let cases: [(&[u8], [&[u8]; 3]); 2] = [
+            // Newlines: a CR is kept, an empty line is no message.
+            (
+                b"<13>one\n<13>two\r\n\n<13>three",
+                [b"<13>one", b"<13>two\r", b"<13>three"],
+            ),
+            // Octet counting: newlines inside a message are its own.
+            (
+                b"7 <13>one9 <13>two\n\n5 <13>t",
+                [b"<13>one", b"<13>two\n\n", b"<13>t"],
+            ),
+        ];
+        for (input, want) in cases {
+            for step in 1..input.len() {
+                let (frames, err) = run(input, 100, step);
+                assert_eq!(err, None);
+                assert_eq!(frames, want.map(msg), "{input:?} step {step}");
+            }
         }
     }
 

@@ -56,6 +56,8 @@ mod udp;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use tokio::net::{TcpListener, UdpSocket};
+
 pub use config::{SyslogSourceSettings, Transport};
 pub use framing::{Frame, FrameError, Framer};
 pub use mapping::{record, SCOPE_NAME};
@@ -66,9 +68,20 @@ use crate::registry::ComponentContext;
 /// address cannot be bound or TLS cannot be set up.
 pub async fn run(ctx: ComponentContext, opts: SyslogSourceSettings) -> anyhow::Result<()> {
     let appender = Arc::new(append::Appender::new(&ctx, &opts));
+    let listen = opts.listener.listen;
+    let cannot_bind = |e| bind_error(&ctx.name, listen, opts.mode, e);
     match opts.mode {
-        Transport::Tcp => tcp::serve(ctx, opts, appender).await,
-        Transport::Udp => udp::serve(ctx, opts, appender).await,
+        Transport::Tcp => {
+            // TLS first: bad certificate files are named before the port is
+            // taken.
+            let tls = opts.listener.tls_acceptor(&ctx.name)?;
+            let socket = TcpListener::bind(listen).await.map_err(cannot_bind)?;
+            tcp::serve(ctx, opts, socket, tls, appender).await
+        }
+        Transport::Udp => {
+            let socket = UdpSocket::bind(listen).await.map_err(cannot_bind)?;
+            udp::serve(ctx, opts, socket, appender).await
+        }
     }
 }
 

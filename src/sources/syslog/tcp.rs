@@ -18,10 +18,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::Context;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -35,26 +35,18 @@ use crate::registry::ComponentContext;
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 64 << 10;
 
+/// Serves `listener` (with `tls` if set) until the source's stop.
 pub(super) async fn serve(
     ctx: ComponentContext,
     opts: SyslogSourceSettings,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     appender: Arc<Appender>,
 ) -> anyhow::Result<()> {
     let name = &ctx.name;
-    let tls = match &opts.tls {
-        Some(t) => Some(crate::sources::otlp_http::tls::acceptor(t).with_context(|| {
-            format!(
-                "setting up TLS for source {name} (sources.{name}.tls.cert_file and sources.{name}.tls.key_file)"
-            )
-        })?),
-        None => None,
-    };
-    let listener = TcpListener::bind(opts.listen)
-        .await
-        .map_err(|e| super::bind_error(name, opts.listen, super::Transport::Tcp, e))?;
-    let addr = listener.local_addr().unwrap_or(opts.listen);
+    let addr = listener.local_addr().unwrap_or(opts.listener.listen);
     info!(source = %name, %addr, tls = tls.is_some(), "syslog source listening on TCP");
-    let max = opts.max_connections.get();
+    let max = opts.listener.max_connections.get();
     let permits = Arc::new(Semaphore::new(max));
     let stop = ctx.stop.clone();
     let accept_failed = |e: &io::Error| warn!(source = %name, error = %e, "syslog accept failed");

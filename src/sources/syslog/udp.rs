@@ -20,16 +20,15 @@ use crate::registry::ComponentContext;
 /// Datagrams taken into one batch at most.
 const MAX_BATCH: usize = 4096;
 
+/// Reads datagrams from `socket` until the source's stop.
 pub(super) async fn serve(
     ctx: ComponentContext,
     opts: SyslogSourceSettings,
+    socket: UdpSocket,
     appender: Arc<Appender>,
 ) -> anyhow::Result<()> {
     let name = &ctx.name;
-    let socket = UdpSocket::bind(opts.listen)
-        .await
-        .map_err(|e| super::bind_error(name, opts.listen, super::Transport::Udp, e))?;
-    let addr = socket.local_addr().unwrap_or(opts.listen);
+    let addr = socket.local_addr().unwrap_or(opts.listener.listen);
     info!(source = %name, %addr, "syslog source listening on UDP");
     let max = opts.max_message_size;
     // The largest UDP payload, so that a long datagram's length is known.

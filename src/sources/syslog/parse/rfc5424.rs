@@ -8,22 +8,20 @@ use super::{strip_bom, time, token, Format, Parsed, SdElement};
 
 type Result<T> = std::result::Result<T, &'static str>;
 
-const HOSTNAME: (&str, &str) = (
-    "RFC 5424 header ends in HOSTNAME",
-    "RFC 5424 HOSTNAME is empty, too long or not printable ASCII",
-);
-const APP_NAME: (&str, &str) = (
-    "RFC 5424 header ends in APP-NAME",
-    "RFC 5424 APP-NAME is empty, too long or not printable ASCII",
-);
-const PROC_ID: (&str, &str) = (
-    "RFC 5424 header ends in PROCID",
-    "RFC 5424 PROCID is empty, too long or not printable ASCII",
-);
-const MSG_ID: (&str, &str) = (
-    "RFC 5424 header ends in MSGID",
-    "RFC 5424 MSGID is empty, too long or not printable ASCII",
-);
+/// The two errors of header field `$name`: the header ends where it should
+/// be, or it is malformed. One wording for every field.
+macro_rules! field_errors {
+    ($name:literal) => {
+        (
+            concat!("RFC 5424 header ends in ", $name),
+            concat!(
+                "RFC 5424 ",
+                $name,
+                " is empty, too long or not printable ASCII"
+            ),
+        )
+    };
+}
 
 /// `rest` is what follows `<PRI>`.
 pub(super) fn parse(pri: u8, rest: &[u8]) -> Result<Parsed<'_>> {
@@ -36,10 +34,10 @@ pub(super) fn parse(pri: u8, rest: &[u8]) -> Result<Parsed<'_>> {
         b"-" => None,
         ts => Some(time::rfc3339(ts).ok_or("RFC 5424 timestamp is not RFC 3339")?),
     };
-    let (hostname, rest) = field(rest, 255, HOSTNAME)?;
-    let (app_name, rest) = field(rest, 48, APP_NAME)?;
-    let (proc_id, rest) = field(rest, 128, PROC_ID)?;
-    let (msg_id, rest) = field(rest, 32, MSG_ID)?;
+    let (hostname, rest) = field(rest, 255, field_errors!("HOSTNAME"))?;
+    let (app_name, rest) = field(rest, 48, field_errors!("APP-NAME"))?;
+    let (proc_id, rest) = field(rest, 128, field_errors!("PROCID"))?;
+    let (msg_id, rest) = field(rest, 32, field_errors!("MSGID"))?;
     let (structured_data, rest) = structured_data(rest)?;
     let message = match rest {
         [] => rest,

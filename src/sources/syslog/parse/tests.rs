@@ -130,15 +130,30 @@ fn rfc3164_missing_tag_hostname_or_timestamp() {
     assert_eq!((m.timestamp_ns, m.hostname), (None, None));
     assert_eq!(s(m.app_name), Some("myapp"));
     assert_eq!(m.message, b"started");
+}
 
-    let m = p(b"<13>1234567: counted, but no time");
-    assert_eq!(m.message, b"1234567: counted, but no time");
-    let m = p(b"<13>.hidden");
-    assert_eq!(m.message, b".hidden");
-
-    let m = p(b"<13>just words");
-    assert_eq!(m.format, Format::Rfc3164);
-    assert_eq!(m.message, b"just words");
+/// The message as RFC 3164 keeps it: text that is no tag, after a BOM
+/// (dropped), bytes that are not UTF-8 (kept as they are).
+#[test]
+fn rfc3164_message_text_is_kept() {
+    let cases: [(&[u8], &[u8]); 5] = [
+        (
+            b"<13>1234567: counted, but no time",
+            b"1234567: counted, but no time",
+        ),
+        (b"<13>.hidden", b".hidden"),
+        (b"<13>just words", b"just words"),
+        (b"<14>Jan  1 00:00:00 host app: \xEF\xBB\xBFhello", b"hello"),
+        (
+            b"<14>Jan  1 00:00:00 host app: caf\xe9 \xff",
+            b"caf\xe9 \xff",
+        ),
+    ];
+    for (line, message) in cases {
+        let m = p(line);
+        assert_eq!(m.format, Format::Rfc3164, "{line:?}");
+        assert_eq!(m.message, message, "{line:?}");
+    }
 }
 
 #[test]
@@ -217,15 +232,6 @@ fn rfc3164_in_the_configured_zone() {
     };
     let m = parse(b"<34>Oct 11 22:14:15 mymachine su: x", &opts);
     assert_eq!(m.timestamp_ns, Some(1_791_749_655 * S));
-}
-
-#[test]
-fn bom_and_invalid_utf8_are_kept() {
-    let m = p(b"<14>Jan  1 00:00:00 host app: \xEF\xBB\xBFhello");
-    assert_eq!(m.message, b"hello");
-    let m = p(b"<14>Jan  1 00:00:00 host app: caf\xe9 \xff");
-    assert_eq!(m.format, Format::Rfc3164);
-    assert_eq!(m.message, b"caf\xe9 \xff");
 }
 
 #[test]
