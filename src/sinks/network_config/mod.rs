@@ -18,25 +18,9 @@ use toml::Spanned;
 use super::options::defaults as d;
 use super::{Compression, HttpSinkOptions, QuarantineFull, Template};
 use crate::config::check::{Checker, NamedTable};
-use crate::config::raw::one_of_newtype;
+use crate::config::raw::{one_of_newtype, raw_table};
 use crate::config::units::{format_duration, Size};
 use crate::config::SinkEnv;
-
-/// Declares the raw struct of a small table of a network sink (`auth`,
-/// `tls`, `quarantine`): every key optional and spanned, unknown keys
-/// refused with what the table holds (`$expecting`).
-macro_rules! raw_table {
-    ($(#[$meta:meta])* $name:ident, $expecting:tt {
-        $($(#[$fmeta:meta])* $field:ident: $ty:ty,)*
-    }) => {
-        $(#[$meta])*
-        #[derive(Debug, serde::Deserialize)]
-        #[serde(deny_unknown_fields, expecting = $expecting)]
-        pub(crate) struct $name {
-            $($(#[$fmeta])* $field: Option<toml::Spanned<$ty>>,)*
-        }
-    };
-}
 
 pub(crate) mod auth;
 mod component;
