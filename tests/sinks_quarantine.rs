@@ -41,8 +41,8 @@ async fn quarantined_events_are_complete_private_and_replayable() {
         let seq = ids.iter().position(|id| id == &r.id).unwrap() as u64;
         assert_eq!(r.seq, Some(seq));
         assert_eq!(r.sink, SINK);
-        assert_eq!(r.source, "app");
-        assert_eq!(r.signal, "logs");
+        assert_eq!(r.about.source, "app");
+        assert_eq!(r.about.signal, "logs");
         assert_eq!(r.kind, "rejected");
         assert_eq!(r.status, Some(400));
         assert!(r.error.contains("mapper_parsing_exception"));
