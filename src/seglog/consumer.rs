@@ -340,18 +340,13 @@ impl Consumer {
                         );
                     }
                     let start = at + format::FRAME_HEADER_LEN;
-                    self.frame = Some(FrameCursor {
-                        map: map.clone(),
-                        payload: start..start + payload.len(),
-                        at: start,
-                        seq: header.first_seq,
-                        skip_to: self.next_seq,
-                        frame_first: header.first_seq,
-                        append_ms: header.append_ms,
-                        end,
-                        format: version,
-                        block: None,
-                    });
+                    self.frame = Some(FrameCursor::new(
+                        map.clone(),
+                        start..start + payload.len(),
+                        header,
+                        version,
+                        self.next_seq..end,
+                    ));
                     return Ok(true);
                 }
                 Decoded::End => return Ok(false),
