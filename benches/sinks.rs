@@ -871,7 +871,7 @@ mod pushback {
                 &holdfast::cli::quarantine::Filter::default(),
             )
             .map_or(0, |s| {
-                s.entries.iter().filter(|e| e.record.sink == name).count()
+                s.entries.iter().filter(|e| e.record().sink == name).count()
             });
             let stats_path = format!("/stats{prefix}");
             let stats = reqwest::get(base.join(&stats_path).unwrap())

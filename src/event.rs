@@ -20,10 +20,8 @@ generation and the byte offset of the line, so a line read twice gets the
 same id; records received over the network get a random id on arrival.
 */
 
-use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::metrics::v1::Metric;
-use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 
@@ -77,38 +75,58 @@ impl std::fmt::Display for EventId {
     }
 }
 
-/// One event as stored in the log.
-#[derive(Clone, PartialEq, Message)]
-pub struct Envelope {
-    /// The [`EventId`], 16 bytes.
-    #[prost(bytes = "vec", tag = "1")]
-    pub id: Vec<u8>,
-    /// Name of the source that produced it (the `[sources.<name>]` key).
-    #[prost(string, tag = "2")]
-    pub source: String,
-    /// When holdfast received or read it, unix nanoseconds.
-    #[prost(fixed64, tag = "3")]
-    pub observed_time_unix_nano: u64,
-    #[prost(message, optional, tag = "4")]
-    pub resource: Option<Resource>,
-    #[prost(string, tag = "5")]
-    pub resource_schema_url: String,
-    #[prost(message, optional, tag = "6")]
-    pub scope: Option<InstrumentationScope>,
-    #[prost(string, tag = "7")]
-    pub scope_schema_url: String,
-    #[prost(oneof = "Record", tags = "8, 9, 10")]
-    pub record: Option<Record>,
-    /// Where in a file the record came from (file sources only).
-    #[prost(message, optional, tag = "11")]
-    pub origin: Option<FileOrigin>,
-    /// Format 2 only: the event's group in its batch's [`Context`].
-    #[prost(uint32, tag = "12")]
-    pub group: u32,
-    /// Format 2 only: observed time minus its group's, when not stored
-    /// whole in field 3.
-    #[prost(uint64, tag = "13")]
-    pub observed_delta: u64,
+/// Declares a message with the fields an event shares with the others of
+/// its group (source, resource, scope and their schema URLs) under the tags
+/// given in that order, then the fields given: an [`Envelope`] holds them
+/// itself (format 1), a [`Group`] once for its events (format 2).
+macro_rules! shared_fields_message {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident [$source:tt, $resource:tt, $resource_url:tt, $scope:tt, $scope_url:tt]
+        { $($fields:tt)* }
+    ) => {
+        $(#[$attr])*
+        #[derive(Clone, PartialEq, ::prost::Message)]
+        pub struct $name {
+            /// Name of the source that produced it (the `[sources.<name>]` key).
+            #[prost(string, tag = $source)]
+            pub source: String,
+            #[prost(message, optional, tag = $resource)]
+            pub resource: Option<opentelemetry_proto::tonic::resource::v1::Resource>,
+            #[prost(string, tag = $resource_url)]
+            pub resource_schema_url: String,
+            #[prost(message, optional, tag = $scope)]
+            pub scope: Option<opentelemetry_proto::tonic::common::v1::InstrumentationScope>,
+            #[prost(string, tag = $scope_url)]
+            pub scope_schema_url: String,
+            $($fields)*
+        }
+    };
+}
+use shared_fields_message;
+
+shared_fields_message! {
+    /// One event as stored in the log.
+    pub struct Envelope ["2", "4", "5", "6", "7"] {
+        /// The [`EventId`], 16 bytes.
+        #[prost(bytes = "vec", tag = "1")]
+        pub id: Vec<u8>,
+        /// When holdfast received or read it, unix nanoseconds.
+        #[prost(fixed64, tag = "3")]
+        pub observed_time_unix_nano: u64,
+        #[prost(oneof = "Record", tags = "8, 9, 10")]
+        pub record: Option<Record>,
+        /// Where in a file the record came from (file sources only).
+        #[prost(message, optional, tag = "11")]
+        pub origin: Option<FileOrigin>,
+        /// Format 2 only: the event's group in its batch's [`Context`].
+        #[prost(uint32, tag = "12")]
+        pub group: u32,
+        /// Format 2 only: observed time minus its group's, when not stored
+        /// whole in field 3.
+        #[prost(uint64, tag = "13")]
+        pub observed_delta: u64,
+    }
 }
 
 /// The record itself, one of the three OpenTelemetry signals.
@@ -287,6 +305,7 @@ pub fn raw_json(seq: u64, bytes: &[u8], error: &EnvelopeError) -> serde_json::Va
 mod tests {
     use super::*;
     use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::resource::v1::Resource;
 
     #[test]
     fn file_ids_are_stable_and_distinct() {

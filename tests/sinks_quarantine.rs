@@ -37,12 +37,12 @@ async fn quarantined_events_are_complete_private_and_replayable() {
     let scan = quarantine::scan(&h.quarantine_root(), &Filter::default()).unwrap();
     assert_eq!(scan.entries.len(), 3);
     for e in &scan.entries {
-        let r = &e.record;
+        let r = e.record();
         let seq = ids.iter().position(|id| id == &r.id).unwrap() as u64;
         assert_eq!(r.seq, Some(seq));
         assert_eq!(r.sink, SINK);
-        assert_eq!(r.source, "app");
-        assert_eq!(r.signal, "logs");
+        assert_eq!(r.about.source, "app");
+        assert_eq!(r.about.signal, "logs");
         assert_eq!(r.kind, "rejected");
         assert_eq!(r.status, Some(400));
         assert!(r.error.contains("mapper_parsing_exception"));
@@ -52,8 +52,8 @@ async fn quarantined_events_are_complete_private_and_replayable() {
         assert!(r.time.ends_with('Z'));
         let env = Envelope::decode_event(&r.event).unwrap();
         assert_eq!(env.event_id().unwrap().to_hex(), r.id);
-        let mode = std::fs::metadata(&e.file).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600, "{}", e.file.display());
+        let mode = std::fs::metadata(e.file()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", e.file().display());
     }
     for dir in [h.quarantine_root(), h.quarantine_root().join(SINK)] {
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
@@ -75,6 +75,7 @@ async fn quarantined_events_are_complete_private_and_replayable() {
     h.wait_for("the inbox emptied", Duration::from_secs(10), |h| {
         quarantine::scan(&h.quarantine_root(), &Filter::default())
             .unwrap()
+            .totals
             .waiting_replay
             == 0
     })

@@ -77,13 +77,29 @@ pub fn parse_time(text: &str, now: SystemTime) -> Result<u64, String> {
     }
 }
 
-/// A record found by a scan, and where it is.
+/// A record found by a scan, and where it is (which only the commands
+/// here that rewrite files need).
 #[derive(Debug, Clone)]
 pub struct Entry {
-    pub file: PathBuf,
+    file: PathBuf,
     /// Index among the file's lines that hold something.
-    pub index: usize,
-    pub record: Record,
+    index: usize,
+    record: Record,
+}
+
+impl Entry {
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
+    pub fn into_record(self) -> Record {
+        self.record
+    }
+
+    /// The quarantine file that holds it.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
 }
 
 /// What a scan found.
@@ -93,8 +109,14 @@ pub struct Scan {
     pub entries: Vec<Entry>,
     /// Lines that are not records (reported, never touched).
     pub damaged: Vec<String>,
-    /// Every quarantine file of the scanned sinks and their bytes, matching
-    /// or not.
+    pub totals: Totals,
+}
+
+/// What the scanned sinks' quarantines hold, matching or not: the summary
+/// line of `quarantine list`.
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// Quarantine files and their bytes.
     pub files: u64,
     pub bytes: u64,
     /// Records in the sinks' replay inboxes, waiting to be sent.
@@ -124,13 +146,13 @@ pub fn scan(root: &Path, filter: &Filter) -> anyhow::Result<Scan> {
             continue;
         }
         for inbox in files(&dir.join(INBOX), INBOX_PREFIX)? {
-            s.waiting_replay += read_records(&inbox)?.len() as u64;
+            s.totals.waiting_replay += read_records(&inbox)?.len() as u64;
         }
         for path in
             files(&dir, QUARANTINE_PREFIX).with_context(|| format!("listing {}", dir.display()))?
         {
-            s.files += 1;
-            s.bytes += fs::metadata(&path).map_or(0, |m| m.len());
+            s.totals.files += 1;
+            s.totals.bytes += fs::metadata(&path).map_or(0, |m| m.len());
             let records =
                 read_records(&path).with_context(|| format!("reading {}", path.display()))?;
             for (index, r) in records.into_iter().enumerate() {
@@ -239,11 +261,14 @@ pub fn render_list(s: &Scan) -> String {
     out += &format!(
         "\n{} event(s) shown; {} quarantine file(s), {} byte(s) in all",
         s.entries.len(),
-        s.files,
-        s.bytes
+        s.totals.files,
+        s.totals.bytes
     );
-    if s.waiting_replay > 0 {
-        out += &format!("; {} event(s) waiting in replay inboxes", s.waiting_replay);
+    if s.totals.waiting_replay > 0 {
+        out += &format!(
+            "; {} event(s) waiting in replay inboxes",
+            s.totals.waiting_replay
+        );
     }
     out.push('\n');
     for d in &s.damaged {
@@ -364,7 +389,7 @@ mod tests {
         let left = scan(&root, &Filter::default()).unwrap();
         assert_eq!(left.entries.len(), 1);
         assert_eq!(left.entries[0].record.id, "a2");
-        assert_eq!(left.waiting_replay, 1);
+        assert_eq!(left.totals.waiting_replay, 1);
         es.finish_inbox_file(&inbox[0]).unwrap();
         assert!(es.inbox_files().unwrap().is_empty());
     }

@@ -11,140 +11,138 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, IgnoredAny, Visitor};
 use serde::Deserialize;
-use toml::Spanned;
 
 use super::error::suggestion_suffix;
 
 use super::settings::LogFormat;
 use super::units::{Count, Dur, Size};
 
-/// The whole file.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawConfig {
-    /// Where holdfast keeps its state: the log in `<data_dir>/log`, and file
-    /// sinks' output in `<data_dir>/out/<name>` unless they set `path`.
-    /// Relative paths are resolved against the config file's directory.
-    /// Default: `"/var/lib/holdfast"`.
-    pub data_dir: Option<Spanned<String>>,
-    /// `[log]`, read on its own as [`RawLog`]. Default: every key at its
-    /// default.
-    #[allow(dead_code)] // named only so that it is allowed and suggested
-    pub log: Option<IgnoredAny>,
-    /// `[api]`, read on its own as [`RawApi`]. Default: every key at its
-    /// default.
-    #[allow(dead_code)] // named only so that it is allowed and suggested
-    pub api: Option<IgnoredAny>,
-    /// `[daemon]`, read on its own as [`RawDaemon`]. Default: every key at
-    /// its default.
-    #[allow(dead_code)] // named only so that it is allowed and suggested
-    pub daemon: Option<IgnoredAny>,
-    /// `[logging]`, read on its own as [`RawLogging`]. Default: every key at
-    /// its default.
-    #[allow(dead_code)] // named only so that it is allowed and suggested
-    pub logging: Option<IgnoredAny>,
-    /// `[sources.<name>]` tables, read on their own. Default: none.
-    #[allow(dead_code)] // named only so that it is allowed and suggested
-    pub sources: Option<IgnoredAny>,
-    /// `[sinks.<name>]` tables, read on their own. Default: none.
-    #[allow(dead_code)] // named only so that it is allowed and suggested
-    pub sinks: Option<IgnoredAny>,
+/// Declares the raw struct of a table: every key optional and spanned
+/// (`key: Type` is written `Option<Spanned<Type>>`), unknown keys refused
+/// with what the table holds (`$expecting`).
+macro_rules! raw_table {
+    ($(#[$meta:meta])* $name:ident, $expecting:tt {
+        $($(#[$fmeta:meta])* $field:ident: $ty:ty,)*
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, Default, serde::Deserialize)]
+        #[serde(deny_unknown_fields, expecting = $expecting)]
+        pub(crate) struct $name {
+            $($(#[$fmeta])* pub(crate) $field: Option<toml::Spanned<$ty>>,)*
+        }
+    };
+}
+pub(crate) use raw_table;
+
+/// A fieldless enum read from one of the listed strings, with [`one_of`]'s
+/// messages.
+macro_rules! one_of_enum {
+    ($(#[$meta:meta])* $name:ident { $($text:literal => $variant:ident,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum $name {
+            $($variant,)+
+        }
+
+        impl $name {
+            pub const CHOICES: &[(&str, $name)] = &[$(($text, $name::$variant),)+];
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                one_of(d, $name::CHOICES)
+            }
+        }
+    };
 }
 
-/// `[log]`: becomes [`LogOptions`](crate::seglog::LogOptions).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a table like [log]")]
-pub(crate) struct RawLog {
-    /// Size at which a segment is sealed and the next begun. Default
-    /// `"64MiB"`; at least 64KiB, at most 1GiB.
-    pub segment_size: Option<Spanned<Size>>,
-    /// Bound on all segment files together. Default `"1GiB"`; at least twice
-    /// `segment_size`.
-    pub max_bytes: Option<Spanned<Size>>,
-    /// Sealed segments older than this are deleted, read or not. Default:
-    /// absent, no age limit. Never zero.
-    pub max_age: Option<Spanned<Dur>>,
-    /// `"always"`, `"interval"` or `"never"`. Default `"always"`.
-    pub fsync: Option<Spanned<RawFsync>>,
-    /// Sync period under `fsync = "interval"`; refused with the other
-    /// policies. Default `"1s"`. Never zero.
-    pub fsync_interval: Option<Spanned<Dur>>,
-    /// `"block"` or `"drop_oldest"`. Default `"block"`.
-    pub when_full: Option<Spanned<RawWhenFull>>,
-    /// How long an append waits for space under `block`. Default `"5s"`;
-    /// zero means fail at once.
-    pub append_timeout: Option<Spanned<Dur>>,
-    /// How often sinks' cursors are written to disk. Default `"1s"`. Never
-    /// zero.
-    pub cursor_sync_interval: Option<Spanned<Dur>>,
-    /// `"zstd"`, `"lz4"` or `"none"`: how each batch is compressed on
-    /// disk. Default `"zstd"`.
-    pub compression: Option<Spanned<RawCompression>>,
-    /// zstd level, 1 (fastest) to 19. Default 1; only with `"zstd"`.
-    pub compression_level: Option<Spanned<Count>>,
-}
-
-/// The spelling of [`Compression`](crate::seglog::Compression) without its
-/// level (which is a separate key).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RawCompression {
-    Zstd,
-    Lz4,
-    None,
-}
-
-impl<'de> Deserialize<'de> for RawCompression {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        one_of(
-            d,
-            &[
-                ("zstd", RawCompression::Zstd),
-                ("lz4", RawCompression::Lz4),
-                ("none", RawCompression::None),
-            ],
-        )
+raw_table! {
+    /// The whole file. The tables are read on their own: they are named here
+    /// only so that they are allowed and suggested.
+    #[allow(dead_code)]
+    RawConfig, "a table of holdfast settings" {
+        /// Where holdfast keeps its state: the log in `<data_dir>/log`, and file
+        /// sinks' output in `<data_dir>/out/<name>` unless they set `path`.
+        /// Relative paths are resolved against the config file's directory.
+        /// Default: `"/var/lib/holdfast"`.
+        data_dir: String,
+        /// `[log]`, read on its own as [`RawLog`]. Default: every key at its
+        /// default.
+        log: IgnoredAny,
+        /// `[api]`, read on its own as [`RawApi`]. Default: every key at its
+        /// default.
+        api: IgnoredAny,
+        /// `[daemon]`, read on its own as [`RawDaemon`]. Default: every key at
+        /// its default.
+        daemon: IgnoredAny,
+        /// `[logging]`, read on its own as [`RawLogging`]. Default: every key at
+        /// its default.
+        logging: IgnoredAny,
+        /// `[sources.<name>]` tables, read on their own. Default: none.
+        sources: IgnoredAny,
+        /// `[sinks.<name>]` tables, read on their own. Default: none.
+        sinks: IgnoredAny,
     }
 }
 
-/// The spelling of [`FsyncPolicy`](crate::seglog::FsyncPolicy) without its
-/// interval (which is a separate key).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RawFsync {
-    Always,
-    Interval,
-    Never,
-}
-
-impl RawFsync {
-    pub const CHOICES: &[(&str, RawFsync)] = &[
-        ("always", RawFsync::Always),
-        ("interval", RawFsync::Interval),
-        ("never", RawFsync::Never),
-    ];
-}
-
-impl<'de> Deserialize<'de> for RawFsync {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        one_of(d, RawFsync::CHOICES)
+raw_table! {
+    /// `[log]`: becomes [`LogOptions`](crate::seglog::LogOptions).
+    RawLog, "a table like [log]" {
+        /// Size at which a segment is sealed and the next begun. Default
+        /// `"64MiB"`; at least 64KiB, at most 1GiB.
+        segment_size: Size,
+        /// Bound on all segment files together. Default `"1GiB"`; at least twice
+        /// `segment_size`.
+        max_bytes: Size,
+        /// Sealed segments older than this are deleted, read or not. Default:
+        /// absent, no age limit. Never zero.
+        max_age: Dur,
+        /// `"always"`, `"interval"` or `"never"`. Default `"always"`.
+        fsync: RawFsync,
+        /// Sync period under `fsync = "interval"`; refused with the other
+        /// policies. Default `"1s"`. Never zero.
+        fsync_interval: Dur,
+        /// `"block"` or `"drop_oldest"`. Default `"block"`.
+        when_full: RawWhenFull,
+        /// How long an append waits for space under `block`. Default `"5s"`;
+        /// zero means fail at once.
+        append_timeout: Dur,
+        /// How often sinks' cursors are written to disk. Default `"1s"`. Never
+        /// zero.
+        cursor_sync_interval: Dur,
+        /// `"zstd"`, `"lz4"` or `"none"`: how each batch is compressed on
+        /// disk. Default `"zstd"`.
+        compression: RawCompression,
+        /// zstd level, 1 (fastest) to 19. Default 1; only with `"zstd"`.
+        compression_level: Count,
     }
 }
 
-/// The spelling of [`WhenFull`](crate::seglog::WhenFull).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RawWhenFull {
-    Block,
-    DropOldest,
+one_of_enum! {
+    /// The spelling of [`Compression`](crate::seglog::Compression) without its
+    /// level (which is a separate key).
+    RawCompression {
+        "zstd" => Zstd,
+        "lz4" => Lz4,
+        "none" => None,
+    }
 }
 
-impl<'de> Deserialize<'de> for RawWhenFull {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        one_of(
-            d,
-            &[
-                ("block", RawWhenFull::Block),
-                ("drop_oldest", RawWhenFull::DropOldest),
-            ],
-        )
+one_of_enum! {
+    /// The spelling of [`FsyncPolicy`](crate::seglog::FsyncPolicy) without its
+    /// interval (which is a separate key).
+    RawFsync {
+        "always" => Always,
+        "interval" => Interval,
+        "never" => Never,
+    }
+}
+
+one_of_enum! {
+    /// The spelling of [`WhenFull`](crate::seglog::WhenFull).
+    RawWhenFull {
+        "block" => Block,
+        "drop_oldest" => DropOldest,
     }
 }
 
@@ -185,44 +183,44 @@ pub(crate) fn one_of<'de, D: Deserializer<'de>, T: Copy + 'static>(
     d.deserialize_any(OneOf(choices))
 }
 
-/// `[api]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a table like [api]")]
-pub(crate) struct RawApi {
-    /// Address of `/metrics`, `/healthz` and `/readyz`. Default
-    /// `"127.0.0.1:9467"`.
-    pub listen: Option<Spanned<String>>,
+raw_table! {
+    /// `[api]`.
+    RawApi, "a table like [api]" {
+        /// Address of `/metrics`, `/healthz` and `/readyz`. Default
+        /// `"127.0.0.1:9467"`.
+        listen: String,
+    }
 }
 
-/// `[daemon]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a table like [daemon]")]
-pub(crate) struct RawDaemon {
-    /// Deadline for the drain after SIGTERM. Default `"20s"`. Never zero.
-    pub shutdown_timeout: Option<Spanned<Dur>>,
-    /// Whether to ping systemd's watchdog when the unit sets `WatchdogSec`.
-    /// Default `true`.
-    pub watchdog: Option<Spanned<bool>>,
-    /// Threads that run sources and sinks. Default 2 (fewer if the machine
-    /// has fewer cores).
-    pub worker_threads: Option<Spanned<Count>>,
-    /// glibc malloc arenas (`M_ARENA_MAX`). Default 2.
-    pub malloc_arenas: Option<Spanned<Count>>,
-    /// Allocations from this size up get their own mapping
-    /// (`M_MMAP_THRESHOLD`, fixed). Default: glibc's own, which grows.
-    pub malloc_mmap_threshold: Option<Spanned<Size>>,
+raw_table! {
+    /// `[daemon]`.
+    RawDaemon, "a table like [daemon]" {
+        /// Deadline for the drain after SIGTERM. Default `"20s"`. Never zero.
+        shutdown_timeout: Dur,
+        /// Whether to ping systemd's watchdog when the unit sets `WatchdogSec`.
+        /// Default `true`.
+        watchdog: bool,
+        /// Threads that run sources and sinks. Default 2 (fewer if the machine
+        /// has fewer cores).
+        worker_threads: Count,
+        /// glibc malloc arenas (`M_ARENA_MAX`). Default 2.
+        malloc_arenas: Count,
+        /// Allocations from this size up get their own mapping
+        /// (`M_MMAP_THRESHOLD`, fixed). Default: glibc's own, which grows.
+        malloc_mmap_threshold: Size,
+    }
 }
 
-/// `[logging]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a table like [logging]")]
-pub(crate) struct RawLogging {
-    /// A level (`error`, `warn`, `info`, `debug`, `trace`, `off`) or a
-    /// tracing `EnvFilter` directive. Default `"info"`. `RUST_LOG` overrides
-    /// it.
-    pub level: Option<Spanned<String>>,
-    /// `"auto"`, `"text"` or `"json"`. Default `"auto"`.
-    pub format: Option<Spanned<LogFormat>>,
+raw_table! {
+    /// `[logging]`.
+    RawLogging, "a table like [logging]" {
+        /// A level (`error`, `warn`, `info`, `debug`, `trace`, `off`) or a
+        /// tracing `EnvFilter` directive. Default `"info"`. `RUST_LOG` overrides
+        /// it.
+        level: String,
+        /// `"auto"`, `"text"` or `"json"`. Default `"auto"`.
+        format: LogFormat,
+    }
 }
 
 /// A newtype over `$inner` read from one of the listed strings, with

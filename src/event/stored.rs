@@ -27,7 +27,7 @@ use opentelemetry_proto::tonic::common::v1::{InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 
-use super::{Envelope, EnvelopeError, EventId, FileOrigin, Record, Signal};
+use super::{shared_fields_message, Envelope, EnvelopeError, EventId, FileOrigin, Record, Signal};
 
 /// What the events of one batch share, stored once per batch.
 #[derive(Clone, PartialEq, Message)]
@@ -36,41 +36,32 @@ pub struct Context {
     pub groups: Vec<Group>,
 }
 
-/// Fields shared by some events of a batch; an event names its group by
-/// index (`Envelope::group`).
-#[derive(Clone, PartialEq, Message)]
-pub struct Group {
-    #[prost(string, tag = "1")]
-    pub source: String,
-    #[prost(message, optional, tag = "2")]
-    pub resource: Option<Resource>,
-    #[prost(string, tag = "3")]
-    pub resource_schema_url: String,
-    #[prost(message, optional, tag = "4")]
-    pub scope: Option<InstrumentationScope>,
-    #[prost(string, tag = "5")]
-    pub scope_schema_url: String,
-    /// Log record attributes every event of the group has, placed before
-    /// its own (a file's `log.file.path` and `log.file.name`).
-    #[prost(message, repeated, tag = "6")]
-    pub attributes: Vec<KeyValue>,
-    /// The file the group's events were read from: path, fingerprint and
-    /// generation, and the offset the events' offsets count from (each
-    /// event stores its offset minus this, and its end minus its offset:
-    /// small numbers).
-    #[prost(message, optional, tag = "7")]
-    pub origin: Option<FileOrigin>,
-    /// 16 random bytes from which the ids of events without a stored id
-    /// and without a file origin are derived.
-    #[prost(bytes = "vec", tag = "8")]
-    pub id_seed: Vec<u8>,
-    /// Base of the events' observed times (see `observed_delta`).
-    #[prost(fixed64, tag = "9")]
-    pub observed_time_unix_nano: u64,
-    /// The log records' own observed time is the envelope's (file lines):
-    /// not stored per event.
-    #[prost(bool, tag = "10")]
-    pub record_observed: bool,
+shared_fields_message! {
+    /// Fields shared by some events of a batch; an event names its group by
+    /// index (`Envelope::group`).
+    pub struct Group ["1", "2", "3", "4", "5"] {
+        /// Log record attributes every event of the group has, placed before
+        /// its own (a file's `log.file.path` and `log.file.name`).
+        #[prost(message, repeated, tag = "6")]
+        pub attributes: Vec<KeyValue>,
+        /// The file the group's events were read from: path, fingerprint and
+        /// generation, and the offset the events' offsets count from (each
+        /// event stores its offset minus this, and its end minus its offset:
+        /// small numbers).
+        #[prost(message, optional, tag = "7")]
+        pub origin: Option<FileOrigin>,
+        /// 16 random bytes from which the ids of events without a stored id
+        /// and without a file origin are derived.
+        #[prost(bytes = "vec", tag = "8")]
+        pub id_seed: Vec<u8>,
+        /// Base of the events' observed times (see `observed_delta`).
+        #[prost(fixed64, tag = "9")]
+        pub observed_time_unix_nano: u64,
+        /// The log records' own observed time is the envelope's (file lines):
+        /// not stored per event.
+        #[prost(bool, tag = "10")]
+        pub record_observed: bool,
+    }
 }
 
 impl EventId {

@@ -14,6 +14,14 @@ pub struct SourceLabels {
     pub source: String,
 }
 
+/// A source and why it refused or lost something (the `reason` values of
+/// each family are listed below, next to it).
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceReasonLabels {
+    pub source: String,
+    pub reason: String,
+}
+
 /// `holdfast_processed_events_total`: what a source's processing chain
 /// (`src/process/`) did, per rule.
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -54,11 +62,8 @@ pub struct OtlpSignalLabels {
     pub signal: String,
 }
 
-#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OtlpReasonLabels {
-    pub source: String,
-    pub reason: String,
-}
+/// The labels of `holdfast_otlp_rejected_requests_total`.
+pub type OtlpReasonLabels = SourceReasonLabels;
 
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OtlpPathLabels {
@@ -131,11 +136,8 @@ families! {
     }
 }
 
-#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SyslogReasonLabels {
-    pub source: String,
-    pub reason: String,
-}
+/// The labels of `holdfast_syslog_connection_errors_total`.
+pub type SyslogReasonLabels = SourceReasonLabels;
 
 /// Every `reason` of `holdfast_syslog_connection_errors_total`: why
 /// `src/sources/syslog/tcp.rs` ended a connection early.

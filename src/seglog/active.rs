@@ -103,7 +103,7 @@ impl ActiveSegment {
             repair_to: None,
             unsynced: false,
             last_sync: Instant::now(),
-            must_roll: seg.is_some_and(|s| s.format != format::FORMAT_VERSION),
+            must_roll: seg.is_some_and(|s| s.header.version != format::FORMAT_VERSION),
         }
     }
 

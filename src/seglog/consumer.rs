@@ -272,7 +272,7 @@ impl Consumer {
                     // On to the next segment; a gap between the end of this
                     // one and the start of the next is events lost to damage
                     // or to a deleted file.
-                    let next_base = st.segments[i + 1].base_seq;
+                    let next_base = st.segments[i + 1].header.base_seq;
                     if next_base > self.next_seq {
                         let path = seg.path.display().to_string();
                         self.lose(&mut st, next_base, &path, "events missing between segments");
@@ -290,7 +290,7 @@ impl Consumer {
                 let sealed = seg.sealed;
                 let end = st.end_of(i);
                 let map = st.segments[i].map()?;
-                (map, sealed, end, st.segments[i].format)
+                (map, sealed, end, st.segments[i].header.version)
             };
             let at = self.offset as usize;
             self.release_behind(&map, at);
@@ -329,7 +329,7 @@ impl Consumer {
                         let path = st
                             .segments
                             .iter()
-                            .find(|s| s.base_seq == self.seg_base)
+                            .find(|s| s.header.base_seq == self.seg_base)
                             .map(|s| s.path.display().to_string())
                             .unwrap_or_default();
                         self.lose(
@@ -340,18 +340,13 @@ impl Consumer {
                         );
                     }
                     let start = at + format::FRAME_HEADER_LEN;
-                    self.frame = Some(FrameCursor {
-                        map: map.clone(),
-                        payload: start..start + payload.len(),
-                        at: start,
-                        seq: header.first_seq,
-                        skip_to: self.next_seq,
-                        frame_first: header.first_seq,
-                        append_ms: header.append_ms,
-                        end,
-                        format: version,
-                        block: None,
-                    });
+                    self.frame = Some(FrameCursor::new(
+                        map.clone(),
+                        start..start + payload.len(),
+                        header,
+                        version,
+                        self.next_seq..end,
+                    ));
                     return Ok(true);
                 }
                 Decoded::End => return Ok(false),
@@ -437,7 +432,7 @@ impl Consumer {
         }
         if st.index_of(self.seg_base).is_none() {
             let i = st.index_containing(self.next_seq);
-            self.seg_base = st.segments[i].base_seq;
+            self.seg_base = st.segments[i].header.base_seq;
             self.offset = SEGMENT_HEADER_LEN as u64;
         }
     }

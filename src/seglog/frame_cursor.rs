@@ -8,36 +8,35 @@ use bytes::Bytes;
 
 use super::block;
 use super::consumer::Event;
-use super::format::{self, EventIter};
+use super::format::{self, EventIter, FrameHeader};
 
 /// The rest of a frame that has been decoded but not fully handed out.
 pub(super) struct FrameCursor {
-    pub(super) map: Bytes,
-    pub(super) payload: Range<usize>,
+    /// The segment's map, and the frame's payload in it.
+    map: Bytes,
+    payload: Range<usize>,
+    header: FrameHeader,
+    format: u16,
     /// Format 1: where the next event's length is in `map`; format 2: where
     /// the next unopened block starts in `map`.
-    pub(super) at: usize,
+    at: usize,
     /// The next sequence number this cursor hands out.
-    pub(super) seq: u64,
-    /// Events below this are passed over, not handed out (a reader that
-    /// starts inside a frame).
-    pub(super) skip_to: u64,
-    pub(super) frame_first: u64,
-    pub(super) append_ms: u64,
-    /// The first sequence number of the next segment (or the log's end):
-    /// events at or past it are not this segment's to hand out.
-    pub(super) end: u64,
-    pub(super) format: u16,
+    seq: u64,
+    /// The sequence numbers this cursor may hand out: those below are
+    /// passed over (a reader that starts inside a frame); the end is the
+    /// first sequence number of the next segment (or the log's end), past
+    /// which events are not this segment's to hand out.
+    hand_out: Range<u64>,
     /// Format 2: the block being handed out, decompressed once.
-    pub(super) block: Option<OpenBlock>,
+    block: Option<OpenBlock>,
 }
 
-pub(super) struct OpenBlock {
-    pub(super) body: block::Body,
+struct OpenBlock {
+    body: block::Body,
     /// Where the next event's length is in `body.bytes`.
-    pub(super) at: usize,
-    pub(super) first_seq: u64,
-    pub(super) end_seq: u64,
+    at: usize,
+    first_seq: u64,
+    end_seq: u64,
 }
 
 /// What a frame cursor has next.
@@ -82,14 +81,35 @@ fn next_event(events: &[u8], at: &mut usize, seq: &mut u64, skip_to: u64) -> Nex
 }
 
 impl FrameCursor {
+    /// A cursor at the first event of the frame with `header`, whose
+    /// payload is `payload` of `map`.
+    pub(super) fn new(
+        map: Bytes,
+        payload: Range<usize>,
+        header: FrameHeader,
+        format: u16,
+        hand_out: Range<u64>,
+    ) -> FrameCursor {
+        FrameCursor {
+            at: payload.start,
+            seq: header.first_seq,
+            map,
+            payload,
+            header,
+            format,
+            hand_out,
+            block: None,
+        }
+    }
+
     pub(super) fn peek(&mut self) -> Peek {
         loop {
-            if self.seq >= self.end {
+            if self.seq >= self.hand_out.end {
                 return Peek::End;
             }
             if self.format == format::FORMAT_V1 {
                 let events = &self.map[..self.payload.end];
-                match next_event(events, &mut self.at, &mut self.seq, self.skip_to) {
+                match next_event(events, &mut self.at, &mut self.seq, self.hand_out.start) {
                     Next::Event(r) => return Peek::Event(r),
                     Next::Passed => continue,
                     Next::End => return Peek::End,
@@ -97,7 +117,7 @@ impl FrameCursor {
             }
             if let Some(b) = &mut self.block {
                 if self.seq < b.end_seq {
-                    match next_event(&b.body.bytes, &mut b.at, &mut self.seq, self.skip_to) {
+                    match next_event(&b.body.bytes, &mut b.at, &mut self.seq, self.hand_out.start) {
                         Next::Event(r) => return Peek::Event(r),
                         Next::Passed => continue,
                         // `block::open` checked the count; cannot happen.
@@ -118,7 +138,7 @@ impl FrameCursor {
             self.at = stored.end;
             let first_seq = self.seq;
             let end_seq = first_seq + h.count as u64;
-            if end_seq <= self.skip_to {
+            if end_seq <= self.hand_out.start {
                 // Passed over without decompressing it.
                 self.seq = end_seq;
                 continue;
@@ -151,7 +171,7 @@ impl FrameCursor {
                 b.at = r.end;
                 Event {
                     seq: self.seq,
-                    append_ms: self.append_ms,
+                    append_ms: self.header.append_ms,
                     data: b.body.bytes.slice(r),
                     context: b.body.context.clone(),
                     batch_start: b.first_seq,
@@ -162,10 +182,10 @@ impl FrameCursor {
                 self.at = r.end;
                 Event {
                     seq: self.seq,
-                    append_ms: self.append_ms,
+                    append_ms: self.header.append_ms,
                     data: self.map.slice(r),
                     context: Bytes::new(),
-                    batch_start: self.frame_first,
+                    batch_start: self.header.first_seq,
                     format: format::FORMAT_V1,
                 }
             }

@@ -159,17 +159,12 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
             }
         };
         total_bytes += len;
-        segments.push_back(Segment {
+        let header = SegmentHeader {
             base_seq: base,
-            path,
-            readable_len: len,
-            sealed: true,
             created_ms,
-            format,
-            file: Arc::new(file),
-            map: None,
-            marks: Vec::new(),
-        });
+            version: format,
+        };
+        segments.push_back(Segment::new(header, path, len, true, Arc::new(file)));
     }
 
     // The active segment: scan it whole.
@@ -276,19 +271,16 @@ pub fn recover(dir: &Path, mode: Mode, fs: &Fs) -> Result<Recovered> {
         format = FORMAT_VERSION;
     }
     let read_handle = File::open(&path).map_err(|e| LogError::io("opening segment", &path, e))?;
-    segments.push_back(Segment {
+    let header = SegmentHeader {
         base_seq: base,
-        path,
-        readable_len: len,
-        sealed: false,
         created_ms,
-        format,
-        file: Arc::new(read_handle),
-        map: kept_image,
-        marks: Vec::new(),
-    });
+        version: format,
+    };
+    let mut seg = Segment::new(header, path, len, false, Arc::new(read_handle));
+    seg.map = kept_image;
+    segments.push_back(seg);
 
-    let floor = segments.front().map_or(next_seq, |s| s.base_seq);
+    let floor = segments.front().map_or(next_seq, |s| s.header.base_seq);
     let mut consumers = BTreeMap::new();
     for (name, entry) in loaded.cursors {
         let seq = entry.next;

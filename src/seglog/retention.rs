@@ -67,7 +67,7 @@ pub(super) fn evict_by_age(s: &mut impl Segments, max_age: Duration, now_ms: u64
 /// was created, so the next one's creation time bounds the age of its
 /// newest event without reading it.
 fn expired(st: &State, cutoff_ms: u64) -> bool {
-    st.segments.len() > 1 && st.segments[1].created_ms < cutoff_ms
+    st.segments.len() > 1 && st.segments[1].header.created_ms < cutoff_ms
 }
 
 /// Removes the oldest segment. With a reason, every event of it that a
@@ -88,7 +88,7 @@ fn delete_front(s: &mut impl Segments, reason: Option<LossReason>) {
         if let Some(reason) = reason {
             st.counters.segments_evicted += 1;
             for (name, c) in st.consumers.iter_mut() {
-                let lost = c.evict(seg.base_seq, end, reason);
+                let lost = c.evict(seg.header.base_seq, end, reason);
                 if lost > 0 {
                     warn!(consumer = %name, events = lost, reason = reason.as_str(),
                         segment = %seg.path.display(), "evicted events this consumer had not finished");
@@ -168,7 +168,7 @@ mod tests {
         }
 
         fn removed(&mut self, seg: Segment, reason: Option<LossReason>) {
-            self.removed.push((seg.base_seq, reason));
+            self.removed.push((seg.header.base_seq, reason));
         }
     }
 
@@ -178,16 +178,14 @@ mod tests {
         let segments: VecDeque<Segment> = created
             .iter()
             .enumerate()
-            .map(|(i, &created_ms)| Segment {
-                base_seq: 10 * i as u64,
-                path: PathBuf::from(format!("{i}.seg")),
-                readable_len: 100,
-                sealed: i + 1 < created.len(),
-                created_ms,
-                format: crate::seglog::format::FORMAT_VERSION,
-                file: file.clone(),
-                map: None,
-                marks: Vec::new(),
+            .map(|(i, &created_ms)| {
+                let header = crate::seglog::format::SegmentHeader {
+                    base_seq: 10 * i as u64,
+                    created_ms,
+                    version: crate::seglog::format::FORMAT_VERSION,
+                };
+                let path = PathBuf::from(format!("{i}.seg"));
+                Segment::new(header, path, 100, i + 1 < created.len(), file.clone())
             })
             .collect();
         Log {

@@ -37,17 +37,15 @@ pub fn sync_dir(fs: &Fs, dir: &Path) -> Result<()> {
 /// One segment as the log tracks it in memory.
 #[derive(Debug)]
 pub struct Segment {
-    pub(super) base_seq: u64,
+    /// What its header says. `version` is 0 while unknown (a damaged
+    /// header of a sealed segment: found from its frames when first read,
+    /// with `created_ms` the file's modification time meanwhile).
+    pub(super) header: SegmentHeader,
     pub(super) path: PathBuf,
     /// Bytes readers may see: the whole file once sealed; for the active
     /// segment, the end of the last acknowledged frame.
     pub(super) readable_len: u64,
     pub(super) sealed: bool,
-    pub(super) created_ms: u64,
-    /// The segment's format version (`format::FORMAT_V1` or
-    /// `FORMAT_VERSION`), from its header; 0 while unknown (a damaged header
-    /// of a sealed segment: found from its frames when first read).
-    pub(super) format: u16,
     /// A read-only handle, shared by readers for mapping.
     pub(super) file: Arc<File>,
     /// The most recent map of this segment, shared by readers. For a sealed
@@ -72,6 +70,25 @@ pub struct Mark {
 pub const MARK_STEP: u64 = 1 << 20;
 
 impl Segment {
+    /// A segment as found or created: no map yet, no marks.
+    pub(super) fn new(
+        header: SegmentHeader,
+        path: PathBuf,
+        readable_len: u64,
+        sealed: bool,
+        file: Arc<File>,
+    ) -> Segment {
+        Segment {
+            header,
+            path,
+            readable_len,
+            sealed,
+            file,
+            map: None,
+            marks: Vec::new(),
+        }
+    }
+
     /// A map covering at least `readable_len`, reusing the cached one.
     pub fn map(&mut self) -> Result<Bytes> {
         if let Some(m) = &self.map {
@@ -80,8 +97,8 @@ impl Segment {
             }
         }
         let m = map_file(&self.file, self.readable_len as usize, &self.path)?;
-        if self.format == 0 {
-            self.format = format::detect_version(&m);
+        if self.header.version == 0 {
+            self.header.version = format::detect_version(&m);
         }
         self.map = Some(m.clone());
         Ok(m)

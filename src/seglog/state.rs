@@ -366,7 +366,9 @@ pub struct State {
 impl State {
     /// The oldest sequence number still on disk.
     pub fn floor(&self) -> u64 {
-        self.segments.front().map_or(self.next_seq, |s| s.base_seq)
+        self.segments
+            .front()
+            .map_or(self.next_seq, |s| s.header.base_seq)
     }
 
     /// Where a consumer really stands: its commit, or the oldest event if
@@ -392,13 +394,16 @@ impl State {
 
     pub fn index_of(&self, base_seq: u64) -> Option<usize> {
         self.segments
-            .binary_search_by_key(&base_seq, |s| s.base_seq)
+            .binary_search_by_key(&base_seq, |s| s.header.base_seq)
             .ok()
     }
 
     /// The segment that holds (or would hold) `seq`.
     pub fn index_containing(&self, seq: u64) -> usize {
-        match self.segments.binary_search_by_key(&seq, |s| s.base_seq) {
+        match self
+            .segments
+            .binary_search_by_key(&seq, |s| s.header.base_seq)
+        {
             Ok(i) => i,
             Err(0) => 0,
             Err(i) => i - 1,
@@ -409,7 +414,7 @@ impl State {
     pub fn end_of(&self, i: usize) -> u64 {
         self.segments
             .get(i + 1)
-            .map_or(self.next_seq, |s| s.base_seq)
+            .map_or(self.next_seq, |s| s.header.base_seq)
     }
 }
 

@@ -72,7 +72,7 @@ fn locate(st: &mut State, seq: u64, release: bool) -> Option<(usize, u64, u64)> 
     let i = st.index_containing(seq);
     let seg = &mut st.segments[i];
     let map = seg.map().ok()?;
-    let version = seg.format;
+    let version = seg.header.version;
     let k = seg.marks.partition_point(|m| m.first_seq <= seq);
     let mut at = match k {
         0 => SEGMENT_HEADER_LEN,
@@ -111,7 +111,7 @@ fn locate(st: &mut State, seq: u64, release: bool) -> Option<(usize, u64, u64)> 
     }
     // Damage hides the frame: count from the segment start.
     let start = (SEGMENT_HEADER_LEN as u64).min(seg.readable_len);
-    Some((i, start, seg.created_ms))
+    Some((i, start, seg.header.created_ms))
 }
 
 pub(crate) fn collect(st: &mut State, release: bool) -> LogStats {
@@ -159,9 +159,9 @@ pub(crate) fn collect(st: &mut State, release: bool) -> LogStats {
             .segments
             .iter()
             .map(|s| SegmentStats {
-                base_seq: s.base_seq,
+                base_seq: s.header.base_seq,
                 bytes: s.readable_len,
-                format: s.format,
+                format: s.header.version,
                 sealed: s.sealed,
             })
             .collect(),

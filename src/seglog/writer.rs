@@ -465,17 +465,14 @@ impl Writer {
             if let Some(old) = st.segments.back_mut() {
                 old.sealed = true;
             }
-            st.segments.push_back(Segment {
+            let header = super::format::SegmentHeader {
                 base_seq: self.next_seq,
-                path: path.clone(),
-                readable_len: SEGMENT_HEADER_LEN as u64,
-                sealed: false,
                 created_ms,
-                format: super::format::FORMAT_VERSION,
-                file: Arc::new(read_handle),
-                map: None,
-                marks: Vec::new(),
-            });
+                version: super::format::FORMAT_VERSION,
+            };
+            let (len, file) = (SEGMENT_HEADER_LEN as u64, Arc::new(read_handle));
+            st.segments
+                .push_back(Segment::new(header, path.clone(), len, false, file));
             st.total_bytes += SEGMENT_HEADER_LEN as u64;
         }
         self.active.replace(file, path);

@@ -86,11 +86,10 @@ pub struct Record {
     pub id: String,
     /// Where the event was in the log.
     pub seq: Option<u64>,
-    pub source: String,
-    pub signal: String,
-    /// For file events: the file and the byte offset of the line.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file: Option<FilePosition>,
+    /// Its source, signal and file position (stored as fields of the
+    /// record itself).
+    #[serde(flatten)]
+    pub about: EventInfo,
     /// A short label (`rejected`, `partially_rejected`, `retries_exhausted`,
     /// `too_large`, `invalid_event`), the `reason` label of the metrics.
     pub kind: String,
@@ -116,6 +115,17 @@ pub struct Record {
     pub event: Vec<u8>,
 }
 
+/// What a record says of its event besides the event's bytes, taken from
+/// the event itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventInfo {
+    pub source: String,
+    pub signal: String,
+    /// For file events: the file and the byte offset of the line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FilePosition>,
+}
+
 /// A file event's place in its file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FilePosition {
@@ -139,15 +149,25 @@ mod b64 {
     }
 }
 
-impl Record {
-    /// Fills the fields that describe the event from the event itself.
-    pub fn describe_event(&mut self, ev: &Stored) {
-        self.source = ev.source().to_string();
-        self.signal = ev.signal().map_or("unknown", |s| s.as_str()).to_string();
-        self.file = ev.origin().map(|o| FilePosition {
-            path: o.path.to_string(),
-            offset: o.offset,
-        });
+impl EventInfo {
+    pub fn of(ev: &Stored) -> EventInfo {
+        EventInfo {
+            source: ev.source().to_string(),
+            signal: ev.signal().map_or("unknown", |s| s.as_str()).to_string(),
+            file: ev.origin().map(|o| FilePosition {
+                path: o.path.to_string(),
+                offset: o.offset,
+            }),
+        }
+    }
+
+    /// An event that could not be decoded.
+    pub fn unknown() -> EventInfo {
+        EventInfo {
+            source: String::new(),
+            signal: "unknown".into(),
+            file: None,
+        }
     }
 }
 
@@ -377,9 +397,11 @@ pub(crate) mod testing {
             sink: sink.into(),
             id: id.into(),
             seq: Some(7),
-            source: "syslog".into(),
-            signal: "logs".into(),
-            file: None,
+            about: EventInfo {
+                source: "syslog".into(),
+                signal: "logs".into(),
+                file: None,
+            },
             kind: kind.into(),
             reason: format!("because {kind}"),
             status: Some(400),

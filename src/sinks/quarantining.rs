@@ -11,7 +11,7 @@ use tracing::{error, warn};
 use super::deliver::{log_seqs, pause, Raw, Shared, Which, FULL_RETRY};
 use super::options::QuarantineFull;
 use super::protocol::{Item, Pos, Protocol};
-use super::quarantine::{self, Record, WriteError};
+use super::quarantine::{self, EventInfo, Record, WriteError};
 use super::retry::Rejection;
 use crate::event;
 
@@ -27,14 +27,12 @@ fn record<P>(
     r: &Rejection,
 ) -> Record {
     let (time_ms, time) = quarantine::now();
-    let mut rec = Record {
+    Record {
         v: quarantine::FORMAT_VERSION,
         sink: sh.name.clone(),
         id,
         seq: pos.seq(),
-        source: String::new(),
-        signal: "unknown".into(),
-        file: None,
+        about: ev.map_or_else(EventInfo::unknown, EventInfo::of),
         kind: r.kind.to_string(),
         reason: r.reason.clone(),
         status: r.status,
@@ -45,11 +43,7 @@ fn record<P>(
         time,
         time_ms,
         event,
-    };
-    if let Some(ev) = ev {
-        rec.describe_event(ev);
     }
-    rec
 }
 
 /// What the quarantine keeps of a decoded event: a replay reads it without
@@ -260,8 +254,8 @@ mod tests {
             assert_eq!(kept(&b), a.data.to_vec());
             let mut ra = quarantine::testing::record("s", "", "rejected", 0);
             let mut rb = ra.clone();
-            ra.describe_event(&a.ev);
-            rb.describe_event(&b.ev);
+            ra.about = EventInfo::of(&a.ev);
+            rb.about = EventInfo::of(&b.ev);
             assert_eq!(ra, rb);
         }
     }

@@ -242,7 +242,7 @@ impl Harness {
             .unwrap()
             .entries
             .into_iter()
-            .map(|e| e.record)
+            .map(|e| e.into_record())
             .collect()
     }
 

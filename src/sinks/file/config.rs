@@ -6,12 +6,12 @@ use std::fmt::{self, Write};
 use std::path::Path;
 
 use serde::de::IgnoredAny;
-use serde::Deserialize;
 use toml::Spanned;
 
 use super::FileSinkOptions;
 use crate::config::check::{Checker, NamedTable};
 use crate::config::environment::Env;
+use crate::config::raw::raw_table;
 use crate::config::units::{format_duration, format_size, room_for_two, Count, Dur, Size};
 use crate::config::SinkEnv;
 use crate::registry::{ComponentContext, Run, Sink};
@@ -25,25 +25,25 @@ mod file_defaults {
     pub const BATCH_TIMEOUT: Duration = Duration::from_secs(1);
 }
 
-/// `[sinks.<name>]` with `type = "file"`, as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFileSink {
-    /// `"file"` (already read to choose this struct).
-    #[serde(rename = "type")]
-    _type: IgnoredAny,
-    /// Source names. Required, non-empty.
-    inputs: Option<Spanned<Vec<Spanned<String>>>>,
-    /// Output directory. Default `<data_dir>/out/<name>`.
-    path: Option<Spanned<String>>,
-    /// Default `"64MiB"`; 1 KiB to 4 GiB.
-    max_file_bytes: Option<Spanned<Size>>,
-    /// Default `"1GiB"`; at least twice `max_file_bytes`.
-    max_bytes: Option<Spanned<Size>>,
-    /// Default 1000; 1 to 1 000 000.
-    batch_max_events: Option<Spanned<Count>>,
-    /// Default `"1s"`.
-    batch_timeout: Option<Spanned<Dur>>,
+raw_table! {
+    /// `[sinks.<name>]` with `type = "file"`, as written.
+    RawFileSink, "a table like [sinks.<name>]" {
+        /// `"file"` (already read to choose this struct).
+        #[serde(rename = "type")]
+        _type: IgnoredAny,
+        /// Source names. Required, non-empty.
+        inputs: Vec<Spanned<String>>,
+        /// Output directory. Default `<data_dir>/out/<name>`.
+        path: String,
+        /// Default `"64MiB"`; 1 KiB to 4 GiB.
+        max_file_bytes: Size,
+        /// Default `"1GiB"`; at least twice `max_file_bytes`.
+        max_bytes: Size,
+        /// Default 1000; 1 to 1 000 000.
+        batch_max_events: Count,
+        /// Default `"1s"`.
+        batch_timeout: Dur,
+    }
 }
 
 impl RawFileSink {

@@ -6,6 +6,7 @@ use toml::Spanned;
 
 use super::Place;
 use crate::config::check::Checker;
+use crate::config::raw::raw_table;
 use crate::sinks::Auth;
 
 raw_table! {

@@ -18,25 +18,9 @@ use toml::Spanned;
 use super::options::defaults as d;
 use super::{Compression, HttpSinkOptions, QuarantineFull, Template};
 use crate::config::check::{Checker, NamedTable};
-use crate::config::raw::one_of_newtype;
+use crate::config::raw::{one_of_newtype, raw_table};
 use crate::config::units::{format_duration, Size};
 use crate::config::SinkEnv;
-
-/// Declares the raw struct of a small table of a network sink (`auth`,
-/// `tls`, `quarantine`): every key optional and spanned, unknown keys
-/// refused with what the table holds (`$expecting`).
-macro_rules! raw_table {
-    ($(#[$meta:meta])* $name:ident, $expecting:tt {
-        $($(#[$fmeta:meta])* $field:ident: $ty:ty,)*
-    }) => {
-        $(#[$meta])*
-        #[derive(Debug, serde::Deserialize)]
-        #[serde(deny_unknown_fields, expecting = $expecting)]
-        pub(crate) struct $name {
-            $($(#[$fmeta])* $field: Option<toml::Spanned<$ty>>,)*
-        }
-    };
-}
 
 pub(crate) mod auth;
 mod component;
@@ -372,30 +356,64 @@ pub(crate) fn join(base: &reqwest::Url, path: &str) -> reqwest::Url {
     u
 }
 
+/// What a sink accepts as a server URL, and what its messages suggest
+/// instead: one of `schemes`, a host, and no credentials (they would be
+/// shown in logs and `holdfast check`).
+pub(crate) struct UrlRule {
+    pub schemes: &'static [&'static str],
+    /// What to write instead of another scheme.
+    pub write: &'static str,
+    /// Where credentials go instead of the URL.
+    pub credentials: &'static str,
+    /// A URL to write it like.
+    pub example: &'static str,
+    /// Refuse a query or fragment: paths are appended to the URL.
+    pub base_only: bool,
+}
+
+/// An HTTP sink's endpoint.
+pub(crate) const HTTP_ENDPOINT: UrlRule = UrlRule {
+    schemes: &["http", "https"],
+    write: "an http:// or https:// URL",
+    credentials: "remove them from the URL and use auth.user and auth.password_file",
+    example: "\"https://logs.example.com:9200\"",
+    base_only: true,
+};
+
 /// An endpoint URL: http or https, with a host, without credentials.
 pub(crate) fn check_url(
     cx: &mut Checker<'_>,
     key: &str,
     v: &Spanned<String>,
 ) -> Option<reqwest::Url> {
+    check_url_with(cx, key, v, &HTTP_ENDPOINT)
+}
+
+/// A URL that follows `rule`; otherwise the problem is recorded at `key`.
+pub(crate) fn check_url_with(
+    cx: &mut Checker<'_>,
+    key: &str,
+    v: &Spanned<String>,
+    rule: &UrlRule,
+) -> Option<reqwest::Url> {
     cx.note(key, v);
     let text = v.get_ref().trim();
     let problem = match reqwest::Url::parse(text) {
-        Ok(u) if !matches!(u.scheme(), "http" | "https") => format!(
-            "\"{text}\" is a {} URL: write an http:// or https:// URL",
-            u.scheme()
-        ),
+        Ok(u) if !rule.schemes.contains(&u.scheme()) => {
+            format!("\"{text}\" is a {} URL: write {}", u.scheme(), rule.write)
+        }
         Ok(u) if u.host().is_none() => format!("\"{text}\" has no host"),
         Ok(u) if !u.username().is_empty() || u.password().is_some() => format!(
-            "\"{text}\" holds credentials: they would be shown in logs and `holdfast check`; \
-             remove them from the URL and use auth.user and auth.password_file"
+            "\"{text}\" holds credentials: they would be shown in logs and `holdfast check`; {}",
+            rule.credentials
         ),
-        Ok(u) if u.query().is_some() || u.fragment().is_some() => {
+        Ok(u) if rule.base_only && (u.query().is_some() || u.fragment().is_some()) => {
             format!("\"{text}\" has a query or fragment: write the base URL only")
         }
         Ok(u) => return Some(u),
         Err(e) => format!(
-            "\"{text}\" is not a URL ({e}): write it like \"https://logs.example.com:9200\""
+            "\"{text}\" is not a URL ({e}): write it like {}",
+            rule.example
         ),
     };
     cx.error(Some(v.span()), key, problem);

@@ -4,6 +4,7 @@
 
 use super::Place;
 use crate::config::check::Checker;
+use crate::config::raw::raw_table;
 use crate::sinks::{ClientCert, HttpSinkOptions};
 
 raw_table! {

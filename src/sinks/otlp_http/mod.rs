@@ -181,39 +181,35 @@ fn encode_record(r: Rec<'_>, buf: &mut Vec<u8>) {
 macro_rules! each_log_field {
     ($l:expr, $shared:expr, $one:ident, $many:ident) => {{
         let l = $l;
-        if l.time_unix_nano != 0 {
-            $one!(fixed64, 1, &l.time_unix_nano);
-        }
-        if l.severity_number != 0 {
-            $one!(int32, 2, &l.severity_number);
-        }
-        if !l.severity_text.is_empty() {
-            $one!(string, 3, &l.severity_text);
-        }
+        unless_default!($one, fixed64, 1, &l.time_unix_nano);
+        unless_default!($one, int32, 2, &l.severity_number);
+        unless_default!($one, string, 3, &l.severity_text);
         if let Some(b) = &l.body {
             $one!(message, 5, b);
         }
         $many!(6, $shared);
         $many!(6, &l.attributes);
-        if l.dropped_attributes_count != 0 {
-            $one!(uint32, 7, &l.dropped_attributes_count);
-        }
-        if l.flags != 0 {
-            $one!(fixed32, 8, &l.flags);
-        }
-        if !l.trace_id.is_empty() {
-            $one!(bytes, 9, &l.trace_id);
-        }
-        if !l.span_id.is_empty() {
-            $one!(bytes, 10, &l.span_id);
-        }
-        if l.observed_time_unix_nano != 0 {
-            $one!(fixed64, 11, &l.observed_time_unix_nano);
-        }
-        if !l.event_name.is_empty() {
-            $one!(string, 12, &l.event_name);
-        }
+        unless_default!($one, uint32, 7, &l.dropped_attributes_count);
+        unless_default!($one, fixed32, 8, &l.flags);
+        unless_default!($one, bytes, 9, &l.trace_id);
+        unless_default!($one, bytes, 10, &l.span_id);
+        unless_default!($one, fixed64, 11, &l.observed_time_unix_nano);
+        unless_default!($one, string, 12, &l.event_name);
     }};
+}
+
+/// `$one!` of a scalar field of [`each_log_field!`], unless it holds its
+/// default (zero, empty), which prost leaves out.
+macro_rules! unless_default {
+    ($one:ident, $enc:ident, $tag:expr, $v:expr) => {
+        if !is_default($v) {
+            $one!($enc, $tag, $v);
+        }
+    };
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 /// The size of `l` encoded with `shared` before its own attributes: what

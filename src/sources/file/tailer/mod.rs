@@ -92,7 +92,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use super::checkpoint::{self, Record};
+use super::checkpoint::Record;
 use super::discovery::{Patterns, Wake, Watch, Woken};
 use super::encode::Encoder;
 use super::identity::{FileMeta, Prefix};
@@ -109,10 +109,10 @@ mod stream;
 mod table;
 mod timers;
 
-use out::{Lines, Out};
+use out::{Limits, Lines, Out};
 pub use protocol::Counters;
-use protocol::{Chunk, StreamId, Update};
-use stream::Stream;
+use protocol::{StreamId, Update};
+use stream::{LastBytes, Stream};
 use table::Streams;
 
 /// Detached streams are kept this long for a copy of their file to appear.
@@ -206,24 +206,14 @@ impl Tailer {
                 .has_steps()
                 .then(|| crate::process::Runner::new(chain.clone(), &c.metrics, &s.name))
         });
-        let out = Out {
-            process,
-            chunk: Chunk::default(),
-            upserts: Vec::new(),
-            forget: Vec::new(),
-            barrier: false,
-            tx,
+        let limits = Limits {
             max_frame: s.max_frame,
             chunk_bytes: s.chunk_bytes,
             max_line: s.opts.max_line_bytes,
-            multiline: s.opts.multiline.is_some(),
-            format2: crate::sources::WRITE_FORMAT_2,
-            observed_ns: 0,
-            lines: 0,
-            c,
-            closed: false,
-            enc,
         };
+        let multiline = s.opts.multiline.is_some();
+        let format2 = crate::sources::WRITE_FORMAT_2;
+        let out = Out::new(enc, process, tx, c, limits, multiline, format2);
         let streams = Streams::new(s.opts.fingerprint_bytes);
         let mut t = Tailer {
             keep: s.opts.max_line_bytes + 1,
@@ -249,10 +239,6 @@ impl Tailer {
         let now = Instant::now();
         for (id, r) in init.records {
             let path = PathBuf::from(&r.path);
-            let tail = r
-                .tail
-                .as_ref()
-                .and_then(|t| checkpoint::from_hex(&t.hex).map(|b| (b, t.end)));
             let mut st = Stream::new(
                 r.key,
                 r.generation,
@@ -275,8 +261,7 @@ impl Tailer {
             // drain's clock (its writer may still be writing).
             st.unseen_unix_ms = r.rotated_unix_ms;
             st.detached_at = r.detached_unix_ms.map(|ms| (now, ms));
-            st.tail = tail.as_ref().map(|t| t.0.clone()).unwrap_or_default();
-            st.tail_end = tail.map_or(0, |t| t.1);
+            st.tail = LastBytes::from_record(r.tail.as_ref());
             st.ahead = r.ahead.clone();
             t.streams.insert(id, st);
         }

@@ -22,17 +22,9 @@ const CHUNK_SLACK: usize = 16 << 10;
 /// channel to the appender.
 pub(super) struct Out {
     pub(super) enc: Encoder,
-    pub(super) chunk: Chunk,
     pub(super) upserts: Vec<(StreamId, Record)>,
     pub(super) forget: Vec<StreamId>,
     pub(super) barrier: bool,
-    pub(super) tx: mpsc::Sender<Update>,
-    pub(super) max_frame: usize,
-    pub(super) chunk_bytes: usize,
-    pub(super) max_line: usize,
-    pub(super) multiline: bool,
-    /// Events are format 2 (see `encode.rs`).
-    pub(super) format2: bool,
     pub(super) observed_ns: u64,
     /// Lines read since the counter was last updated (one atomic add per
     /// read, not per line).
@@ -40,9 +32,25 @@ pub(super) struct Out {
     pub(super) c: Counters,
     /// The appender is gone: stop.
     pub(super) closed: bool,
+    chunk: Chunk,
+    tx: mpsc::Sender<Update>,
+    limits: Limits,
+    multiline: bool,
+    /// Events are format 2 (see `encode.rs`).
+    format2: bool,
     /// The source's processing chain (issue 17), run on each line before
     /// it is encoded.
-    pub(super) process: Option<crate::process::Runner>,
+    process: Option<crate::process::Runner>,
+}
+
+/// How big what the tailer hands the appender may get.
+pub(super) struct Limits {
+    /// Bytes of one frame (events and context): what one append takes.
+    pub(super) max_frame: usize,
+    /// A chunk is sent once it holds this many bytes.
+    pub(super) chunk_bytes: usize,
+    /// Lines (and multiline events) are cut at this many bytes.
+    pub(super) max_line: usize,
 }
 
 /// What an emitted line belongs to.
@@ -69,6 +77,33 @@ pub(super) fn cut(b: &[u8], max: usize) -> &[u8] {
 }
 
 impl Out {
+    pub(super) fn new(
+        enc: Encoder,
+        process: Option<crate::process::Runner>,
+        tx: mpsc::Sender<Update>,
+        c: Counters,
+        limits: Limits,
+        multiline: bool,
+        format2: bool,
+    ) -> Out {
+        Out {
+            enc,
+            upserts: Vec::new(),
+            forget: Vec::new(),
+            barrier: false,
+            observed_ns: 0,
+            lines: 0,
+            c,
+            closed: false,
+            chunk: Chunk::default(),
+            tx,
+            limits,
+            multiline,
+            format2,
+            process,
+        }
+    }
+
     fn send(&mut self, u: Update) {
         if self.closed {
             return;
@@ -117,7 +152,7 @@ impl Out {
             // chunk would be copied on every growth and end up holding up to
             // twice its size, while several wait in the channel and in flight.
             c.data
-                .reserve(self.chunk_bytes + CHUNK_SLACK.min(self.chunk_bytes));
+                .reserve(self.limits.chunk_bytes + CHUNK_SLACK.min(self.limits.chunk_bytes));
         }
         let record = self.process.as_ref().map_or(&[][..], |p| &p.record[..]);
         if self.format2 {
@@ -127,7 +162,7 @@ impl Out {
             self.enc
                 .encode_with(ids.template, body, record, meta, &mut c.data);
         }
-        if c.data.len() + c.context_len <= self.max_frame {
+        if c.data.len() + c.context_len <= self.limits.max_frame {
             return true;
         }
         c.data.truncate(before.0);
@@ -155,8 +190,8 @@ impl Out {
             self.chunk.set_pos(ids.id, line.end);
             return;
         }
-        let truncated = line.len > self.max_line as u64;
-        let bytes = cut(line.bytes, self.max_line);
+        let truncated = line.len > self.limits.max_line as u64;
+        let bytes = cut(line.bytes, self.limits.max_line);
         let (body, invalid) = match std::str::from_utf8(bytes) {
             Ok(s) => (std::borrow::Cow::Borrowed(s), false),
             Err(_) => (String::from_utf8_lossy(bytes), true),
@@ -212,7 +247,7 @@ impl Out {
         if invalid {
             self.c.invalid_utf8.inc();
         }
-        if self.chunk.data.len() >= self.chunk_bytes {
+        if self.chunk.data.len() >= self.limits.chunk_bytes {
             self.flush();
         }
     }

@@ -159,12 +159,15 @@ pub(super) fn copy_of(
         return Some(Copy::AlreadyRead);
     }
     let mut buf = [0u8; super::stream::TAIL_BYTES];
-    let ok = if s.tail.is_empty() || len < s.tail_end || s.tail_end < s.tail.len() as u64 {
-        let b = &mut buf[..1];
-        s.emitted == 0 || (read_at(b, s.emitted - 1) && b[0] == b'\n')
-    } else {
-        let b = &mut buf[..s.tail.len()];
-        read_at(b, s.tail_end - s.tail.len() as u64) && *b == s.tail[..]
+    let ok = match s.tail.within(len) {
+        Some((at, tail)) => {
+            let b = &mut buf[..tail.len()];
+            read_at(b, at) && *b == *tail
+        }
+        None => {
+            let b = &mut buf[..1];
+            s.emitted == 0 || (read_at(b, s.emitted - 1) && b[0] == b'\n')
+        }
     };
     ok.then_some(Copy::Continues)
 }
@@ -243,6 +246,7 @@ mod tests {
     use std::time::Instant;
 
     use super::super::super::identity::FileMeta;
+    use super::super::stream::LastBytes;
     use super::*;
 
     const FP: usize = 8;
@@ -467,7 +471,7 @@ mod tests {
     fn a_stream_restored_without_its_last_bytes_needs_a_line_end() {
         let original = b"first line\nsecond line\nthird line\n";
         let mut s = detached(original, 23);
-        s.tail.clear();
+        s.tail = LastBytes::default();
         let p = Prefix::of(&original[..FP]);
         assert_eq!(
             copy_of(&s, p, 40, FP, reader(original)),

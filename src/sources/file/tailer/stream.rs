@@ -17,6 +17,59 @@ use super::protocol::StreamId;
 /// Bytes of the last data read kept per stream to recognise copies.
 pub(super) const TAIL_BYTES: usize = 64;
 
+/// The last bytes read of a stream (at most [`TAIL_BYTES`]) and the offset
+/// just after them: a copy of its file holds the same bytes there.
+#[derive(Debug, Default)]
+pub(super) struct LastBytes {
+    bytes: Vec<u8>,
+    end: u64,
+}
+
+impl LastBytes {
+    /// As a checkpoint stores them (nothing while none were read).
+    pub(super) fn from_record(t: Option<&checkpoint::Tail>) -> LastBytes {
+        t.and_then(|t| {
+            Some(LastBytes {
+                bytes: checkpoint::from_hex(&t.hex)?,
+                end: t.end,
+            })
+        })
+        .unwrap_or_default()
+    }
+
+    fn to_record(&self) -> Option<checkpoint::Tail> {
+        (!self.bytes.is_empty()).then(|| checkpoint::Tail {
+            end: self.end,
+            hex: checkpoint::to_hex(&self.bytes),
+        })
+    }
+
+    /// Adds `data`, read at `at`: after the bytes held if it continues
+    /// them, in their place if not.
+    fn remember(&mut self, at: u64, data: &[u8]) {
+        if data.len() >= TAIL_BYTES {
+            self.bytes.clear();
+            self.bytes
+                .extend_from_slice(&data[data.len() - TAIL_BYTES..]);
+        } else {
+            if self.end != at {
+                self.bytes.clear();
+            }
+            self.bytes.extend_from_slice(data);
+            let over = self.bytes.len().saturating_sub(TAIL_BYTES);
+            self.bytes.drain(..over);
+        }
+        self.end = at + data.len() as u64;
+    }
+
+    /// Where the bytes start and the bytes, if there are some and a file
+    /// of `len` bytes can hold them where they were.
+    pub(super) fn within(&self, len: u64) -> Option<(u64, &[u8])> {
+        let start = self.end.checked_sub(self.bytes.len() as u64)?;
+        (!self.bytes.is_empty() && len >= self.end).then_some((start, &self.bytes[..]))
+    }
+}
+
 pub(super) struct Stream {
     pub(super) key: u64,
     pub(super) generation: u32,
@@ -40,9 +93,7 @@ pub(super) struct Stream {
     pub(super) unseen_since: Option<Instant>,
     pub(super) unseen_unix_ms: Option<u64>,
     pub(super) detached_at: Option<(Instant, u64)>,
-    /// The last bytes read, ending at `tail_end`.
-    pub(super) tail: Vec<u8>,
-    pub(super) tail_end: u64,
+    pub(super) tail: LastBytes,
     /// Queued in `wanted`.
     pub(super) wanted: bool,
     /// Open and read to its end, but inotify or a scan says it changed.
@@ -69,28 +120,13 @@ impl Stream {
             offset: self.emitted,
             detached_unix_ms: self.detached_at.map(|d| d.1),
             rotated_unix_ms: self.unseen_unix_ms,
-            tail: (!self.tail.is_empty()).then(|| checkpoint::Tail {
-                end: self.tail_end,
-                hex: checkpoint::to_hex(&self.tail),
-            }),
+            tail: self.tail.to_record(),
             ahead: self.ahead.clone(),
         }
     }
 
     pub(super) fn remember_tail(&mut self, data: &[u8]) {
-        if data.len() >= TAIL_BYTES {
-            self.tail.clear();
-            self.tail
-                .extend_from_slice(&data[data.len() - TAIL_BYTES..]);
-        } else {
-            if self.tail_end != self.read_pos {
-                self.tail.clear();
-            }
-            self.tail.extend_from_slice(data);
-            let over = self.tail.len().saturating_sub(TAIL_BYTES);
-            self.tail.drain(..over);
-        }
-        self.tail_end = self.read_pos + data.len() as u64;
+        self.tail.remember(self.read_pos, data);
     }
 
     /// A stream of `path`, first seen as `meta` with first bytes `prefix`,
@@ -124,8 +160,7 @@ impl Stream {
             unseen_since: None,
             unseen_unix_ms: None,
             detached_at: None,
-            tail: Vec::new(),
-            tail_end: 0,
+            tail: LastBytes::default(),
             wanted: false,
             dirty: false,
             truncated_away: false,

@@ -2,7 +2,8 @@ use prost::Message;
 
 use super::super::encode::{Encoder, LineMeta, Template};
 use super::super::lines::Line;
-use super::out::{cut, Ids, Out};
+use super::out::{cut, Ids, Limits, Out};
+use super::protocol::Chunk;
 use super::*;
 use crate::event::Context;
 use crate::metrics::Metrics;
@@ -23,24 +24,21 @@ fn format_2_chunks_read_back_as_format_1_envelopes() {
     use crate::event::{Decoder, Envelope};
     let metrics = Arc::new(Metrics::new(None));
     let (tx, mut rx) = mpsc::channel(64);
-    let mut out = Out {
-        enc: Encoder::new("app", "box1"),
-        process: None,
-        chunk: Chunk::default(),
-        upserts: Vec::new(),
-        forget: Vec::new(),
-        barrier: false,
-        tx,
+    let limits = Limits {
         max_frame: 2000,
         chunk_bytes: 1500,
         max_line: 300,
-        multiline: false,
-        format2: true,
-        observed_ns: 0,
-        lines: 0,
-        c: Counters::new(&metrics, "app"),
-        closed: false,
     };
+    let c = Counters::new(&metrics, "app");
+    let mut out = Out::new(
+        Encoder::new("app", "box1"),
+        None,
+        tx,
+        c,
+        limits,
+        false,
+        true,
+    );
     let reference = Encoder::new("app", "box1");
     let files = [
         ("/var/log/a.log", 11u64, 0u32),
