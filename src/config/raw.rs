@@ -18,8 +18,11 @@ use super::settings::LogFormat;
 use super::units::{Count, Dur, Size};
 
 /// Declares the raw struct of a table: every key optional and spanned
-/// (`key: Type` is written `Option<Spanned<Type>>`), unknown keys refused
-/// with what the table holds (`$expecting`).
+/// (`key: Type` is written `Option<Spanned<Type>>`, so every check can
+/// point at it), unknown keys refused. Two forms: `Name, "what the table
+/// holds" { .. }` (a `Default` struct whose refusal says what it holds),
+/// and `vis struct Name { .. }` (a component's table; `holdfast check`
+/// lists its keys in the order written).
 macro_rules! raw_table {
     ($(#[$meta:meta])* $name:ident, $expecting:tt {
         $($(#[$fmeta:meta])* $field:ident: $ty:ty,)*
@@ -29,6 +32,16 @@ macro_rules! raw_table {
         #[serde(deny_unknown_fields, expecting = $expecting)]
         pub(crate) struct $name {
             $($(#[$fmeta])* pub(crate) $field: Option<toml::Spanned<$ty>>,)*
+        }
+    };
+    ($(#[$meta:meta])* $vis:vis struct $name:ident {
+        $($(#[$fmeta:meta])* $field:ident: $ty:ty,)*
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        $vis struct $name {
+            $($(#[$fmeta])* $field: Option<toml::Spanned<$ty>>,)*
         }
     };
 }

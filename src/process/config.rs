@@ -36,7 +36,7 @@ use super::severity::{self, Severity};
 use super::timestamp::{TimeFormat, TimeZone, Timestamp};
 use super::{Chain, Kind, Labels, Step};
 use crate::config::check::{Checker, NamedTable};
-use crate::sources::raw::raw_table;
+use crate::config::raw::raw_table;
 
 /// `[sources.<name>.process]`, as written.
 #[derive(Debug, Deserialize)]
