@@ -193,8 +193,10 @@ impl QuarantineFilter {
         Ok(quarantine::Filter {
             sink: self.sink.clone(),
             reason: self.reason.clone(),
-            since_ms: time(&self.since, "since")?,
-            until_ms: time(&self.until, "until")?,
+            window: quarantine::Window {
+                since_ms: time(&self.since, "since")?,
+                until_ms: time(&self.until, "until")?,
+            },
             id: self.id.clone(),
         })
     }

@@ -23,12 +23,24 @@ pub struct Filter {
     pub sink: Option<String>,
     /// Matches the record's `kind` exactly, or a part of its `reason`.
     pub reason: Option<String>,
-    /// Quarantined at or after this time (unix ms).
-    pub since_ms: Option<u64>,
-    /// Quarantined before this time (unix ms).
-    pub until_ms: Option<u64>,
+    /// When it was quarantined.
+    pub window: Window,
     /// The event id (32 hex digits).
     pub id: Option<String>,
+}
+
+/// A span of time, unix ms: at or after `since_ms`, before `until_ms`;
+/// an unset end is open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Window {
+    pub since_ms: Option<u64>,
+    pub until_ms: Option<u64>,
+}
+
+impl Window {
+    pub fn contains(&self, t_ms: u64) -> bool {
+        self.since_ms.is_none_or(|t| t_ms >= t) && self.until_ms.is_none_or(|t| t_ms < t)
+    }
 }
 
 impl Filter {
@@ -38,8 +50,7 @@ impl Filter {
                 .reason
                 .as_ref()
                 .is_none_or(|x| &r.kind == x || r.reason.contains(x.as_str()))
-            && self.since_ms.is_none_or(|t| r.time_ms >= t)
-            && self.until_ms.is_none_or(|t| r.time_ms < t)
+            && self.window.contains(r.time_ms)
             && self
                 .id
                 .as_ref()
@@ -50,8 +61,7 @@ impl Filter {
     pub fn is_empty(&self) -> bool {
         self.sink.is_none()
             && self.reason.is_none()
-            && self.since_ms.is_none()
-            && self.until_ms.is_none()
+            && self.window == Window::default()
             && self.id.is_none()
     }
 }
@@ -358,8 +368,10 @@ mod tests {
         assert_eq!(ids(reason("retries_exhausted")), ["a2"]);
         assert_eq!(ids(reason("because partially")), ["b1"]);
         let window = Filter {
-            since_ms: Some(2000),
-            until_ms: Some(3000),
+            window: Window {
+                since_ms: Some(2000),
+                until_ms: Some(3000),
+            },
             ..Default::default()
         };
         assert_eq!(ids(window), ["a2"]);
