@@ -3,6 +3,7 @@
 //! and classified. Nothing is retried here: the shared runtime resends
 //! what the answer asks for, with the same `Nats-Msg-Id`.
 
+use std::future::IntoFuture;
 use std::sync::Arc;
 
 use async_nats::connection::State;
@@ -79,11 +80,20 @@ impl Publisher {
             let sent = conn.js.send_publish(subject.to_string(), msg).await;
             pending.push((subjects.len() - 1, sent));
         }
+        // One deadline for the batch's acks, not one per ack: the client
+        // starts an ack's own timeout only when it is awaited, so after a
+        // server's kill -9 (publishes lost on the dead connection or route)
+        // awaiting them in turn took `request_timeout` once per lost
+        // publish: minutes for a batch, and delivery looked stuck.
+        let deadline = tokio::time::Instant::now() + self.link.ack_timeout;
         let mut classes = Vec::with_capacity(items.len());
         let mut no_stream = None;
         for (subject, sent) in pending {
             let class = match sent {
-                Ok(ack) => classify::ack(ack.await),
+                Ok(ack) => match tokio::time::timeout_at(deadline, ack.into_future()).await {
+                    Ok(r) => classify::ack(r),
+                    Err(_) => Class::TimedOut,
+                },
                 Err(e) => classify::error(&e),
             };
             if class == Class::NoStream && no_stream.is_none() {
