@@ -32,8 +32,12 @@
 //!
 //! NATS (issue 16): the same backlog published to real `nats-server`
 //! processes started here (`tests/common/nats.rs`): one server, and a
-//! 3-node cluster with an R3 stream, with the servers' CPU beside the
-//! sink's. Target: ≥ 200,000 events/s to one server, ≥ 100,000 to R3.
+//! 3-node cluster with an R3 stream (file storage, the default 2-minute
+//! duplicate window: what an operator's stream has), with the servers' CPU
+//! and peak RSS (summed) beside the sink's. Target: ≥ 200,000 events/s to
+//! one server, ≥ 100,000 to R3. `HOLDFAST_BENCH_NATS_EXTRA="prof_port:
+//! 6060"` adds lines to the single server's config (here: Go's profiler,
+//! for `/debug/pprof/profile`).
 //!
 //! Pushback (issue 11, `HOLDFAST_BENCH_ONLY=pushback` runs only this part):
 //! the `elasticsearch` sink (`concurrency` 4, default backoff) drains a
@@ -226,7 +230,12 @@ fn cpu_seconds() -> f64 {
 }
 
 fn status_kib(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    proc_status_kib("self", key)
+}
+
+/// A `/proc/<pid>/status` figure in KiB (`pid` may be `self`).
+fn proc_status_kib(pid: &str, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines().find_map(|l| {
@@ -458,16 +467,26 @@ async fn nats_rows(log: &Log, dir: &std::path::Path, metrics: &Arc<Metrics>, n: 
     }
     println!();
     println!(
-        "{:<22} {:>5} {:>10} {:>8} {:>14} {:>13} {:>16}",
-        "sink", "conc", "events/s", "MiB/s", "CPU ms/1k ev", "peak RSS MiB", "server CPU ms/1k"
+        "{:<22} {:>5} {:>10} {:>8} {:>14} {:>13} {:>16} {:>15}",
+        "sink",
+        "conc",
+        "events/s",
+        "MiB/s",
+        "CPU ms/1k ev",
+        "peak RSS MiB",
+        "server CPU ms/1k",
+        "server RSS MiB"
     );
     for (label, replicas, concurrency) in [
         ("nats (1 server)", 1, 1),
         ("nats (1 server)", 1, 4),
         ("nats (3 nodes, R3)", 3, 4),
     ] {
+        // `HOLDFAST_BENCH_NATS_EXTRA="prof_port: 6060"`: extra lines for the
+        // single server's config (a Go CPU profile of the server, say).
+        let extra = std::env::var("HOLDFAST_BENCH_NATS_EXTRA").unwrap_or_default();
         let servers = if replicas == 1 {
-            nats::Nats::single("")
+            nats::Nats::single(&extra)
         } else {
             nats::Nats::cluster().await
         };
@@ -528,15 +547,22 @@ async fn nats_rows(log: &Log, dir: &std::path::Path, metrics: &Arc<Metrics>, n: 
         stop.cancel();
         task.await.unwrap().unwrap();
         let per_1k = |c: f64| c * 1000.0 / (n as f64 / 1000.0);
+        // The servers' peak resident memory, summed (each process's own
+        // peak since it started: one run per set of servers).
+        let server_rss: u64 = pids
+            .iter()
+            .map(|p| proc_status_kib(&p.to_string(), "VmHWM"))
+            .sum();
         println!(
-            "{:<22} {:>5} {:>10.0} {:>8.1} {:>14.3} {:>13.1} {:>16.3}",
+            "{:<22} {:>5} {:>10.0} {:>8.1} {:>14.3} {:>13.1} {:>16.3} {:>15.1}",
             label,
             concurrency,
             n as f64 / secs,
             bytes as f64 / (1 << 20) as f64 / secs,
             per_1k(cpu),
             status_kib("VmHWM") as f64 / 1024.0,
-            per_1k(scpu)
+            per_1k(scpu),
+            server_rss as f64 / 1024.0
         );
         log.remove_consumer(&name).unwrap();
     }

@@ -7,8 +7,27 @@
 //! time is the record's (log time, span start, metric point time), or when
 //! holdfast observed it if the record has none, so a late event lands in
 //! the index of its own day.
+//!
+//! Fields of the event: `{resource.<key>}` (a resource attribute, like
+//! `{resource.service.name}`) and `{attributes.<key>}` (an attribute of the
+//! log record or span). A field's value is lower-cased, every character
+//! other than `a-z`, `0-9`, `-` and `_` becomes `_`, and it is cut at
+//! [`FIELD_MAX`] characters, so that it is one valid token in every target
+//! (an index name, a stream name, one token of a NATS subject: no `.`, `*`,
+//! `>` or spaces); a missing or empty field renders [`MISSING`].
 
-use crate::event::{Record, Stored};
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
+
+use crate::event::{Context, Record, Stored};
+
+/// What a missing or empty field renders.
+pub const MISSING: &str = "unknown";
+
+/// The most characters a field renders: a NATS control line (subject
+/// included) is limited to 4 KiB, an index name to 255 bytes.
+pub const FIELD_MAX: usize = 64;
 
 /// A parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +36,8 @@ pub struct Template {
     parts: Vec<Part>,
     uses_time: bool,
     uses_source: bool,
+    uses_resource: bool,
+    uses_attributes: bool,
 }
 
 /// The last name a template rendered, and what it depended on: consecutive
@@ -24,6 +45,9 @@ pub struct Template {
 #[derive(Debug, Default)]
 pub(crate) struct Rendered {
     key: Option<(Option<crate::event::Signal>, u64, String)>,
+    /// The batch group whose resource the name was rendered from; held so
+    /// that its address cannot be reused by another context meanwhile.
+    group: Option<(Arc<Context>, usize)>,
     name: String,
 }
 
@@ -37,10 +61,22 @@ enum Part {
     Month,
     Day,
     Hour,
+    Resource(String),
+    Attribute(String),
 }
 
 /// The placeholders a template may use.
-pub const PLACEHOLDERS: &[&str] = &["signal", "source", "date", "year", "month", "day", "hour"];
+pub const PLACEHOLDERS: &[&str] = &[
+    "signal",
+    "source",
+    "date",
+    "year",
+    "month",
+    "day",
+    "hour",
+    "resource.<key>",
+    "attributes.<key>",
+];
 
 impl Template {
     /// Parses `text`; the error says which placeholder or brace is wrong.
@@ -68,6 +104,12 @@ impl Template {
                 "month" => Part::Month,
                 "day" => Part::Day,
                 "hour" => Part::Hour,
+                _ if name.len() > 9 && name.starts_with("resource.") => {
+                    Part::Resource(name["resource.".len()..].to_string())
+                }
+                _ if name.len() > 11 && name.starts_with("attributes.") => {
+                    Part::Attribute(name["attributes.".len()..].to_string())
+                }
                 other => {
                     let list: Vec<String> =
                         PLACEHOLDERS.iter().map(|p| format!("{{{p}}}")).collect();
@@ -94,11 +136,15 @@ impl Template {
             )
         });
         let uses_source = parts.contains(&Part::Source);
+        let uses_resource = parts.iter().any(|p| matches!(p, Part::Resource(_)));
+        let uses_attributes = parts.iter().any(|p| matches!(p, Part::Attribute(_)));
         Ok(Template {
             text: text.to_string(),
             parts,
             uses_time,
             uses_source,
+            uses_resource,
+            uses_attributes,
         })
     }
 
@@ -121,11 +167,13 @@ impl Template {
 
     /// Whether the rendered name depends only on the event's signal.
     pub fn by_signal_only(&self) -> bool {
-        !self.uses_time && !self.uses_source
+        !self.uses_time && !self.uses_source && !self.uses_resource && !self.uses_attributes
     }
 
     /// The name for `env`, rendered only when it can differ from the last
-    /// one (another signal, source, or hour).
+    /// one (another signal, source, hour or batch group; every event when
+    /// the template reads record attributes, or a resource not shared
+    /// through a batch context).
     pub(crate) fn render_cached<'a>(&self, ev: &Stored, cache: &'a mut Rendered) -> &'a str {
         let hour = if self.uses_time {
             event_time(ev) / 3_600_000_000_000
@@ -134,16 +182,27 @@ impl Template {
         };
         let source = if self.uses_source { ev.source() } else { "" };
         let signal = ev.signal();
-        let fresh = match &cache.key {
-            Some((s, h, src)) => {
-                *s == signal && *h == hour && (!self.uses_source || src.as_str() == source)
-            }
-            None => false,
+        let group = if self.uses_resource {
+            ev.shared_with()
+        } else {
+            None
         };
+        let same_group = !self.uses_resource
+            || matches!((&cache.group, group), (Some((c, g)), Some((c2, g2)))
+                if Arc::ptr_eq(c, c2) && *g == g2);
+        let fresh = !self.uses_attributes
+            && same_group
+            && match &cache.key {
+                Some((s, h, src)) => {
+                    *s == signal && *h == hour && (!self.uses_source || src.as_str() == source)
+                }
+                None => false,
+            };
         if !fresh {
             cache.name.clear();
             self.render(ev, &mut cache.name);
             cache.key = Some((signal, hour, source.to_string()));
+            cache.group = group.map(|(c, g)| (c.clone(), g));
         }
         &cache.name
     }
@@ -170,8 +229,55 @@ impl Template {
                 Part::Month => write!(out, "{:02}", c.month),
                 Part::Day => write!(out, "{:02}", c.day),
                 Part::Hour => write!(out, "{:02}", c.hour),
+                Part::Resource(key) => {
+                    let attrs = ev.resource().map_or(&[][..], |r| &r.attributes);
+                    push_field(out, find(attrs, key));
+                    Ok(())
+                }
+                Part::Attribute(key) => {
+                    let own = match ev.record() {
+                        Some(Record::Log(l)) => &l.attributes[..],
+                        Some(Record::Span(s)) => &s.attributes[..],
+                        _ => &[],
+                    };
+                    let v = find(own, key).or_else(|| find(ev.shared_attributes(), key));
+                    push_field(out, v);
+                    Ok(())
+                }
             };
         }
+    }
+}
+
+fn find<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a any_value::Value> {
+    attrs
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref()?.value.as_ref())
+}
+
+/// A field's value as one token (see the module documentation).
+fn push_field(out: &mut String, v: Option<&any_value::Value>) {
+    use any_value::Value;
+    let start = out.len();
+    let mut push = |text: &str| {
+        for c in text.chars().take(FIELD_MAX) {
+            out.push(match c {
+                'a'..='z' | '0'..='9' | '-' | '_' => c,
+                'A'..='Z' => c.to_ascii_lowercase(),
+                _ => '_',
+            });
+        }
+    };
+    match v {
+        Some(Value::StringValue(s)) => push(s),
+        Some(Value::IntValue(i)) => push(&i.to_string()),
+        Some(Value::BoolValue(b)) => push(if *b { "true" } else { "false" }),
+        Some(Value::DoubleValue(d)) => push(&d.to_string()),
+        _ => {}
+    }
+    if out.len() == start {
+        out.push_str(MISSING);
     }
 }
 
@@ -241,8 +347,10 @@ impl Civil {
 mod tests {
     use super::*;
     use crate::event::{Envelope, EventId};
-    use crate::sinks::test_events::stored;
+    use crate::sinks::test_events::{both_formats, items_v1, items_v2, kv, stored, text_log};
+    use opentelemetry_proto::tonic::common::v1::AnyValue;
     use opentelemetry_proto::tonic::logs::v1::LogRecord;
+    use opentelemetry_proto::tonic::resource::v1::Resource;
 
     fn env(source: &str, t: u64) -> Stored {
         stored(&Envelope {
@@ -283,6 +391,96 @@ mod tests {
         t.render(&env("a", 0), &mut s);
         assert_eq!(s, "1970/01/01/00");
         assert!(!Template::parse("logs").unwrap().uses_time());
+    }
+
+    fn with_fields(service: Option<&str>, attrs: Vec<KeyValue>) -> Envelope {
+        Envelope {
+            id: EventId::random().0.to_vec(),
+            source: "app".into(),
+            resource: service.map(|s| Resource {
+                attributes: vec![kv("service.name", s), kv("host.name", "gw-1")],
+                ..Default::default()
+            }),
+            record: Some(text_log(5, "line", attrs)),
+            ..Default::default()
+        }
+    }
+
+    fn rendered(t: &str, env: &Envelope) -> String {
+        let mut s = String::new();
+        Template::parse(t).unwrap().render(&stored(env), &mut s);
+        s
+    }
+
+    #[test]
+    fn fields_render_as_one_clean_token() {
+        let t = "t.{signal}.{resource.service.name}.{attributes.level}";
+        let env = with_fields(Some("Checkout API.v2*>"), vec![kv("level", "WARN")]);
+        assert_eq!(rendered(t, &env), "t.logs.checkout_api_v2__.warn");
+        // Missing, empty, or not a scalar: the fallback.
+        let env = with_fields(None, vec![kv("level", "")]);
+        assert_eq!(rendered(t, &env), "t.logs.unknown.unknown");
+        let long = "x".repeat(500);
+        let env = with_fields(Some(&long), vec![]);
+        assert_eq!(
+            rendered("{resource.service.name}", &env).len(),
+            FIELD_MAX,
+            "cut to FIELD_MAX"
+        );
+        let mut env = with_fields(Some("a"), vec![]);
+        if let Some(Record::Log(l)) = &mut env.record {
+            l.attributes.push(KeyValue {
+                key: "n".into(),
+                value: Some(AnyValue {
+                    value: Some(any_value::Value::IntValue(-42)),
+                }),
+                ..Default::default()
+            });
+        }
+        assert_eq!(rendered("{attributes.n}", &env), "-42");
+        assert!(!Template::parse("{resource.service.name}")
+            .unwrap()
+            .by_signal_only());
+        assert!(Template::parse("{resource.}").is_err());
+    }
+
+    #[test]
+    fn fields_render_alike_from_both_formats_and_the_cache_follows_groups() {
+        // Two services, each in its own batch group (format 2), the level
+        // shared by the group or the record's own.
+        let envs: Vec<Envelope> = ["a", "a", "b", "b", "a"]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| with_fields(Some(s), vec![kv("level", &format!("l{}", i % 2))]))
+            .collect();
+        let want = ["a.l0", "a.l1", "b.l0", "b.l1", "a.l0"];
+        let t = Template::parse("{resource.service.name}.{attributes.level}").unwrap();
+        for (v1, v2) in both_formats(&envs, 0) {
+            let (mut a, mut b) = (String::new(), String::new());
+            t.render(&v1.ev, &mut a);
+            t.render(&v2.ev, &mut b);
+            assert_eq!(a, b);
+        }
+        for items in [
+            items_v1(&envs, 0),
+            items_v2(&envs, 0, 0),
+            items_v2(&envs, 1, 0),
+        ] {
+            let mut cache = Rendered::default();
+            let got: Vec<String> = items
+                .iter()
+                .map(|i| t.render_cached(&i.ev, &mut cache).to_string())
+                .collect();
+            assert_eq!(got, want);
+            // Resource only: rendered once per group, and right.
+            let t = Template::parse("x.{resource.service.name}").unwrap();
+            let mut cache = Rendered::default();
+            let got: Vec<String> = items
+                .iter()
+                .map(|i| t.render_cached(&i.ev, &mut cache).to_string())
+                .collect();
+            assert_eq!(got, ["x.a", "x.a", "x.b", "x.b", "x.a"]);
+        }
     }
 
     #[test]

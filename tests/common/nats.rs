@@ -246,20 +246,41 @@ impl Nats {
     }
 }
 
+/// A message read back from a stream.
+pub struct Msg {
+    pub seq: u64,
+    /// The `Nats-Msg-Id` header.
+    pub id: String,
+    pub subject: String,
+    pub payload: Vec<u8>,
+}
+
 /// Every message of `stream` in sequence order: (sequence, Nats-Msg-Id,
 /// payload).
 pub async fn read_all(js: &jetstream::Context, stream: &str) -> Vec<(u64, String, Vec<u8>)> {
     read_after(js, stream, 0).await.unwrap()
 }
 
-/// The messages of `stream` after sequence `after`, many lookups at once;
-/// `None` when the stream cannot be read right now (a restarting server).
-/// A hole (a purged or deleted message) is skipped.
+/// Every message of `stream` in sequence order, with its subject.
+pub async fn messages(js: &jetstream::Context, stream: &str) -> Vec<Msg> {
+    messages_after(js, stream, 0).await.unwrap()
+}
+
+/// The messages of `stream` after sequence `after` as (sequence,
+/// Nats-Msg-Id, payload); `None` when the stream cannot be read right now.
 pub async fn read_after(
     js: &jetstream::Context,
     stream: &str,
     after: u64,
 ) -> Option<Vec<(u64, String, Vec<u8>)>> {
+    let all = messages_after(js, stream, after).await?;
+    Some(all.into_iter().map(|m| (m.seq, m.id, m.payload)).collect())
+}
+
+/// The messages of `stream` after sequence `after`, many lookups at once;
+/// `None` when the stream cannot be read right now (a restarting server).
+/// A hole (a purged or deleted message) is skipped.
+pub async fn messages_after(js: &jetstream::Context, stream: &str, after: u64) -> Option<Vec<Msg>> {
     let s = js.get_stream(stream).await.ok()?;
     let last = s.get_info().await.ok()?.state.last_sequence;
     let mut out = Vec::new();
@@ -280,7 +301,12 @@ pub async fn read_after(
                         .get("Nats-Msg-Id")
                         .map(|v| v.as_str().to_string())
                         .unwrap_or_default();
-                    out.push((seq, id, m.payload.to_vec()));
+                    out.push(Msg {
+                        seq,
+                        id,
+                        subject: m.subject.to_string(),
+                        payload: m.payload.to_vec(),
+                    });
                 }
                 Err(e)
                     if matches!(
@@ -291,7 +317,7 @@ pub async fn read_after(
             }
         }
     }
-    out.sort_by_key(|m| m.0);
+    out.sort_by_key(|m| m.seq);
     Some(out)
 }
 

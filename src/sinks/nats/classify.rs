@@ -49,9 +49,16 @@ pub(super) enum Class {
     },
 }
 
-/// The class of an ack.
-pub(super) fn ack(r: Result<PublishAck, PublishError>) -> Class {
+/// The class of an ack; `stream` is the stream the sink publishes to.
+pub(super) fn ack(r: Result<PublishAck, PublishError>, stream: &str) -> Class {
     match r {
+        // The subject is captured by another stream: stored there, not
+        // where the operator looks for it.
+        Ok(a) if a.stream != stream => Class::Config(format!(
+            "the subject is captured by the stream {}, not {stream}: remove it from that \
+             stream's subjects, or change the sink's subject or stream",
+            a.stream
+        )),
         Ok(a) => Class::Stored {
             duplicate: a.duplicate,
         },
@@ -269,6 +276,21 @@ mod tests {
             [503]
         );
         assert_eq!(status(&refused("authorization violation")), [401]);
+    }
+
+    #[test]
+    fn an_ack_from_another_stream_is_a_configuration_error() {
+        let ack = |json: &str| serde_json::from_str::<PublishAck>(json).unwrap();
+        assert_eq!(
+            self::ack(Ok(ack(r#"{"stream":"T","seq":7,"duplicate":true}"#)), "T"),
+            DUP
+        );
+        let other = self::ack(Ok(ack(r#"{"stream":"OTHER","seq":7}"#)), "T");
+        assert!(
+            matches!(&other, Class::Config(t) if t.contains("captured by the stream OTHER")),
+            "{other:?}"
+        );
+        assert_eq!(status(&judge(&[other], None)), [404]);
     }
 
     #[test]

@@ -4,9 +4,11 @@
 //! One message per event, on a subject rendered from the event by a name
 //! template (`template.rs`; default `"telemetry.{signal}.{source}"`), with
 //! the header `Nats-Msg-Id` = the event id, so that the server drops a resend
-//! within the stream's duplicate window, and `Nats-Expected-Stream` = the
-//! configured stream, so that a subject captured by another stream is an
-//! error rather than a silent delivery elsewhere. The payload is either one
+//! within the stream's duplicate window. Each ack names the stream that
+//! stored the message; one that is not the configured stream is an error
+//! (held, loud) rather than a silent delivery elsewhere — checked here, not
+//! by a `Nats-Expected-Stream` header the server would look for in every
+//! message. The payload is either one
 //! OTLP `Export*ServiceRequest` per event (protobuf, what OpenTelemetry's own
 //! decoders read) or the JSON document the `elasticsearch` sink writes.
 //!

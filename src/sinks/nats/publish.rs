@@ -3,10 +3,12 @@
 //! and classified. Nothing is retried here: the shared runtime resends
 //! what the answer asks for, with the same `Nats-Msg-Id`.
 
+use std::future::IntoFuture;
 use std::sync::Arc;
 
 use async_nats::connection::State;
 use async_nats::jetstream::message::PublishMessage;
+use async_nats::Subject;
 use bytes::Bytes;
 
 use super::classify::{self, Class};
@@ -60,30 +62,41 @@ impl Publisher {
         let mut id = String::with_capacity(32);
         let mut wire = 0;
         let mut pending = Vec::with_capacity(items.len());
-        // The subject of the first event that found no stream, to ask
-        // about.
-        let mut subjects: Vec<String> = Vec::new();
+        // Each subject of the batch once, in order: consecutive events
+        // share the last one (a reference count, not a copy per message),
+        // and an event that found no stream names the one to ask about.
+        let mut subjects: Vec<Subject> = Vec::new();
         for it in items {
-            let subject = self.subject.render_cached(&it.ev, &mut cache);
-            if subjects.last().is_none_or(|s| s != subject) {
-                subjects.push(subject.to_string());
+            let rendered = self.subject.render_cached(&it.ev, &mut cache);
+            if subjects.last().is_none_or(|s| s.as_str() != rendered) {
+                subjects.push(Subject::from(rendered));
             }
             let payload = self.payload(it, &mut shared);
             wire += payload.len();
             id.clear();
             push_hex(&mut id, &it.ev.id.0);
-            let msg = PublishMessage::build()
-                .payload(payload)
-                .message_id(&id)
-                .expected_stream(&self.link.stream);
-            let sent = conn.js.send_publish(subject.to_string(), msg).await;
+            // No `Nats-Expected-Stream`: the server would scan every
+            // message's headers for it; the stream named in each ack is
+            // checked here instead (`classify::ack`).
+            let msg = PublishMessage::build().payload(payload).message_id(&id);
+            let subject = subjects[subjects.len() - 1].clone();
+            let sent = conn.js.send_publish(subject, msg).await;
             pending.push((subjects.len() - 1, sent));
         }
+        // One deadline for the batch's acks, not one per ack: the client
+        // starts an ack's own timeout only when it is awaited, so after a
+        // server's kill -9 (publishes lost on the dead connection or route)
+        // awaiting them in turn took `request_timeout` once per lost
+        // publish: minutes for a batch, and delivery looked stuck.
+        let deadline = tokio::time::Instant::now() + self.link.ack_timeout;
         let mut classes = Vec::with_capacity(items.len());
         let mut no_stream = None;
         for (subject, sent) in pending {
             let class = match sent {
-                Ok(ack) => classify::ack(ack.await),
+                Ok(ack) => match tokio::time::timeout_at(deadline, ack.into_future()).await {
+                    Ok(r) => classify::ack(r, &self.link.stream),
+                    Err(_) => Class::TimedOut,
+                },
                 Err(e) => classify::error(&e),
             };
             if class == Class::NoStream && no_stream.is_none() {
