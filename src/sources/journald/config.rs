@@ -59,7 +59,8 @@ struct RawJournaldSource {
     exclude_units: Option<Vec<Spanned<String>>>,
     /// `"emerg"` … `"debug"`: only entries this severe or more. Default: all.
     min_priority: Option<Spanned<RawPriority>>,
-    /// journalctl matches, `"FIELD=value"`. Default: none.
+    /// Journal matches, `"FIELD=value"`, `"+"` between alternatives (as
+    /// journalctl takes them). Default: none.
     matches: Option<Vec<Spanned<String>>>,
     /// Only this boot's entries. Default `false`.
     current_boot_only: Option<bool>,
@@ -112,8 +113,8 @@ impl RawJournaldSource {
             cx.error(
                 self.directory.as_ref().map(|d| d.span()),
                 &key("directory"),
-                "directory and files cannot both be set: journalctl reads one or the other; \
-                 keep one",
+                "directory and files cannot both be set: the journal is read from one or the \
+                 other; keep one",
             );
         }
         let units = strings(cx, "units", &self.units);
@@ -121,13 +122,15 @@ impl RawJournaldSource {
         let matches = strings(cx, "matches", &self.matches);
         for m in self.matches.iter().flatten() {
             let field = m.get_ref().split_once('=').map(|(f, _)| f);
-            if !field.is_some_and(is_field_name) {
+            // `+` between matches: either side (as journalctl takes it).
+            if m.get_ref() != "+" && !field.is_some_and(is_field_name) {
                 cx.error(
                     Some(m.span()),
                     &key("matches"),
                     format!(
                         "{:?} is not a journal match: write FIELD=value with an upper-case \
-                         field name, like \"_TRANSPORT=kernel\"",
+                         field name, like \"_TRANSPORT=kernel\", or \"+\" between two \
+                         alternatives",
                         m.get_ref()
                     ),
                 );
@@ -210,7 +213,7 @@ impl Source for JournaldOptions {
             }
             (None, true) => "the system and user journals".to_string(),
         };
-        writeln!(out, "    reads {what} through journalctl")?;
+        writeln!(out, "    reads {what} through sd-journal")?;
         let mut only = Vec::new();
         if !o.units.is_empty() {
             only.push(format!("units {}", o.units.join(", ")));
@@ -255,28 +258,9 @@ impl Source for JournaldOptions {
         if let Some(why) = super::unreadable(self, name) {
             env.push(Severity::Warning, &format!("sources.{name}"), why);
         }
-        if which(super::JOURNALCTL).is_none() {
-            env.push(
-                Severity::Error,
-                &format!("sources.{name}"),
-                format!(
-                    "{} is not in PATH: the journald source reads the journal through it \
-                     (Debian: package systemd)",
-                    super::JOURNALCTL
-                ),
-            );
-        }
     }
 
     fn hold(&self, name: &str) -> Option<String> {
         Some(super::hold_name(name))
     }
-}
-
-/// `program`'s path in `PATH`.
-fn which(program: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
 }
