@@ -220,15 +220,9 @@ pub async fn run(ctx: ComponentContext, opts: JournaldOptions) -> anyhow::Result
         .with_context(|| format!("source {name}: taking its hold on the log"))?;
 
     // 1. The checkpoint, and what reached the log after it.
-    let (dir, n) = (opts.checkpoint_dir.clone(), name.clone());
-    let loaded = tokio::task::spawn_blocking(move || checkpoint::load(&dir, &n))
-        .await?
-        .with_context(|| {
-            format!(
-                "source {name}: reading the checkpoint in {}",
-                opts.checkpoint_dir.display()
-            )
-        })?;
+    let loaded = checkpoint::STATE
+        .load_at_start::<checkpoint::Checkpoint>(&opts.checkpoint_dir, &name)
+        .await?;
     let ck = match loaded {
         checkpoint::Loaded::Missing => None,
         checkpoint::Loaded::Found(ck) => {
@@ -454,7 +448,7 @@ impl Progress {
         }
         let ck = checkpoint::Checkpoint::new(&self.name, now.0.clone(), now.1);
         let dir = self.dir.clone();
-        tokio::task::spawn_blocking(move || checkpoint::save(&dir, &ck))
+        tokio::task::spawn_blocking(move || checkpoint::STATE.save(&dir, &ck))
             .await?
             .with_context(|| {
                 format!(
