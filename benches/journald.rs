@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use holdfast::metrics::Metrics;
 use holdfast::registry::ComponentContext;
 use holdfast::seglog::{FsyncPolicy, Log, LogOptions, WhenFull};
-use holdfast::sources::journald::{JournaldOptions, StartAt};
+use holdfast::sources::journald::{JournaldOptions, Journals, Selection, StartAt};
 use tokio_util::sync::CancellationToken;
 
 const TARGET_ENTRIES_PER_S: f64 = 200_000.0;
@@ -260,13 +260,8 @@ fn source(rt: &tokio::runtime::Runtime, root: &Path, dir: &Path, entries: u64) {
     )
     .unwrap();
     let opts = JournaldOptions {
-        directory: Some(dir.to_path_buf()),
-        files: Vec::new(),
-        units: Vec::new(),
-        exclude_units: Vec::new(),
-        min_priority: None,
-        matches: Vec::new(),
-        current_boot_only: false,
+        journals: Journals::Directory(dir.to_path_buf()),
+        select: Selection::default(),
         start_at: StartAt::Beginning,
         fields: Vec::new(),
         max_entry_bytes: 2 << 20,

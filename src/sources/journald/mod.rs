@@ -81,8 +81,6 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 /// Batches waiting between the reader thread and the appender: one, while
 /// the one before it is appended.
 const CHANNEL_DEPTH: usize = 1;
-/// A batch is sent at this many bytes of events.
-const BATCH_BYTES: usize = 1 << 20;
 const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
@@ -93,23 +91,38 @@ pub enum StartAt {
     End,
 }
 
-/// What a `journald` source needs to run (validated settings).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JournaldOptions {
-    /// Read the journal files in this directory instead of the system's.
-    pub directory: Option<PathBuf>,
-    /// Read these journal files instead of the system's.
-    pub files: Vec<PathBuf>,
-    /// Only these units (`_SYSTEMD_UNIT=u`, and `UNIT=u` from PID 1: what
-    /// systemd says about the unit); empty: all.
+/// Which journal files a source reads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Journals {
+    /// The system journal and this user's, of this machine.
+    #[default]
+    Local,
+    /// The journal files in this directory.
+    Directory(PathBuf),
+    /// These journal files.
+    Files(Vec<PathBuf>),
+}
+
+/// Which entries a source reads (the filters). Empty or `None`: all.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Selection {
+    /// `_SYSTEMD_UNIT=u`, and `UNIT=u` from PID 1 (what systemd says about
+    /// the unit), for any of these units.
     pub units: Vec<String>,
     /// Entries of these units are read and skipped.
     pub exclude_units: Vec<String>,
-    /// Only entries of this priority or more severe (0 emerg … 7 debug).
+    /// This priority or more severe (0 emerg … 7 debug).
     pub min_priority: Option<u8>,
     /// Journal matches, `FIELD=value`, or `+` between alternatives.
     pub matches: Vec<String>,
     pub current_boot_only: bool,
+}
+
+/// What a `journald` source needs to run (validated settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournaldOptions {
+    pub journals: Journals,
+    pub select: Selection,
     pub start_at: StartAt,
     /// Extra journal fields kept as attributes.
     pub fields: Vec<String>,
@@ -126,20 +139,18 @@ pub fn hold_name(source: &str) -> String {
 
 /// Why the journal cannot be read, in words an operator can act on.
 fn unreadable(opts: &JournaldOptions, name: &str) -> Option<String> {
-    for f in &opts.files {
-        if let Err(e) = std::fs::File::open(f) {
+    let (dirs, hint) = match &opts.journals {
+        Journals::Files(files) => {
+            let (f, e) = files
+                .iter()
+                .find_map(|f| std::fs::File::open(f).err().map(|e| (f, e)))?;
             return Some(format!(
                 "journal file {} cannot be read: {e} (sources.{name}.files)",
                 f.display()
             ));
         }
-    }
-    if !opts.files.is_empty() {
-        return None;
-    }
-    let (dirs, hint) = match &opts.directory {
-        Some(d) => (vec![d.clone()], format!("sources.{name}.directory")),
-        None => (
+        Journals::Directory(d) => (vec![d.clone()], format!("sources.{name}.directory")),
+        Journals::Local => (
             vec![
                 PathBuf::from("/var/log/journal"),
                 PathBuf::from("/run/log/journal"),
@@ -185,22 +196,16 @@ fn has_readable_journal(dir: &Path, depth: u32) -> bool {
 
 /// The ids of `source`'s events from `from` to the end of the log.
 fn scan(log: &Log, source: &str, from: u64) -> Result<HashSet<EventId>, LogError> {
-    let mut ids = HashSet::new();
-    let mut reader = log.reader(from);
-    let mut decoder = Decoder::new();
-    loop {
-        let events = reader.read(16_384, 16 << 20)?;
-        if events.is_empty() {
-            return Ok(ids);
-        }
-        for e in events {
-            if let Ok(s) = decoder.decode(&e.data, &e.context, e.seq - e.batch_start) {
-                if s.source() == source {
-                    ids.insert(s.id);
-                }
-            }
-        }
+    let (mut ids, mut decoder, mut reader) = (HashSet::new(), Decoder::new(), log.reader(from));
+    while let Some(events) = Some(reader.read(16_384, 16 << 20)?).filter(|e| !e.is_empty()) {
+        ids.extend(events.iter().filter_map(|e| {
+            let s = decoder
+                .decode(&e.data, &e.context, e.seq - e.batch_start)
+                .ok()?;
+            (s.source() == source).then_some(s.id)
+        }));
     }
+    Ok(ids)
 }
 
 /// Runs the source until `stop` is cancelled, then writes its checkpoint and
@@ -264,9 +269,8 @@ pub async fn run(ctx: ComponentContext, opts: JournaldOptions) -> anyhow::Result
         .saturating_sub(8 << 10);
     let settings = reader::Settings {
         name: name.clone(),
-        max_entry: opts.max_entry_bytes.min(max_frame),
         opts,
-        batch_bytes: BATCH_BYTES.min(max_frame / 2),
+        max_frame,
         metrics: ctx.metrics.clone(),
         busy: busy.clone(),
     };

@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tracing::warn;
 
 use super::mapping::{self, BatchEncoder, Fields, Position};
-use super::JournaldOptions;
+use super::{JournaldOptions, Journals, Selection};
 use crate::event::EventId;
 use crate::metrics::Metrics;
 
@@ -45,6 +45,9 @@ pub enum Start {
     Cursor(String),
 }
 
+/// A batch is sent at this many bytes of events (or fewer if the log's
+/// segments are small).
+const BATCH_BYTES: usize = 1 << 20;
 /// The longest the thread waits for new entries before it looks whether
 /// the source is stopping.
 const WAIT: Duration = Duration::from_millis(100);
@@ -91,9 +94,9 @@ pub struct Skip {
 pub struct Settings {
     pub name: String,
     pub opts: JournaldOptions,
-    pub max_entry: usize,
-    /// A batch is sent at this many bytes of events.
-    pub batch_bytes: usize,
+    /// The most bytes of events one append may hold: bounds entries and
+    /// batches.
+    pub max_frame: usize,
     pub metrics: Arc<Metrics>,
     /// Set when a batch is sent, cleared by the appender once it is
     /// appended: while set, the reader keeps filling the next batch.
@@ -106,33 +109,32 @@ fn c_path(p: &Path) -> Result<CString, String> {
 
 /// Opens the journal `opts` names, with its filters.
 pub fn open(opts: &JournaldOptions) -> Result<Journal, String> {
-    let mut j = if !opts.files.is_empty() {
-        let files = opts
-            .files
-            .iter()
-            .map(|f| c_path(f))
-            .collect::<Result<Vec<_>, _>>()?;
-        OpenFilesOptions::default()
-            .open_files(files)
-            .map_err(|e| format!("opening the journal files: {e}"))?
-    } else if let Some(d) = &opts.directory {
-        OpenDirectoryOptions::default()
+    let mut j = match &opts.journals {
+        Journals::Files(files) => {
+            let files = files
+                .iter()
+                .map(|f| c_path(f))
+                .collect::<Result<Vec<_>, _>>()?;
+            OpenFilesOptions::default()
+                .open_files(files)
+                .map_err(|e| format!("opening the journal files: {e}"))?
+        }
+        Journals::Directory(d) => OpenDirectoryOptions::default()
             .open_directory(c_path(d)?)
-            .map_err(|e| format!("opening the journal directory {}: {e}", d.display()))?
-    } else {
+            .map_err(|e| format!("opening the journal directory {}: {e}", d.display()))?,
         // The system journal and this user's, of this machine only.
-        OpenOptions::default()
+        Journals::Local => OpenOptions::default()
             .local_only(true)
             .open()
-            .map_err(|e| format!("opening the system journal: {e}"))?
+            .map_err(|e| format!("opening the system journal: {e}"))?,
     };
-    filter(&mut j, opts).map_err(|e| format!("adding the journal filters: {e}"))?;
+    filter(&mut j, &opts.select).map_err(|e| format!("adding the journal filters: {e}"))?;
     Ok(j)
 }
 
 /// Adds `opts`' filters as journalctl does: each option is one term, the
 /// terms are AND'ed (`sd_journal_add_conjunction`).
-fn filter(j: &mut Journal, opts: &JournaldOptions) -> systemd::Result<()> {
+fn filter(j: &mut Journal, opts: &Selection) -> systemd::Result<()> {
     // A unit's own entries, and systemd's about it (`UNIT=` from PID 1:
     // started, stopped, failed), as `journalctl --unit` shows them.
     for (i, u) in opts.units.iter().enumerate() {
@@ -286,12 +288,20 @@ fn read(
     // need to decompress more than an entry may keep. The margin (more
     // than a field name) makes a value cut there longer than the room
     // `read_entry` leaves it, so the entry is marked.
-    j.set_data_threshold(s.max_entry.saturating_add(128))?;
+    let max_entry = s.opts.max_entry_bytes.min(s.max_frame);
+    let batch_bytes = BATCH_BYTES.min(s.max_frame / 2);
+    j.set_data_threshold(max_entry.saturating_add(128))?;
     let mut p = Pending::new(&s.name);
     let (mut on_entry, mut check_gap) = seek(j, start, &mut p, skip)?;
     let mut f = Fields::new(&s.opts.fields);
     let component = format!("source:{}", s.name);
-    let exclude: Vec<&[u8]> = s.opts.exclude_units.iter().map(|u| u.as_bytes()).collect();
+    let exclude: Vec<&[u8]> = s
+        .opts
+        .select
+        .exclude_units
+        .iter()
+        .map(|u| u.as_bytes())
+        .collect();
     loop {
         if !std::mem::take(&mut on_entry) && j.next()? == 0 {
             // Caught up with the journal: found ids not met again are gone
@@ -330,7 +340,7 @@ fn read(
                 }
             }
         }
-        let bytes = read_entry(j, &mut f, s.max_entry)?;
+        let bytes = read_entry(j, &mut f, max_entry)?;
         let id = mapping::entry_id(&cursor, || {
             let (mono, _) = j.monotonic_timestamp().ok()?;
             Some((f.boot_id()?.to_vec(), mono))
@@ -351,7 +361,7 @@ fn read(
         // A batch goes when it is full (waiting for the appender if need
         // be: the back-pressure) or as soon as the appender is free: the
         // batches then grow with the time an append takes (group commit).
-        let full = p.framed.len() >= s.batch_bytes || p.events >= 8192;
+        let full = p.framed.len() >= batch_bytes || p.events >= 8192;
         if (full || !s.busy.load(Ordering::Acquire)) && !send(tx, &mut p, s, skip) {
             return Ok(());
         }
