@@ -511,10 +511,11 @@ fn unit_filter_includes_systemd_messages_about_the_unit_and_matches_alternatives
     a.stop();
 }
 
-/// A journal file rotated (renamed, a new one started) while the agent is
-/// stopped: the entries of both are read once, from the checkpoint.
+/// A journal file rotated as journald rotates (the active file renamed to
+/// `system@….journal`, a new `system.journal` started), while the agent
+/// runs and while it is stopped: every entry is read once.
 #[test]
-fn rotation_while_stopped_reads_both_files_once() {
+fn rotation_while_running_and_while_stopped_reads_every_entry_once() {
     let mut a = Agent::new("");
     let dir = journal_dir(&a);
     std::fs::write(
@@ -522,26 +523,29 @@ fn rotation_while_stopped_reads_both_files_once() {
         std::fs::read_to_string(&a.config).unwrap() + &config(&dir, ""),
     )
     .unwrap();
-    write_journal(&dir.join("system.journal"), &[text(1), text(2)]);
+    let active = dir.join("system.journal");
+    let rotate = |n: u32| {
+        let archived =
+            format!("system@0123456789abcdef0123456789abcdef-{n:016x}-0005f0000000000.journal");
+        std::fs::rename(&active, dir.join(archived)).unwrap();
+    };
+    write_journal(&active, &[text(1), text(2)]);
     a.start();
     a.wait_ready();
     wait_events(&a, 2);
+    rotate(1);
+    write_journal(&active, &[text(3)]);
+    wait_events(&a, 3);
     assert_eq!(a.stop().code(), Some(0));
-    write_journal(&dir.join("system.journal"), &[text(3)]);
-    std::fs::rename(
-        dir.join("system.journal"),
-        dir.join(
-            "system@0123456789abcdef0123456789abcdef-0000000000000001-0005f0000000000.journal",
-        ),
-    )
-    .unwrap();
-    write_journal(&dir.join("system.journal"), &[text(4), text(5)]);
+    write_journal(&active, &[text(4)]);
+    rotate(2);
+    write_journal(&active, &[text(5), text(6)]);
     a.start();
     a.wait_ready();
-    let bodies = bodies_once(&wait_events(&a, 5));
+    let bodies = bodies_once(&wait_events(&a, 6));
     assert_eq!(
         bodies,
-        ["entry 1", "entry 2", "entry 3", "entry 4", "entry 5"]
+        ["entry 1", "entry 2", "entry 3", "entry 4", "entry 5", "entry 6"]
     );
     a.stop();
 }

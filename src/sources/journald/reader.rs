@@ -48,6 +48,11 @@ pub enum Start {
 /// A batch is sent at this many bytes of events (or fewer if the log's
 /// segments are small).
 const BATCH_BYTES: usize = 1 << 20;
+/// A batch is sent at this many entries.
+const MAX_EVENTS: u32 = 8192;
+/// While entries are read without reaching the end of the journal, a batch
+/// waits for this many before it goes to a free appender.
+const MIN_EVENTS: u32 = 512;
 /// The longest the thread waits for new entries before it looks whether
 /// the source is stopping.
 const WAIT: Duration = Duration::from_millis(100);
@@ -129,6 +134,10 @@ pub fn open(opts: &JournaldOptions) -> Result<Journal, String> {
             .map_err(|e| format!("opening the system journal: {e}"))?,
     };
     filter(&mut j, &opts.select).map_err(|e| format!("adding the journal filters: {e}"))?;
+    // Watch the files from now on (sd-journal sets its inotify watches up on
+    // the first call): what is written before the first wait is seen too.
+    // Without a watch (it failed), waits end at their timeout instead.
+    let _ = j.fd();
     Ok(j)
 }
 
@@ -308,22 +317,17 @@ fn read(
             // (vacuumed, or filtered out by a changed config) and must not
             // hold the log position back.
             skip.ids.clear();
-            loop {
-                if p.last.is_some() && !s.busy.load(Ordering::Acquire) && !send(tx, &mut p, s, skip)
-                {
-                    return Ok(());
-                }
-                if tx.is_closed() {
-                    return Ok(());
-                }
-                let wait = if p.last.is_some() { WAIT_BUSY } else { WAIT };
-                if !matches!(
-                    j.wait(Some(wait))?,
-                    systemd::journal::JournalWaitResult::Nop
-                ) {
-                    break;
-                }
+            let free = !s.busy.load(Ordering::Acquire) && tx.capacity() > 0;
+            if p.last.is_some() && free && !send(tx, &mut p, s, skip) {
+                return Ok(());
             }
+            if tx.is_closed() {
+                return Ok(());
+            }
+            // Returns early when entries are written or files come and go;
+            // `next` is asked again whatever it says (it costs little at the
+            // end), so no change can be missed between two waits.
+            j.wait(Some(if p.last.is_some() { WAIT_BUSY } else { WAIT }))?;
             continue;
         }
         let cursor = match j.cursor() {
@@ -340,7 +344,18 @@ fn read(
                 }
             }
         }
-        let bytes = read_entry(j, &mut f, max_entry)?;
+        let bytes = match read_entry(j, &mut f, max_entry) {
+            Ok(b) => b,
+            Err(e) => {
+                // A damaged entry fails the same way on every read: failing
+                // the source would stop it there for good.
+                s.metrics.drop_events(&component, "journal_unreadable", 1);
+                warn!(source = %s.name, cursor = %cursor, error = %e,
+                    "a journal entry cannot be read (a damaged journal file?); skipped");
+                p.last = Some(cursor);
+                continue;
+            }
+        };
         let id = mapping::entry_id(&cursor, || {
             let (mono, _) = j.monotonic_timestamp().ok()?;
             Some((f.boot_id()?.to_vec(), mono))
@@ -359,10 +374,14 @@ fn read(
         }
         p.last = Some(cursor);
         // A batch goes when it is full (waiting for the appender if need
-        // be: the back-pressure) or as soon as the appender is free: the
-        // batches then grow with the time an append takes (group commit).
-        let full = p.framed.len() >= batch_bytes || p.events >= 8192;
-        if (full || !s.busy.load(Ordering::Acquire)) && !send(tx, &mut p, s, skip) {
+        // be: the back-pressure) or, once it holds `MIN_EVENTS`, as soon as
+        // the appender is free and the channel empty: the batches then grow
+        // with the time an append takes (group commit), and a journal read
+        // far behind its end is not appended a few entries at a time (at
+        // its end, whatever is read goes at once, above).
+        let full = p.framed.len() >= batch_bytes || p.events >= MAX_EVENTS;
+        let free = p.events >= MIN_EVENTS && !s.busy.load(Ordering::Acquire) && tx.capacity() > 0;
+        if (full || free) && !send(tx, &mut p, s, skip) {
             return Ok(());
         }
     }
