@@ -165,8 +165,11 @@ fn unreadable(opts: &JournaldOptions, name: &str) -> Option<String> {
         return None;
     }
     let list: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
+    // /proc/self belongs to the process's user: its uid without `unsafe`.
+    let uid = std::fs::metadata("/proc/self").map_or_else(
+        |_| "?".to_string(),
+        |m| std::os::unix::fs::MetadataExt::uid(&m).to_string(),
+    );
     Some(format!(
         "the journal is not readable: no journal file (*.journal) under {} can be opened by \
          this user (uid {uid}); {hint}",
