@@ -15,7 +15,6 @@ seglog_scan | seglog_recover) dict=dicts/seglog.dict max_len=8192 ;;
 seglog_block) dict=dicts/seglog.dict max_len=4096 ;;
 otlp_decode) dict=dicts/otlp_decode.dict max_len=16384 ;;
 config_parse) dict=dicts/config_parse.dict max_len=8192 ;;
-journald_export) dict=dicts/journald_export.dict max_len=4096 ;;
 syslog) dict=dicts/syslog.dict max_len=4096 ;;
 *) echo "unknown target $target (try: cargo +nightly fuzz list)" >&2; exit 2 ;;
 esac

@@ -163,8 +163,9 @@ done
 # removes it only on purge.
 echo /etc/holdfast/holdfast.toml >"$root/DEBIAN/conffiles"
 
-# Depends: the shared libraries the binary links (libc6, libgcc-s1) as
-# dpkg-shlibdeps computes them, plus adduser for postinst.
+# Depends: the shared libraries the binary links (libc6, libgcc-s1,
+# libsystemd0 for the journald source) as dpkg-shlibdeps computes them, plus
+# adduser for postinst.
 shlib_depends=""
 if command -v dpkg-shlibdeps >/dev/null; then
     # dpkg-shlibdeps wants a source tree with debian/control; give it a stub.
@@ -174,8 +175,8 @@ if command -v dpkg-shlibdeps >/dev/null; then
         sed -n 's/^shlibs:Depends=//p') || shlib_depends=""
 fi
 if [ -z "$shlib_depends" ]; then
-    echo "build-deb: dpkg-shlibdeps unavailable or failed; Depends falls back to libc6" >&2
-    shlib_depends=libc6
+    echo "build-deb: dpkg-shlibdeps unavailable or failed; Depends falls back to libc6, libsystemd0" >&2
+    shlib_depends="libc6, libsystemd0"
 fi
 
 # Installed-Size in KiB, as dpkg-gencontrol computes it (apparent sizes).

@@ -84,6 +84,7 @@ check "Maintainer is set" test -n "$(field Maintainer)"
 check "Section admin, Priority optional" test "$(field Section)/$(field Priority)" = admin/optional
 depends=$(field Depends)
 check "Depends on libc6 ($depends)" grep -q 'libc6' <<<"$depends"
+check "Depends on libsystemd0 (the journald source links it)" grep -q 'libsystemd0' <<<"$depends"
 check "Depends on adduser (postinst creates the user)" grep -qw 'adduser' <<<"$depends"
 check "Description has an extended part" test "$(field Description | wc -l)" -gt 2
 

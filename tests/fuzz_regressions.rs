@@ -74,11 +74,6 @@ fn config_parse() {
 }
 
 #[test]
-fn journald_export() {
-    replay("journald_export", checks::journald_export::check);
-}
-
-#[test]
 fn syslog() {
     replay("syslog", checks::syslog::check);
 }

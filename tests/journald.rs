@@ -1,7 +1,7 @@
 //! The `journald` source end to end: real journal files written by
 //! systemd's own `systemd-journal-remote` (export format in, journal files
-//! out), read by the real binary through `journalctl`, checked with
-//! `holdfast dump`.
+//! out), read by the real binary through libsystemd's sd-journal, checked
+//! with `holdfast dump`.
 
 #[path = "common/daemon.rs"]
 mod daemon;
@@ -46,13 +46,30 @@ fn text(n: u64) -> Vec<(String, Vec<u8>)> {
     entry(n, "app.service", 6, format!("entry {n}").as_bytes())
 }
 
+/// Writes `fields` as one entry in journal export format (text where the
+/// value allows it, binary otherwise), what systemd-journal-remote reads.
+fn write_entry(out: &mut Vec<u8>, fields: &[(&str, &[u8])]) {
+    for (name, value) in fields {
+        out.extend_from_slice(name.as_bytes());
+        if value.contains(&b'\n') || std::str::from_utf8(value).is_err() {
+            out.push(b'\n');
+            out.extend_from_slice(&(value.len() as u64).to_le_bytes());
+        } else {
+            out.push(b'=');
+        }
+        out.extend_from_slice(value);
+        out.push(b'\n');
+    }
+    out.push(b'\n');
+}
+
 /// Appends `entries` to the journal file `file` (created if new).
 fn write_journal(file: &Path, entries: &[Vec<(String, Vec<u8>)>]) {
     let mut input = Vec::new();
     for e in entries {
         let fields: Vec<(&str, &[u8])> =
             e.iter().map(|(n, v)| (n.as_str(), v.as_slice())).collect();
-        holdfast::sources::journald::export::write_entry(&mut input, &fields);
+        write_entry(&mut input, &fields);
     }
     let mut child = Command::new(JOURNAL_REMOTE)
         .arg(format!("--output={}", file.display()))
@@ -361,8 +378,8 @@ fn kill9_at_random_moments_appends_every_entry_exactly_once() {
     a.stop();
 }
 
-/// Under `when_full = "block"` a full log pauses reading (journalctl's pipe
-/// pushes back) and nothing is lost: once the sink drains the log, every
+/// Under `when_full = "block"` a full log pauses reading (the reader thread
+/// blocks on its channel) and nothing is lost: once the sink drains the log, every
 /// entry arrives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_log_pauses_reading_and_loses_nothing() {
@@ -438,5 +455,97 @@ fn start_at_end_skips_history_but_not_what_is_written_while_stopped() {
     assert_eq!(bodies_once(&wait_events(&a, 1)), ["entry 3"]);
     write_journal(&dir.join("a.journal"), &[text(4)]);
     assert_eq!(bodies_once(&wait_events(&a, 2)), ["entry 3", "entry 4"]);
+    a.stop();
+}
+
+/// `e` with field `name` set to `value` (replaced or added).
+fn with(mut e: Vec<(String, Vec<u8>)>, name: &str, value: &str) -> Vec<(String, Vec<u8>)> {
+    match e.iter_mut().find(|(n, _)| n == name) {
+        Some(f) => f.1 = value.as_bytes().to_vec(),
+        None => e.push((name.to_string(), value.as_bytes().to_vec())),
+    }
+    e
+}
+
+/// `units` selects a unit's own entries and what systemd (PID 1) says
+/// about it (`UNIT=`), as `journalctl --unit` does; `matches` with `+`
+/// selects either side.
+#[test]
+fn unit_filter_includes_systemd_messages_about_the_unit_and_matches_alternatives() {
+    let mut a = Agent::new("");
+    let dir = journal_dir(&a);
+    let extra = "units = [\"app.service\"]\n\
+                 matches = [\"SYSLOG_IDENTIFIER=app\", \"+\", \"SYSLOG_IDENTIFIER=systemd\"]";
+    std::fs::write(
+        &a.config,
+        std::fs::read_to_string(&a.config).unwrap() + &config(&dir, extra),
+    )
+    .unwrap();
+    let from_pid1 = |n, pid: &str, msg: &[u8]| {
+        let e = entry(n, "init.scope", 6, msg);
+        with(
+            with(with(e, "_PID", pid), "SYSLOG_IDENTIFIER", "systemd"),
+            "UNIT",
+            "app.service",
+        )
+    };
+    write_journal(
+        &dir.join("a.journal"),
+        &[
+            entry(1, "app.service", 6, b"app own"),
+            entry(2, "other.service", 6, b"other own"),
+            from_pid1(3, "1", b"Started app.service"),
+            from_pid1(4, "55", b"not from systemd"),
+            with(
+                entry(5, "app.service", 6, b"app, other ident"),
+                "SYSLOG_IDENTIFIER",
+                "x",
+            ),
+            entry(6, "app.service", 6, b"app last"),
+        ],
+    );
+    a.start();
+    a.wait_ready();
+    let bodies = bodies_once(&wait_events(&a, 3));
+    assert_eq!(bodies, ["app own", "Started app.service", "app last"]);
+    a.stop();
+}
+
+/// A journal file rotated as journald rotates (the active file renamed to
+/// `system@….journal`, a new `system.journal` started), while the agent
+/// runs and while it is stopped: every entry is read once.
+#[test]
+fn rotation_while_running_and_while_stopped_reads_every_entry_once() {
+    let mut a = Agent::new("");
+    let dir = journal_dir(&a);
+    std::fs::write(
+        &a.config,
+        std::fs::read_to_string(&a.config).unwrap() + &config(&dir, ""),
+    )
+    .unwrap();
+    let active = dir.join("system.journal");
+    let rotate = |n: u32| {
+        let archived =
+            format!("system@0123456789abcdef0123456789abcdef-{n:016x}-0005f0000000000.journal");
+        std::fs::rename(&active, dir.join(archived)).unwrap();
+    };
+    write_journal(&active, &[text(1), text(2)]);
+    a.start();
+    a.wait_ready();
+    wait_events(&a, 2);
+    rotate(1);
+    write_journal(&active, &[text(3)]);
+    wait_events(&a, 3);
+    assert_eq!(a.stop().code(), Some(0));
+    write_journal(&active, &[text(4)]);
+    rotate(2);
+    write_journal(&active, &[text(5), text(6)]);
+    a.start();
+    a.wait_ready();
+    let bodies = bodies_once(&wait_events(&a, 6));
+    assert_eq!(
+        bodies,
+        ["entry 1", "entry 2", "entry 3", "entry 4", "entry 5", "entry 6"]
+    );
     a.stop();
 }

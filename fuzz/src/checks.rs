@@ -968,42 +968,6 @@ pub mod config_parse {
     }
 }
 
-pub mod journald_export {
-    //! The `journald` source's parser of `journalctl --output=export`
-    //! (`holdfast::sources::journald::export`) over arbitrary bytes.
-
-    use holdfast::sources::journald::export::{parse_all, write_entry};
-
-    /// The per-entry budget: small, so that cutting is exercised.
-    pub const MAX_ENTRY: usize = 256;
-
-    pub fn check(data: &[u8]) {
-        let (entries, _) = parse_all(data, MAX_ENTRY);
-        for e in &entries {
-            // Memory stays within the budget, whatever lengths the input claims.
-            let stored: usize = e.fields.iter().map(|(n, v)| n.len() + v.len()).sum();
-            assert!(stored <= MAX_ENTRY, "entry holds {stored} bytes");
-        }
-        // Whole entries written out again read back the same.
-        let whole: Vec<_> = entries.iter().filter(|e| !e.truncated).collect();
-        let mut out = Vec::new();
-        for e in &whole {
-            let fields: Vec<(&str, &[u8])> = e
-                .fields
-                .iter()
-                .map(|(n, v)| (n.as_str(), v.as_slice()))
-                .collect();
-            write_entry(&mut out, &fields);
-        }
-        let (again, err) = parse_all(&out, MAX_ENTRY);
-        assert!(err.is_none(), "re-reading written entries: {err:?}");
-        assert_eq!(again.len(), whole.len());
-        for (a, b) in again.iter().zip(&whole) {
-            assert_eq!(a.fields, b.fields);
-        }
-    }
-}
-
 // ------------------------------------------------------------------ syslog
 
 pub mod syslog {

@@ -8,7 +8,7 @@ append is durable.
   without losing or repeating a line.
 * [`otlp_http`] — an OTLP/HTTP receiver (protobuf and JSON) that answers 200
   only once a request's records are durable.
-* [`journald`] — the systemd journal through `journalctl`, its cursor
+* [`journald`] — the systemd journal through sd-journal, its cursor
   checkpointed only after the append is durable, each entry once.
 * [`syslog`] — RFC 5424 and RFC 3164 over TCP (TLS) or UDP; TCP is read only
   as fast as appends complete.

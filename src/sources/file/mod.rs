@@ -253,16 +253,9 @@ pub async fn run(
     };
 
     // 1. The checkpoint.
-    let dir = opts.checkpoint_dir.clone();
-    let n = name.clone();
-    let loaded = tokio::task::spawn_blocking(move || checkpoint::load(&dir, &n))
-        .await?
-        .with_context(|| {
-            format!(
-                "source {name}: reading the checkpoint in {}",
-                opts.checkpoint_dir.display()
-            )
-        })?;
+    let loaded = checkpoint::STATE
+        .load_at_start::<checkpoint::Checkpoint>(&opts.checkpoint_dir, &name)
+        .await?;
     let (ck, first_start) = match loaded {
         checkpoint::Loaded::Missing => (None, true),
         checkpoint::Loaded::Found(ck) => {

@@ -8,7 +8,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{JournaldOptions, StartAt, DEFAULT_MAX_ENTRY_BYTES};
+use super::{JournaldOptions, Journals, Selection, StartAt, DEFAULT_MAX_ENTRY_BYTES};
 use crate::config::check::{Checker, NamedTable};
 use crate::config::environment::Env;
 use crate::config::raw::one_of_newtype;
@@ -59,7 +59,8 @@ struct RawJournaldSource {
     exclude_units: Option<Vec<Spanned<String>>>,
     /// `"emerg"` … `"debug"`: only entries this severe or more. Default: all.
     min_priority: Option<Spanned<RawPriority>>,
-    /// journalctl matches, `"FIELD=value"`. Default: none.
+    /// Journal matches, `"FIELD=value"`, `"+"` between alternatives (as
+    /// journalctl takes them). Default: none.
     matches: Option<Vec<Spanned<String>>>,
     /// Only this boot's entries. Default `false`.
     current_boot_only: Option<bool>,
@@ -112,8 +113,8 @@ impl RawJournaldSource {
             cx.error(
                 self.directory.as_ref().map(|d| d.span()),
                 &key("directory"),
-                "directory and files cannot both be set: journalctl reads one or the other; \
-                 keep one",
+                "directory and files cannot both be set: the journal is read from one or the \
+                 other; keep one",
             );
         }
         let units = strings(cx, "units", &self.units);
@@ -121,13 +122,15 @@ impl RawJournaldSource {
         let matches = strings(cx, "matches", &self.matches);
         for m in self.matches.iter().flatten() {
             let field = m.get_ref().split_once('=').map(|(f, _)| f);
-            if !field.is_some_and(is_field_name) {
+            // `+` between matches: either side (as journalctl takes it).
+            if m.get_ref() != "+" && !field.is_some_and(is_field_name) {
                 cx.error(
                     Some(m.span()),
                     &key("matches"),
                     format!(
                         "{:?} is not a journal match: write FIELD=value with an upper-case \
-                         field name, like \"_TRANSPORT=kernel\"",
+                         field name, like \"_TRANSPORT=kernel\", or \"+\" between two \
+                         alternatives",
                         m.get_ref()
                     ),
                 );
@@ -147,11 +150,7 @@ impl RawJournaldSource {
                 );
             }
         }
-        let room = env
-            .log
-            .segment_bytes
-            .min(64 << 20)
-            .saturating_sub(EVENT_OVERHEAD);
+        let room = std::cmp::min(env.log.segment_bytes, 64 << 20).saturating_sub(EVENT_OVERHEAD);
         let mut max_entry_bytes = cx.size(
             &key("max_entry_bytes"),
             self.max_entry_bytes.as_ref(),
@@ -178,14 +177,20 @@ impl RawJournaldSource {
             );
             max_entry_bytes = room;
         }
+        let journals = match directory {
+            Some(d) => Journals::Directory(d),
+            None if !files.is_empty() => Journals::Files(files),
+            None => Journals::Local,
+        };
         JournaldOptions {
-            directory,
-            files,
-            units,
-            exclude_units,
-            min_priority: self.min_priority.map(|p| p.get_ref().0),
-            matches,
-            current_boot_only: self.current_boot_only.unwrap_or(false),
+            journals,
+            select: Selection {
+                units,
+                exclude_units,
+                min_priority: self.min_priority.map(|p| p.get_ref().0),
+                matches,
+                current_boot_only: self.current_boot_only.unwrap_or(false),
+            },
             start_at: self.start_at.map_or(StartAt::End, |s| s.get_ref().0),
             fields,
             max_entry_bytes: max_entry_bytes as usize,
@@ -196,40 +201,40 @@ impl RawJournaldSource {
 
 impl Source for JournaldOptions {
     fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>, env: &SourceEnv<'_>) -> Option<Self> {
-        cx.deserialize::<RawJournaldSource>(&t.key, t.value)
-            .map(|raw| raw.check(cx, t, env))
+        let raw: RawJournaldSource = cx.deserialize(&t.key, t.value)?;
+        Some(raw.check(cx, t, env))
     }
 
     fn describe(&self, out: &mut String) -> fmt::Result {
-        let o = self;
-        let what = match (&o.directory, o.files.is_empty()) {
-            (Some(d), _) => format!("the journal files in {}", d.display()),
-            (None, false) => {
-                let f: Vec<String> = o.files.iter().map(|f| f.display().to_string()).collect();
+        let what = match &self.journals {
+            Journals::Directory(d) => format!("the journal files in {}", d.display()),
+            Journals::Files(files) => {
+                let f: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
                 format!("the journal files {}", f.join(", "))
             }
-            (None, true) => "the system and user journals".to_string(),
+            Journals::Local => "the system and user journals".to_string(),
         };
-        writeln!(out, "    reads {what} through journalctl")?;
+        let (o, s) = (self, &self.select);
+        writeln!(out, "    reads {what} through sd-journal")?;
         let mut only = Vec::new();
-        if !o.units.is_empty() {
-            only.push(format!("units {}", o.units.join(", ")));
+        if !s.units.is_empty() {
+            only.push(format!("units {}", s.units.join(", ")));
         }
-        if let Some(p) = o.min_priority {
+        if let Some(p) = s.min_priority {
             let (_, name) = super::mapping::severity(p).unwrap_or((0, "?"));
             only.push(format!("priority {name} or more severe"));
         }
-        if !o.matches.is_empty() {
-            only.push(format!("matching {}", o.matches.join(" ")));
+        if !s.matches.is_empty() {
+            only.push(format!("matching {}", s.matches.join(" ")));
         }
-        if o.current_boot_only {
+        if s.current_boot_only {
             only.push("this boot".to_string());
         }
         if !only.is_empty() {
             writeln!(out, "    only {}", only.join("; "))?;
         }
-        if !o.exclude_units.is_empty() {
-            writeln!(out, "    skips units {}", o.exclude_units.join(", "))?;
+        if !s.exclude_units.is_empty() {
+            writeln!(out, "    skips units {}", s.exclude_units.join(", "))?;
         }
         let start = match o.start_at {
             StartAt::Beginning => "the oldest entry",
@@ -255,28 +260,9 @@ impl Source for JournaldOptions {
         if let Some(why) = super::unreadable(self, name) {
             env.push(Severity::Warning, &format!("sources.{name}"), why);
         }
-        if which(super::JOURNALCTL).is_none() {
-            env.push(
-                Severity::Error,
-                &format!("sources.{name}"),
-                format!(
-                    "{} is not in PATH: the journald source reads the journal through it \
-                     (Debian: package systemd)",
-                    super::JOURNALCTL
-                ),
-            );
-        }
     }
 
     fn hold(&self, name: &str) -> Option<String> {
         Some(super::hold_name(name))
     }
-}
-
-/// `program`'s path in `PATH`.
-fn which(program: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
 }

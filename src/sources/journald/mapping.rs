@@ -1,31 +1,35 @@
 //! A journal entry as an event: its identity (cursor, seqnum, stable id)
 //! and its OpenTelemetry log record, encoded in format 2 (see
-//! `event/stored.rs`).
+//! `event/stored.rs`) straight from the entry's fields.
 //!
 //! | journal field | event |
 //! |---|---|
 //! | `MESSAGE` | body: a string if UTF-8, else bytes |
 //! | `PRIORITY` 0..7 | severity number (FATAL, ERROR3, ERROR2, ERROR, WARN, INFO2, INFO, DEBUG) and text (`emerg` … `debug`) |
-//! | `__REALTIME_TIMESTAMP` (µs) | time |
+//! | the entry's realtime timestamp (µs) | time |
 //! | `_HOSTNAME` | resource `host.name` (one group per host in a batch) |
 //! | `_SYSTEMD_UNIT`, `SYSLOG_IDENTIFIER`, `_COMM`, `_BOOT_ID`, configured `fields` | string attributes named as the field |
 //! | `_PID` | integer attribute `_PID` |
 //!
 //! The id is derived from the entry's place in its journal: the seqnum id
-//! and seqnum (from `__SEQNUM_ID`/`__SEQNUM`, or the cursor's `s=` and `i=`
-//! on systemd before 254), else the boot id and monotonic time. The same
-//! entry read again, after a crash or a restart, gets the same id; it is
+//! and seqnum (the cursor's `s=` and `i=`), else the boot id and monotonic
+//! time. The same entry read again, after a crash or a restart, gets the
+//! same id (the same as the journalctl-based reader of 0.x gave it); it is
 //! stored in the event (16 bytes) because, unlike a file line's, it cannot
 //! be derived from the batch.
+//!
+//! The reader copies the fields the mapping reads into [`Fields`] (buffers
+//! reused from entry to entry) and [`BatchEncoder::encode`] writes the
+//! event's protobuf bytes by hand, as `sources/file/encode.rs` does: no
+//! `LogRecord` is built and nothing is allocated per field.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BufMut;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
-use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::resource::v1::Resource;
+use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
 use prost::Message;
 
-use super::export::Entry;
-use crate::event::{Context, Envelope, EventId, Group, Record};
+use crate::event::{Context, EventId, Group};
 
 /// The instrumentation scope name of journal records.
 pub const SCOPE_NAME: &str = "holdfast.sources.journald";
@@ -40,75 +44,86 @@ pub const DEFAULT_FIELDS: [&str; 5] = [
     "_BOOT_ID",
 ];
 
+/// Slots of [`Fields`]: the body, the severity, the host, then the
+/// attributes in the order they are written.
+const MESSAGE: usize = 0;
+const PRIORITY: usize = 1;
+const HOSTNAME: usize = 2;
+const FIRST_ATTR: usize = 3;
+/// `_SYSTEMD_UNIT`'s slot (for `exclude_units`).
+const UNIT: usize = FIRST_ATTR;
+const PID: usize = FIRST_ATTR + 2;
+const BOOT_ID: usize = FIRST_ATTR + 4;
+
 /// Where an entry is in the journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Position {
-    /// `__CURSOR`, what `journalctl --cursor` takes.
+    /// The cursor, what `sd_journal_seek_cursor` takes.
     pub cursor: String,
     /// The seqnum id (32 hex digits) and seqnum, if known.
     pub seqnum: Option<(String, u64)>,
 }
 
+/// The seqnum id and seqnum a cursor names (`s=` and `i=`, hex).
+pub fn seqnum_of(cursor: &str) -> Option<(&str, u64)> {
+    let mut s = None;
+    let mut i = None;
+    for part in cursor.split(';') {
+        if let Some(v) = part.strip_prefix("s=") {
+            s = Some(v);
+        } else if let Some(v) = part.strip_prefix("i=") {
+            i = u64::from_str_radix(v, 16).ok();
+        }
+    }
+    Some((s?, i?))
+}
+
 impl Position {
-    /// The seqnum id and seqnum a cursor names (`s=` and `i=`, hex).
-    pub fn of_cursor(cursor: &str) -> Option<(String, u64)> {
-        let mut s = None;
-        let mut i = None;
-        for part in cursor.split(';') {
-            if let Some(v) = part.strip_prefix("s=") {
-                s = Some(v.to_string());
-            } else if let Some(v) = part.strip_prefix("i=") {
-                i = u64::from_str_radix(v, 16).ok();
-            }
+    pub fn of_cursor(cursor: &str) -> Position {
+        Position {
+            cursor: cursor.to_string(),
+            seqnum: seqnum_of(cursor).map(|(s, i)| (s.to_string(), i)),
         }
-        Some((s?, i?))
     }
 
-    fn of(entry: &Entry) -> Option<Position> {
-        let cursor = entry.text("__CURSOR")?.to_string();
-        let seqnum = match (entry.text("__SEQNUM_ID"), entry.text("__SEQNUM")) {
-            (Some(id), Some(n)) => n.parse().ok().map(|n| (id.to_string(), n)),
-            _ => None,
-        }
-        .or_else(|| Position::of_cursor(&cursor));
-        Some(Position { cursor, seqnum })
-    }
-
-    /// Whether this entry is `other` or was written before it in the same
-    /// sequence (same seqnum id, lower or equal seqnum).
-    pub fn at_or_before(&self, other: &Position) -> bool {
-        if self.cursor == other.cursor {
+    /// Whether the entry at `cursor` is this one or was written before it
+    /// in the same sequence (same seqnum id, lower or equal seqnum).
+    pub fn holds(&self, cursor: &str) -> bool {
+        if self.cursor == cursor {
             return true;
         }
-        match (&self.seqnum, &other.seqnum) {
-            (Some((a, i)), Some((b, j))) => a == b && i <= j,
+        match (seqnum_of(cursor), &self.seqnum) {
+            (Some((a, i)), Some((b, j))) => a == b && i <= *j,
             _ => false,
         }
     }
 }
 
-/// The stable id of an entry (see the module doc). An entry with neither
-/// seqnum nor boot id and monotonic time (not written by journald) takes it
-/// from its cursor, which is as stable.
-pub fn entry_id(entry: &Entry, pos: &Position) -> EventId {
-    let mut input = Vec::with_capacity(64);
-    let mono = entry
-        .text("__MONOTONIC_TIMESTAMP")
-        .and_then(|m| m.parse::<u64>().ok());
-    match (&pos.seqnum, entry.get("_BOOT_ID"), mono) {
-        (Some((id, n)), _, _) => {
-            input.extend_from_slice(b"hf-jseq1");
-            input.extend_from_slice(id.as_bytes());
-            input.extend_from_slice(&n.to_le_bytes());
+/// The stable id of the entry at `cursor` (see the module doc); `mono`
+/// (boot id, monotonic µs) is asked for only when the cursor has no seqnum.
+/// An entry with neither (not written by journald) takes it from its
+/// cursor, which is as stable.
+pub fn entry_id(cursor: &str, mono: impl FnOnce() -> Option<(Vec<u8>, u64)>) -> EventId {
+    if let Some((id, n)) = seqnum_of(cursor) {
+        // The common case, on the stack.
+        let mut input = [0u8; 8 + 64 + 8];
+        if id.len() <= 64 {
+            input[..8].copy_from_slice(b"hf-jseq1");
+            input[8..8 + id.len()].copy_from_slice(id.as_bytes());
+            input[8 + id.len()..16 + id.len()].copy_from_slice(&n.to_le_bytes());
+            return EventId(xxhash_rust::xxh3::xxh3_128(&input[..16 + id.len()]).to_le_bytes());
         }
-        (None, Some(boot), Some(mono)) => {
+    }
+    let mut input = Vec::with_capacity(64);
+    match mono() {
+        Some((boot, mono)) => {
             input.extend_from_slice(b"hf-jmon1");
-            input.extend_from_slice(boot);
+            input.extend_from_slice(&boot);
             input.extend_from_slice(&mono.to_le_bytes());
         }
-        _ => {
+        None => {
             input.extend_from_slice(b"hf-jcur1");
-            input.extend_from_slice(pos.cursor.as_bytes());
+            input.extend_from_slice(cursor.as_bytes());
         }
     }
     EventId(xxhash_rust::xxh3::xxh3_128(&input).to_le_bytes())
@@ -129,76 +144,94 @@ pub fn severity(priority: u8) -> Option<(i32, &'static str)> {
     })
 }
 
-fn kv(key: &str, value: any_value::Value) -> KeyValue {
-    KeyValue {
-        key: key.to_string(),
-        value: Some(AnyValue { value: Some(value) }),
-        ..Default::default()
-    }
-}
-
-fn text_or_bytes(v: &[u8]) -> any_value::Value {
-    match std::str::from_utf8(v) {
-        Ok(s) => any_value::Value::StringValue(s.to_string()),
-        Err(_) => any_value::Value::BytesValue(v.to_vec()),
-    }
-}
-
-/// One entry, mapped and identified.
+/// The fields of one entry that the mapping reads, copied out of
+/// sd-journal's buffers (valid only until the next field is read) into
+/// buffers kept from entry to entry.
 #[derive(Debug)]
-pub struct Mapped {
-    pub pos: Position,
-    pub id: EventId,
-    pub host: Option<String>,
-    pub record: LogRecord,
+pub struct Fields {
+    /// Attribute names: [`DEFAULT_FIELDS`], then the configured ones.
+    attrs: Vec<String>,
+    values: Vec<Vec<u8>>,
+    present: Vec<bool>,
+    /// The entry's realtime timestamp, µs.
+    pub realtime_us: u64,
+    /// A value was cut, or left out, to keep the entry within its budget.
+    pub truncated: bool,
 }
 
-/// Maps `entry`; `None` if it has no cursor (never the case in export
-/// output, which the reader counts as unusable). `fields` are the configured extra attributes.
-pub fn map(entry: &Entry, fields: &[String]) -> Option<Mapped> {
-    let pos = Position::of(entry)?;
-    let id = entry_id(entry, &pos);
-    let mut record = LogRecord {
-        time_unix_nano: entry
-            .text("__REALTIME_TIMESTAMP")
-            .and_then(|t| t.parse::<u64>().ok())
-            .map_or(0, |us| us.saturating_mul(1000)),
-        body: entry.get("MESSAGE").map(|m| AnyValue {
-            value: Some(text_or_bytes(m)),
-        }),
-        ..Default::default()
-    };
-    if let Some((n, text)) = entry
-        .text("PRIORITY")
-        .and_then(|p| p.parse::<u8>().ok())
-        .and_then(severity)
-    {
-        record.severity_number = n;
-        record.severity_text = text.to_string();
+impl Fields {
+    /// `extra`: the configured fields kept as attributes.
+    pub fn new(extra: &[String]) -> Fields {
+        let mut attrs: Vec<String> = DEFAULT_FIELDS.iter().map(|f| f.to_string()).collect();
+        for f in extra {
+            if !attrs.contains(f) && !["MESSAGE", "PRIORITY", "_HOSTNAME"].contains(&f.as_str()) {
+                attrs.push(f.clone());
+            }
+        }
+        let n = FIRST_ATTR + attrs.len();
+        Fields {
+            attrs,
+            values: vec![Vec::new(); n],
+            present: vec![false; n],
+            realtime_us: 0,
+            truncated: false,
+        }
     }
-    let extra = fields.iter().map(String::as_str);
-    for name in DEFAULT_FIELDS.into_iter().chain(extra) {
-        let Some(v) = entry.get(name) else { continue };
-        let value = match (
-            name,
-            std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()),
-        ) {
-            ("_PID", Some(pid)) => any_value::Value::IntValue(pid),
-            _ => text_or_bytes(v),
+
+    pub fn clear(&mut self) {
+        self.present.iter_mut().for_each(|p| *p = false);
+        self.realtime_us = 0;
+        self.truncated = false;
+    }
+
+    /// The slot of field `name`, if the mapping reads it.
+    pub fn slot(&self, name: &[u8]) -> Option<usize> {
+        let fixed = match name {
+            b"MESSAGE" => Some(MESSAGE),
+            b"PRIORITY" => Some(PRIORITY),
+            b"_HOSTNAME" => Some(HOSTNAME),
+            b"_SYSTEMD_UNIT" => Some(UNIT),
+            b"SYSLOG_IDENTIFIER" => Some(FIRST_ATTR + 1),
+            b"_PID" => Some(PID),
+            b"_COMM" => Some(FIRST_ATTR + 3),
+            b"_BOOT_ID" => Some(BOOT_ID),
+            _ => None,
         };
-        record.attributes.push(kv(name, value));
+        fixed.or_else(|| {
+            self.attrs[DEFAULT_FIELDS.len()..]
+                .iter()
+                .position(|a| a.as_bytes() == name)
+                .map(|i| FIRST_ATTR + DEFAULT_FIELDS.len() + i)
+        })
     }
-    if entry.truncated {
-        record
-            .attributes
-            .push(kv(ATTR_TRUNCATED, any_value::Value::BoolValue(true)));
+
+    pub fn set(&mut self, slot: usize, value: &[u8]) {
+        let v = &mut self.values[slot];
+        v.clear();
+        v.extend_from_slice(value);
+        self.present[slot] = true;
     }
-    Some(Mapped {
-        pos,
-        id,
-        host: entry.text("_HOSTNAME").map(str::to_string),
-        record,
-    })
+
+    fn get(&self, slot: usize) -> Option<&[u8]> {
+        self.present[slot].then(|| self.values[slot].as_slice())
+    }
+
+    pub fn unit(&self) -> Option<&[u8]> {
+        self.get(UNIT)
+    }
+
+    pub fn boot_id(&self) -> Option<&[u8]> {
+        self.get(BOOT_ID)
+    }
+
+    fn host(&self) -> Option<&str> {
+        self.get(HOSTNAME).and_then(|h| std::str::from_utf8(h).ok())
+    }
+
+    fn severity(&self) -> Option<(i32, &'static str)> {
+        let p = std::str::from_utf8(self.get(PRIORITY)?).ok()?;
+        severity(p.parse().ok()?)
+    }
 }
 
 /// Builds one batch's context and events: a group per host.
@@ -206,39 +239,140 @@ pub struct BatchEncoder {
     source: String,
     observed_ns: u64,
     hosts: Vec<Option<String>>,
+    /// The record of the event being written (reused).
+    record: Vec<u8>,
+    /// The `log.record.truncated = true` attribute, encoded once.
+    truncated: Vec<u8>,
+}
+
+/// Length of a length-delimited field of `len` bytes under `tag`.
+fn ld_len(tag: u32, len: usize) -> usize {
+    key_len(tag) + encoded_len_varint(len as u64) + len
+}
+
+fn put_ld(tag: u32, bytes: &[u8], out: &mut Vec<u8>) {
+    encode_key(tag, WireType::LengthDelimited, out);
+    encode_varint(bytes.len() as u64, out);
+    out.put_slice(bytes);
+}
+
+/// An `AnyValue` holding `v`: a string if UTF-8, else bytes; an integer
+/// for `_PID`. Returns the value's tag and, for integers, the number.
+fn any_value(slot: usize, v: &[u8]) -> (u32, Option<i64>) {
+    match std::str::from_utf8(v) {
+        Ok(s) if slot == PID => match s.parse::<i64>() {
+            Ok(n) => (3, Some(n)),
+            Err(_) => (1, None),
+        },
+        Ok(_) => (1, None),
+        Err(_) => (7, None),
+    }
+}
+
+fn any_len(tag: u32, v: &[u8], n: Option<i64>) -> usize {
+    match n {
+        Some(n) => key_len(tag) + encoded_len_varint(n as u64),
+        None => ld_len(tag, v.len()),
+    }
+}
+
+fn put_any(tag: u32, v: &[u8], n: Option<i64>, out: &mut Vec<u8>) {
+    match n {
+        Some(n) => {
+            encode_key(tag, WireType::Varint, out);
+            encode_varint(n as u64, out);
+        }
+        None => put_ld(tag, v, out),
+    }
 }
 
 impl BatchEncoder {
     pub fn new(source: &str, observed_ns: u64) -> BatchEncoder {
+        let truncated = KeyValue {
+            key: ATTR_TRUNCATED.to_string(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::BoolValue(true)),
+            }),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let mut t = Vec::with_capacity(truncated.len() + 4);
+        put_ld(6, &truncated, &mut t);
         BatchEncoder {
             source: source.to_string(),
             observed_ns,
             hosts: Vec::new(),
+            record: Vec::new(),
+            truncated: t,
         }
     }
 
-    /// Appends `m`'s event to `out`, framed (its length, then its bytes),
-    /// as [`Batch::from_framed`](crate::seglog::Batch::from_framed) takes
-    /// it; its group is chosen here.
-    pub fn encode_into(&mut self, m: Mapped, out: &mut BytesMut) {
-        let group = match self.hosts.iter().position(|h| *h == m.host) {
+    /// Writes the entry's `LogRecord` into `self.record`, fields in tag
+    /// order as prost writes them.
+    fn write_record(&mut self, f: &Fields) {
+        let r = &mut self.record;
+        r.clear();
+        if f.realtime_us != 0 {
+            encode_key(1, WireType::SixtyFourBit, r);
+            r.put_u64_le(f.realtime_us.saturating_mul(1000));
+        }
+        if let Some((n, text)) = f.severity() {
+            encode_key(2, WireType::Varint, r);
+            encode_varint(n as u64, r);
+            put_ld(3, text.as_bytes(), r);
+        }
+        if let Some(m) = f.get(MESSAGE) {
+            let (tag, _) = any_value(MESSAGE, m);
+            encode_key(5, WireType::LengthDelimited, r);
+            encode_varint(ld_len(tag, m.len()) as u64, r);
+            put_ld(tag, m, r);
+        }
+        for (i, name) in f.attrs.iter().enumerate() {
+            let slot = FIRST_ATTR + i;
+            let Some(v) = f.get(slot) else { continue };
+            let (tag, n) = any_value(slot, v);
+            let any = any_len(tag, v, n);
+            let kv = ld_len(1, name.len()) + ld_len(2, any);
+            encode_key(6, WireType::LengthDelimited, r);
+            encode_varint(kv as u64, r);
+            put_ld(1, name.as_bytes(), r);
+            encode_key(2, WireType::LengthDelimited, r);
+            encode_varint(any as u64, r);
+            put_any(tag, v, n, r);
+        }
+        if f.truncated {
+            r.put_slice(&self.truncated);
+        }
+    }
+
+    /// Appends the entry's event to `out`, framed (its length, then its
+    /// bytes) as [`Batch::from_framed`](crate::seglog::Batch::from_framed)
+    /// takes it: the id, the record and the group (its host's).
+    pub fn encode(&mut self, f: &Fields, id: &EventId, out: &mut Vec<u8>) {
+        let host = f.host();
+        let group = match self.hosts.iter().position(|h| h.as_deref() == host) {
             Some(g) => g,
             None => {
-                self.hosts.push(m.host);
+                self.hosts.push(host.map(str::to_string));
                 self.hosts.len() - 1
             }
-        };
-        let ev = Envelope {
-            id: m.id.0.to_vec(),
-            record: Some(Record::Log(m.record)),
-            group: group as u32,
-            ..Default::default()
-        };
-        let len = ev.encoded_len();
-        out.reserve(4 + len);
-        out.put_u32_le(len as u32);
-        // Cannot fail: the room was reserved.
-        let _ = ev.encode(out);
+        } as u64;
+        self.write_record(f);
+        let total = ld_len(1, 16)
+            + ld_len(8, self.record.len())
+            + if group == 0 {
+                0
+            } else {
+                key_len(12) + encoded_len_varint(group)
+            };
+        out.reserve(4 + total);
+        out.put_u32_le(total as u32);
+        put_ld(1, &id.0, out);
+        put_ld(8, &self.record, out);
+        if group != 0 {
+            encode_key(12, WireType::Varint, out);
+            encode_varint(group, out);
+        }
     }
 
     /// The batch's context, once every event is encoded.
@@ -250,7 +384,15 @@ impl BatchEncoder {
                 source: self.source.clone(),
                 resource: Some(Resource {
                     attributes: host
-                        .map(|h| vec![kv("host.name", any_value::Value::StringValue(h))])
+                        .map(|h| {
+                            vec![KeyValue {
+                                key: "host.name".to_string(),
+                                value: Some(AnyValue {
+                                    value: Some(any_value::Value::StringValue(h)),
+                                }),
+                                ..Default::default()
+                            }]
+                        })
                         .unwrap_or_default(),
                     ..Default::default()
                 }),
@@ -269,106 +411,4 @@ impl BatchEncoder {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::Decoder;
-
-    fn entry(fields: &[(&str, &[u8])]) -> Entry {
-        Entry {
-            fields: fields
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.to_vec()))
-                .collect(),
-            ..Default::default()
-        }
-    }
-
-    const CURSOR: &[u8] = b"s=483a5a22b1704c33a6a5eb33a8e77067;i=1f;b=0123;m=3e8;t=60a;x=ff";
-
-    #[test]
-    fn an_entry_maps_to_a_record_with_its_fields() {
-        let e = entry(&[
-            ("__CURSOR", CURSOR),
-            ("__REALTIME_TIMESTAMP", b"1700000000000001"),
-            ("MESSAGE", b"hello"),
-            ("PRIORITY", b"3"),
-            ("_HOSTNAME", b"box"),
-            ("_SYSTEMD_UNIT", b"ssh.service"),
-            ("_PID", b"42"),
-            ("CUSTOM", b"\xff"),
-        ]);
-        let m = map(&e, &["CUSTOM".to_string()]).unwrap();
-        assert_eq!(
-            m.pos.seqnum,
-            Some(("483a5a22b1704c33a6a5eb33a8e77067".into(), 0x1f))
-        );
-        assert_eq!(m.record.time_unix_nano, 1_700_000_000_000_001_000);
-        assert_eq!(
-            (m.record.severity_number, m.record.severity_text.as_str()),
-            (17, "err")
-        );
-        let keys: Vec<_> = m.record.attributes.iter().map(|a| a.key.as_str()).collect();
-        assert_eq!(keys, ["_SYSTEMD_UNIT", "_PID", "CUSTOM"]);
-        assert_eq!(
-            m.record.attributes[1].value.as_ref().unwrap().value,
-            Some(any_value::Value::IntValue(42))
-        );
-        assert_eq!(
-            m.record.attributes[2].value.as_ref().unwrap().value,
-            Some(any_value::Value::BytesValue(vec![0xff]))
-        );
-
-        // The same entry has the same id; another seqnum another.
-        let id = m.id;
-        assert_eq!(map(&e, &[]).unwrap().id, id);
-        let mut other = e.clone();
-        other.fields[0].1 = b"s=483a5a22b1704c33a6a5eb33a8e77067;i=20".to_vec();
-        assert_ne!(map(&other, &[]).unwrap().id, id);
-
-        let mut enc = BatchEncoder::new("journal", 5);
-        let mut framed = BytesMut::new();
-        enc.encode_into(m, &mut framed);
-        let len = u32::from_le_bytes(framed[..4].try_into().unwrap()) as usize;
-        assert_eq!(len + 4, framed.len());
-        let ctx = bytes::Bytes::from(enc.context());
-        let stored = Decoder::new().decode(&framed[4..], &ctx, 0).unwrap();
-        assert_eq!(stored.id, id);
-        assert_eq!(stored.source(), "journal");
-        assert_eq!(stored.observed_time_unix_nano(), 5);
-        let j = stored.to_json(0);
-        assert_eq!(j["record"]["body"]["stringValue"], "hello");
-        assert_eq!(
-            j["resource"]["attributes"][0]["value"]["stringValue"],
-            "box"
-        );
-    }
-
-    #[test]
-    fn binary_messages_and_positions() {
-        let e = entry(&[("__CURSOR", CURSOR), ("MESSAGE", b"a\x00\xfe")]);
-        let m = map(&e, &[]).unwrap();
-        assert_eq!(
-            m.record.body.unwrap().value,
-            Some(any_value::Value::BytesValue(b"a\x00\xfe".to_vec()))
-        );
-        let p = |c: &str| Position {
-            cursor: c.into(),
-            seqnum: Position::of_cursor(c),
-        };
-        assert!(p("s=a;i=1").at_or_before(&p("s=a;i=2")));
-        assert!(!p("s=a;i=3").at_or_before(&p("s=a;i=2")));
-        assert!(!p("s=b;i=1").at_or_before(&p("s=a;i=2")));
-        assert!(p("x").at_or_before(&p("x")));
-        // Without a seqnum, boot id and monotonic time identify it.
-        let e = entry(&[
-            ("__CURSOR", b"opaque"),
-            ("_BOOT_ID", b"b1"),
-            ("__MONOTONIC_TIMESTAMP", b"77"),
-        ]);
-        let by_boot = map(&e, &[]).unwrap().id;
-        let by_cursor = map(&entry(&[("__CURSOR", b"opaque")]), &[]).unwrap().id;
-        assert_ne!(by_boot, by_cursor);
-        assert!(map(&entry(&[("MESSAGE", b"x")]), &[]).is_none());
-        assert_eq!(severity(8), None);
-    }
-}
+mod tests;

@@ -1,105 +1,63 @@
-//! The reading half of a `journald` source: `journalctl --output=export
-//! --follow` as a child process, and a thread that parses its output,
-//! maps the entries and hands them, a batch at a time, to the appender over
-//! a bounded channel.
+//! The reading half of a `journald` source: libsystemd's sd-journal, on a
+//! thread of its own, reads the entries, encodes them (`mapping.rs`) and
+//! hands them, a batch at a time, to the appender over a bounded channel.
 //!
-//! Back-pressure is the pipe's: while the appender waits for room in the
-//! log, the channel stays full, the thread stops reading, journalctl's
-//! writes block, and nothing is read that could be lost. The child dies
-//! with holdfast, even on kill -9 (`PR_SET_PDEATHSIG`), so it never keeps
-//! a journal file open behind a dead agent.
+//! The journal handle stays on this one thread (sd-journal is not safe to
+//! move between threads while in use). Back-pressure is the channel's:
+//! while the appender waits for room in the log, the channel stays full,
+//! the thread blocks on it and reads nothing that could be lost.
 //!
 //! A batch is sent when it is full or as soon as the appender has finished
-//! the previous one (or journalctl is quiet and the appender free), so a
-//! quiet journal's entries reach the log at once and a busy one's in
-//! appends that grow with the time an append takes (one sync per batch).
+//! the previous one, so a quiet journal's entries reach the log at once and
+//! a busy one's in appends that grow with the time an append takes (one
+//! sync per batch). At the end of the journal the thread waits for new
+//! entries with `sd_journal_wait` (which returns as soon as one is written,
+//! and sees rotations), for at most [`WAIT`], so that it notices promptly
+//! when the source stops.
 
-use std::collections::{HashSet, VecDeque};
-use std::io::{BufRead, BufReader};
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use systemd::journal::{Journal, OpenDirectoryOptions, OpenFilesOptions, OpenOptions};
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::export::{ExportError, ExportReader};
-use super::mapping::{self, BatchEncoder, Position};
-use super::JournaldOptions;
+use super::mapping::{self, BatchEncoder, Fields, Position};
+use super::{JournaldOptions, Journals, Selection};
 use crate::event::EventId;
 use crate::metrics::Metrics;
 
-/// Where journalctl starts.
+/// Where reading starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Start {
     /// The oldest entry.
     Beginning,
-    /// At this cursor (inclusive: the reader skips the entry itself).
+    /// After the newest entry, which is reported at once (`Chunk::save_now`)
+    /// so that entries written while holdfast is stopped are read next time.
+    End,
+    /// At this cursor (the entry itself is skipped).
     Cursor(String),
 }
 
-/// journalctl's arguments for `opts`, starting at `start`.
-pub fn args(opts: &JournaldOptions, start: &Start) -> Vec<String> {
-    // Not `--output-fields=` (only the fields the mapping reads): it halves
-    // what crosses the pipe but costs journalctl (systemd 252) about 45 %
-    // more CPU per entry, and journalctl is what bounds the rate
-    // (`benches/journald.rs`).
-    let mut a = vec!["--output=export".to_string(), "--no-pager".to_string()];
-    if let Some(d) = &opts.directory {
-        a.push(format!("--directory={}", d.display()));
-    }
-    for f in &opts.files {
-        a.push(format!("--file={}", f.display()));
-    }
-    for u in &opts.units {
-        a.push(format!("--unit={u}"));
-    }
-    if let Some(p) = opts.min_priority {
-        a.push(format!("--priority={p}"));
-    }
-    if opts.current_boot_only {
-        a.push("--boot".to_string());
-    }
-    match start {
-        Start::Beginning => a.push("--no-tail".to_string()),
-        // `--cursor`, not `--after-cursor`: if the entry was vacuumed,
-        // `--after-cursor` skips the first entry after the gap too.
-        Start::Cursor(c) => {
-            a.push("--no-tail".to_string());
-            a.push(format!("--cursor={c}"));
-        }
-    }
-    a.extend(opts.matches.iter().cloned());
-    a
-}
-
-/// Starts journalctl: stdout piped to us, stderr kept for error messages.
-pub fn spawn(program: &str, args: &[String], follow: bool) -> std::io::Result<Child> {
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    if follow {
-        cmd.arg("--follow");
-    }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // The signal follows the death of the spawning *thread*: this is called
-    // from the async task (a runtime worker, alive as long as the daemon),
-    // never from a blocking-pool thread that may exit when idle.
-    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    cmd.spawn()
-}
+/// A batch is sent at this many bytes of events (or fewer if the log's
+/// segments are small).
+const BATCH_BYTES: usize = 1 << 20;
+/// A batch is sent at this many entries.
+const MAX_EVENTS: u32 = 8192;
+/// While entries are read without reaching the end of the journal, a batch
+/// waits for this many before it goes to a free appender.
+const MIN_EVENTS: u32 = 512;
+/// The longest the thread waits for new entries before it looks whether
+/// the source is stopping.
+const WAIT: Duration = Duration::from_millis(100);
+/// While a batch waits for the appender to be free.
+const WAIT_BUSY: Duration = Duration::from_millis(5);
 
 /// One append's worth of entries, in journal order.
 #[derive(Debug)]
@@ -109,22 +67,23 @@ pub struct Chunk {
     pub framed: Bytes,
     pub context: Bytes,
     pub events: u32,
-    /// Bytes of the entries' values as journalctl sent them.
+    /// Bytes of the entries' values.
     pub bytes: u64,
-    /// The last entry read (appended or skipped).
+    /// The cursor of the last entry read (appended or skipped).
     pub last: String,
     /// Entries found in the log at start are still expected: the log
     /// position recovery reads from must not move yet.
     pub recovering: bool,
+    /// Checkpoint at once (the end of the journal on a first start).
+    pub save_now: bool,
 }
 
 /// What the thread tells the appender.
 #[derive(Debug)]
 pub enum Msg {
     Chunk(Chunk),
-    /// The stream ended: journalctl exited, or its output was not export
-    /// format (the error).
-    Ended(Option<String>),
+    /// Reading failed (the error).
+    Ended(String),
 }
 
 /// How the thread skips what is already in the log.
@@ -136,73 +95,102 @@ pub struct Skip {
     pub ids: HashSet<EventId>,
 }
 
-/// The last lines journalctl wrote on stderr (for the error when it exits).
-pub type StderrTail = Arc<Mutex<VecDeque<String>>>;
-
-/// Logs journalctl's stderr lines and keeps the last few.
-pub fn watch_stderr(name: &str, err: ChildStderr) -> StderrTail {
-    let tail: StderrTail = Arc::default();
-    let (t, n) = (tail.clone(), name.to_string());
-    let spawned = std::thread::Builder::new()
-        .name(format!("journalctl-stderr:{name}"))
-        .spawn(move || {
-            for line in BufReader::new(err).lines() {
-                let Ok(line) = line else { break };
-                warn!(source = %n, "journalctl: {line}");
-                let mut t = t.lock().unwrap_or_else(|p| p.into_inner());
-                if t.len() == 4 {
-                    t.pop_front();
-                }
-                t.push_back(line);
-            }
-        });
-    if let Err(e) = spawned {
-        warn!(source = %name, error = %e, "cannot start the thread that reads journalctl's errors");
-    }
-    tail
-}
-
 /// The reading thread's settings.
 pub struct Settings {
     pub name: String,
-    pub fields: Vec<String>,
-    pub exclude_units: Vec<String>,
-    pub max_entry: usize,
-    /// A batch is sent at this many bytes of events.
-    pub batch_bytes: usize,
+    pub opts: JournaldOptions,
+    /// The most bytes of events one append may hold: bounds entries and
+    /// batches.
+    pub max_frame: usize,
     pub metrics: Arc<Metrics>,
     /// Set when a batch is sent, cleared by the appender once it is
     /// appended: while set, the reader keeps filling the next batch.
     pub busy: Arc<AtomicBool>,
 }
 
-/// Whether bytes are waiting in the pipe (or it was closed) within
-/// `timeout_ms` (-1: as long as it takes).
-fn readable(fd: i32, timeout_ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut p, 1, timeout_ms) != 0 }
+fn c_path(p: &Path) -> Result<CString, String> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{} holds a NUL byte", p.display()))
 }
 
-/// How long the reader waits for journalctl before it hands over a batch
-/// that is not full, and how many such quiet waits in a row mean that it
-/// has caught up with the journal.
-const QUIET_MS: i32 = 20;
-/// Large reads from the pipe: fewer system calls and wake-ups per entry
-/// when journalctl is far ahead (reading a journal from the beginning).
-const READ_BUFFER: usize = 256 << 10;
-const CAUGHT_UP_WAITS: u32 = 25;
+/// Opens the journal `opts` names, with its filters.
+pub fn open(opts: &JournaldOptions) -> Result<Journal, String> {
+    let mut j = match &opts.journals {
+        Journals::Files(files) => {
+            let files = files
+                .iter()
+                .map(|f| c_path(f))
+                .collect::<Result<Vec<_>, _>>()?;
+            OpenFilesOptions::default()
+                .open_files(files)
+                .map_err(|e| format!("opening the journal files: {e}"))?
+        }
+        Journals::Directory(d) => OpenDirectoryOptions::default()
+            .open_directory(c_path(d)?)
+            .map_err(|e| format!("opening the journal directory {}: {e}", d.display()))?,
+        // The system journal and this user's, of this machine only.
+        Journals::Local => OpenOptions::default()
+            .local_only(true)
+            .open()
+            .map_err(|e| format!("opening the system journal: {e}"))?,
+    };
+    filter(&mut j, &opts.select).map_err(|e| format!("adding the journal filters: {e}"))?;
+    // Watch the files from now on (sd-journal sets its inotify watches up on
+    // the first call): what is written before the first wait is seen too.
+    // Without a watch (it failed), waits end at their timeout instead.
+    let _ = j.fd();
+    Ok(j)
+}
+
+/// Adds `opts`' filters as journalctl does: each option is one term, the
+/// terms are AND'ed (`sd_journal_add_conjunction`).
+fn filter(j: &mut Journal, opts: &Selection) -> systemd::Result<()> {
+    // A unit's own entries, and systemd's about it (`UNIT=` from PID 1:
+    // started, stopped, failed), as `journalctl --unit` shows them.
+    for (i, u) in opts.units.iter().enumerate() {
+        if i > 0 {
+            j.match_or()?;
+        }
+        j.match_add("_SYSTEMD_UNIT", u.as_str())?;
+        j.match_or()?;
+        j.match_add("UNIT", u.as_str())?;
+        j.match_add("_PID", "1")?;
+    }
+    j.match_and()?;
+    if let Some(p) = opts.min_priority {
+        // Values of one field are OR'ed.
+        for v in 0..=p {
+            j.match_add("PRIORITY", v.to_string())?;
+        }
+        j.match_and()?;
+    }
+    if opts.current_boot_only {
+        let boot = systemd::id128::Id128::from_boot()?;
+        j.match_add("_BOOT_ID", boot.to_string())?;
+        j.match_and()?;
+    }
+    for m in &opts.matches {
+        match m.split_once('=') {
+            Some((field, value)) => {
+                j.match_add(field, value)?;
+            }
+            // `+`: what follows is an alternative (config.rs allows
+            // nothing else without `=`).
+            None => {
+                j.match_or()?;
+            }
+        }
+    }
+    j.match_and()?;
+    Ok(())
+}
 
 struct Pending {
-    framed: BytesMut,
+    framed: Vec<u8>,
     enc: BatchEncoder,
     events: u32,
     bytes: u64,
     last: Option<String>,
+    save_now: bool,
 }
 
 impl Pending {
@@ -211,92 +199,192 @@ impl Pending {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         Pending {
-            framed: BytesMut::new(),
+            framed: Vec::new(),
             enc: BatchEncoder::new(name, now),
             events: 0,
             bytes: 0,
             last: None,
+            save_now: false,
         }
     }
 }
 
-/// Reads `out` until it ends or the appender is gone.
-pub fn run(s: Settings, out: ChildStdout, mut skip: Skip, tx: mpsc::Sender<Msg>) {
-    let fd = out.as_raw_fd();
-    let mut r = ExportReader::new(BufReader::with_capacity(READ_BUFFER, out), s.max_entry);
-    let mut p = Pending::new(&s.name);
-    let mut first = true;
-    let component = format!("source:{}", s.name);
-    let ended = loop {
-        if r.get_ref().buffer().is_empty() {
-            // Nothing parsed is waiting: see whether journalctl is quiet.
-            let mut quiet = 0;
-            let waiting = p.last.is_some() || !skip.ids.is_empty();
-            while !readable(fd, if waiting { QUIET_MS } else { -1 }) {
-                quiet += 1;
-                if quiet == CAUGHT_UP_WAITS {
-                    // Caught up with the journal: found ids not met again
-                    // are gone (vacuumed, or filtered out by a changed
-                    // config) and must not hold the log position back.
-                    skip.ids.clear();
-                }
-                if !s.busy.load(Ordering::Acquire) && !send(&tx, &mut p, &s, &skip) {
-                    return;
-                }
-            }
-        }
-        let entry = match r.next_entry() {
-            Ok(Some(e)) => e,
-            Ok(None) => break None,
-            Err(ExportError::Cut { .. }) => break None,
-            Err(e) => break Some(e.to_string()),
-        };
-        let Some(mut m) = mapping::map(&entry, &s.fields) else {
-            s.metrics.drop_events(&component, "no_cursor", 1);
-            r.recycle(entry);
+/// Copies the current entry's fields into `f`, within `max_entry` bytes
+/// of names and values (in the entry's order; what does not fit is cut or
+/// left out, and the entry marked). Returns the bytes of its values.
+fn read_entry(j: &mut Journal, f: &mut Fields, max_entry: usize) -> systemd::Result<u64> {
+    f.clear();
+    f.realtime_us = j.timestamp_usec()?;
+    j.restart_data();
+    let (mut stored, mut wire) = (0usize, 0u64);
+    while let Some(d) = j.enumerate_data()? {
+        let (name, value) = (d.name(), d.value().unwrap_or_default());
+        wire += value.len() as u64;
+        if stored + name.len() > max_entry {
+            f.truncated = true;
             continue;
-        };
-        if first {
-            first = false;
-            if let Some(ck) = &skip.through {
-                if !m.pos.at_or_before(ck) {
-                    gap(&s, ck, &m.pos);
-                }
-            }
         }
-        let skipped = skip
-            .through
-            .as_ref()
-            .is_some_and(|ck| m.pos.at_or_before(ck))
-            || (!skip.ids.is_empty() && skip.ids.remove(&m.id))
-            || (!s.exclude_units.is_empty()
-                && entry
-                    .text("_SYSTEMD_UNIT")
-                    .is_some_and(|u| s.exclude_units.iter().any(|x| x == u)));
-        let cursor = std::mem::take(&mut m.pos.cursor);
-        if !skipped {
-            if entry.truncated {
-                warn!(source = %s.name, cursor = %cursor, bytes = entry.wire_bytes,
-                    "a journal entry is larger than max_entry_bytes; its values were cut and it is marked log.record.truncated");
-            }
-            p.enc.encode_into(m, &mut p.framed);
-            p.events += 1;
-            p.bytes += entry.wire_bytes;
+        let room = max_entry - stored - name.len();
+        let v = &value[..value.len().min(room)];
+        f.truncated |= v.len() < value.len();
+        stored += name.len() + v.len();
+        if let Some(slot) = f.slot(name) {
+            f.set(slot, v);
         }
-        p.last = Some(cursor);
-        r.recycle(entry);
-        // A batch goes when it is full (waiting for the appender if need
-        // be: the back-pressure) or as soon as the appender is free: the
-        // batches then grow with the time an append takes (group commit).
-        let full = p.framed.len() >= s.batch_bytes || p.events >= 8192;
-        if (full || !s.busy.load(Ordering::Acquire)) && !send(&tx, &mut p, &s, &skip) {
+    }
+    Ok(wire)
+}
+
+/// Places `j` where reading starts; returns whether it is already on the
+/// first entry to read (else the next `next()` moves onto it) and, for a
+/// checkpoint, whether its entry is gone.
+fn seek(
+    j: &mut Journal,
+    start: &Start,
+    p: &mut Pending,
+    skip: &mut Skip,
+) -> systemd::Result<(bool, bool)> {
+    match start {
+        Start::Beginning => j.seek_head().map(|()| (false, false)),
+        Start::End => {
+            j.seek_tail()?;
+            if j.previous()? == 0 {
+                // An empty journal: its first entry is new.
+                j.seek_head()?;
+                return Ok((false, false));
+            }
+            let c = j.cursor()?;
+            skip.through = Some(Position::of_cursor(&c));
+            p.last = Some(c);
+            p.save_now = true;
+            Ok((false, false))
+        }
+        Start::Cursor(c) => {
+            j.seek_cursor(c.as_str())?;
+            if j.next()? == 0 {
+                return Ok((false, false));
+            }
+            // On the checkpointed entry, or (vacuumed) the oldest one after
+            // where it was, which is read.
+            let gone = !j.test_cursor(c.as_str())?;
+            Ok((gone, gone))
+        }
+    }
+}
+
+/// Reads until the appender is gone (the source stopped) or reading fails.
+pub fn run(s: Settings, start: Start, mut skip: Skip, tx: mpsc::Sender<Msg>) {
+    let mut j = match open(&s.opts) {
+        Ok(j) => j,
+        Err(e) => {
+            let _ = tx.blocking_send(Msg::Ended(e));
             return;
         }
     };
-    if !send(&tx, &mut p, &s, &skip) {
-        return;
+    if let Err(e) = read(&mut j, &s, &start, &mut skip, &tx) {
+        let _ = tx.blocking_send(Msg::Ended(format!("reading the journal: {e}")));
     }
-    let _ = tx.blocking_send(Msg::Ended(ended));
+}
+
+fn read(
+    j: &mut Journal,
+    s: &Settings,
+    start: &Start,
+    skip: &mut Skip,
+    tx: &mpsc::Sender<Msg>,
+) -> systemd::Result<()> {
+    // Compressed values past the threshold are returned cut to it: no
+    // need to decompress more than an entry may keep. The margin (more
+    // than a field name) makes a value cut there longer than the room
+    // `read_entry` leaves it, so the entry is marked.
+    let max_entry = s.opts.max_entry_bytes.min(s.max_frame);
+    let batch_bytes = BATCH_BYTES.min(s.max_frame / 2);
+    j.set_data_threshold(max_entry.saturating_add(128))?;
+    let mut p = Pending::new(&s.name);
+    let (mut on_entry, mut check_gap) = seek(j, start, &mut p, skip)?;
+    let mut f = Fields::new(&s.opts.fields);
+    let component = format!("source:{}", s.name);
+    let exclude: Vec<&[u8]> = s
+        .opts
+        .select
+        .exclude_units
+        .iter()
+        .map(|u| u.as_bytes())
+        .collect();
+    loop {
+        if !std::mem::take(&mut on_entry) && j.next()? == 0 {
+            // Caught up with the journal: found ids not met again are gone
+            // (vacuumed, or filtered out by a changed config) and must not
+            // hold the log position back.
+            skip.ids.clear();
+            let free = !s.busy.load(Ordering::Acquire) && tx.capacity() > 0;
+            if p.last.is_some() && free && !send(tx, &mut p, s, skip) {
+                return Ok(());
+            }
+            if tx.is_closed() {
+                return Ok(());
+            }
+            // Returns early when entries are written or files come and go;
+            // `next` is asked again whatever it says (it costs little at the
+            // end), so no change can be missed between two waits.
+            j.wait(Some(if p.last.is_some() { WAIT_BUSY } else { WAIT }))?;
+            continue;
+        }
+        let cursor = match j.cursor() {
+            Ok(c) => c,
+            Err(_) => {
+                s.metrics.drop_events(&component, "no_cursor", 1);
+                continue;
+            }
+        };
+        if std::mem::take(&mut check_gap) {
+            if let Some(ck) = &skip.through {
+                if !ck.holds(&cursor) {
+                    gap(s, ck, &cursor);
+                }
+            }
+        }
+        let bytes = match read_entry(j, &mut f, max_entry) {
+            Ok(b) => b,
+            Err(e) => {
+                // A damaged entry fails the same way on every read: failing
+                // the source would stop it there for good.
+                s.metrics.drop_events(&component, "journal_unreadable", 1);
+                warn!(source = %s.name, cursor = %cursor, error = %e,
+                    "a journal entry cannot be read (a damaged journal file?); skipped");
+                p.last = Some(cursor);
+                continue;
+            }
+        };
+        let id = mapping::entry_id(&cursor, || {
+            let (mono, _) = j.monotonic_timestamp().ok()?;
+            Some((f.boot_id()?.to_vec(), mono))
+        });
+        let skipped = skip.through.as_ref().is_some_and(|ck| ck.holds(&cursor))
+            || (!skip.ids.is_empty() && skip.ids.remove(&id))
+            || (!exclude.is_empty() && f.unit().is_some_and(|u| exclude.contains(&u)));
+        if !skipped {
+            if f.truncated {
+                warn!(source = %s.name, cursor = %cursor, bytes,
+                    "a journal entry is larger than max_entry_bytes; its values were cut and it is marked log.record.truncated");
+            }
+            p.enc.encode(&f, &id, &mut p.framed);
+            p.events += 1;
+            p.bytes += bytes;
+        }
+        p.last = Some(cursor);
+        // A batch goes when it is full (waiting for the appender if need
+        // be: the back-pressure) or, once it holds `MIN_EVENTS`, as soon as
+        // the appender is free and the channel empty: the batches then grow
+        // with the time an append takes (group commit), and a journal read
+        // far behind its end is not appended a few entries at a time (at
+        // its end, whatever is read goes at once, above).
+        let full = p.framed.len() >= batch_bytes || p.events >= MAX_EVENTS;
+        let free = p.events >= MIN_EVENTS && !s.busy.load(Ordering::Acquire) && tx.capacity() > 0;
+        if (full || free) && !send(tx, &mut p, s, skip) {
+            return Ok(());
+        }
+    }
 }
 
 /// Hands the batch to the appender (waiting while one is queued), and marks
@@ -307,7 +395,7 @@ fn send(tx: &mpsc::Sender<Msg>, p: &mut Pending, s: &Settings, skip: &Skip) -> b
     };
     let done = std::mem::replace(p, Pending::new(&s.name));
     let chunk = Chunk {
-        framed: done.framed.freeze(),
+        framed: Bytes::from(done.framed),
         context: if done.events > 0 {
             Bytes::from(done.enc.context())
         } else {
@@ -317,15 +405,16 @@ fn send(tx: &mpsc::Sender<Msg>, p: &mut Pending, s: &Settings, skip: &Skip) -> b
         bytes: done.bytes,
         last,
         recovering: !skip.ids.is_empty(),
+        save_now: done.save_now,
     };
     s.busy.store(true, Ordering::Release);
     tx.blocking_send(Msg::Chunk(chunk)).is_ok()
 }
 
 /// The checkpointed entry is gone: count what is known to be missing.
-fn gap(s: &Settings, ck: &Position, first: &Position) {
-    let missing = match (&ck.seqnum, &first.seqnum) {
-        (Some((a, i)), Some((b, j))) if a == b && j > i => Some(j - i - 1),
+fn gap(s: &Settings, ck: &Position, first: &str) {
+    let missing = match (&ck.seqnum, mapping::seqnum_of(first)) {
+        (Some((a, i)), Some((b, j))) if a == b && j > *i => Some(j - i - 1),
         _ => None,
     };
     s.metrics.drop_events(
@@ -335,54 +424,13 @@ fn gap(s: &Settings, ck: &Position, first: &Position) {
     );
     match missing {
         Some(n) => {
-            warn!(source = %s.name, checkpoint = %ck.cursor, resumed_at = %first.cursor, missing = n,
+            warn!(source = %s.name, checkpoint = %ck.cursor, resumed_at = %first, missing = n,
             "the checkpointed journal entry is gone (vacuumed or rotated away while holdfast was stopped); \
              resuming at the oldest entry after it; entries in between were never read")
         }
-        None => warn!(source = %s.name, checkpoint = %ck.cursor, resumed_at = %first.cursor,
+        None => warn!(source = %s.name, checkpoint = %ck.cursor, resumed_at = %first,
             "the checkpointed journal entry is gone and the journal it was in no longer exists \
-             (vacuumed, or another machine's journal); resuming at the oldest entry; how many \
-             entries were never read is not known"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sources::journald::StartAt;
-
-    #[test]
-    fn options_become_journalctl_arguments() {
-        let opts = JournaldOptions {
-            directory: Some("/j".into()),
-            files: Vec::new(),
-            units: vec!["ssh.service".into()],
-            exclude_units: vec!["cron.service".into()],
-            min_priority: Some(4),
-            matches: vec!["_TRANSPORT=kernel".into()],
-            current_boot_only: true,
-            start_at: StartAt::End,
-            fields: Vec::new(),
-            max_entry_bytes: 1 << 20,
-            checkpoint_dir: "/c".into(),
-        };
-        assert_eq!(
-            args(&opts, &Start::Cursor("s=a;i=1".into())),
-            [
-                "--output=export",
-                "--no-pager",
-                "--directory=/j",
-                "--unit=ssh.service",
-                "--priority=4",
-                "--boot",
-                "--no-tail",
-                "--cursor=s=a;i=1",
-                "_TRANSPORT=kernel",
-            ]
-        );
-        // Excluded units are skipped by the reader, not by journalctl.
-        assert!(!args(&opts, &Start::Beginning)
-            .iter()
-            .any(|a| a.contains("cron")));
+             (vacuumed, or another machine's journal); resuming at the oldest entry after it; how \
+             many entries were never read is not known"),
     }
 }
