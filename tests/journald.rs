@@ -549,3 +549,55 @@ fn rotation_while_running_and_while_stopped_reads_every_entry_once() {
     );
     a.stop();
 }
+
+/// `current_boot_only` reads the entries of the boot holdfast runs in and
+/// none of the others in the same journal.
+#[test]
+fn current_boot_only_reads_this_boot_alone() {
+    let this_boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .expect("reading this boot's id")
+        .trim()
+        .replace('-', "");
+    assert_ne!(this_boot, BOOT);
+    let mut a = Agent::new("");
+    let dir = journal_dir(&a);
+    std::fs::write(
+        &a.config,
+        std::fs::read_to_string(&a.config).unwrap() + &config(&dir, "current_boot_only = true"),
+    )
+    .unwrap();
+    let now = |n: u64, msg: &str| {
+        with(
+            entry(n, "app.service", 6, msg.as_bytes()),
+            "_BOOT_ID",
+            &this_boot,
+        )
+    };
+    write_journal(
+        &dir.join("a.journal"),
+        &[
+            entry(1, "app.service", 6, b"an earlier boot"),
+            now(2, "this boot, first"),
+            entry(3, "app.service", 6, b"an earlier boot again"),
+            now(4, "this boot, second"),
+        ],
+    );
+    a.start();
+    a.wait_ready();
+    let got = wait_events(&a, 2);
+    assert_eq!(bodies_once(&got), ["this boot, first", "this boot, second"]);
+    // Nothing else arrives: a marker of this boot written later comes next.
+    write_journal(
+        &dir.join("b.journal"),
+        &[
+            entry(5, "app.service", 6, b"an earlier boot, later"),
+            now(6, "marker"),
+        ],
+    );
+    let got = wait_events(&a, 3);
+    assert_eq!(
+        bodies_once(&got),
+        ["this boot, first", "this boot, second", "marker"]
+    );
+    a.stop();
+}
