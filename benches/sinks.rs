@@ -481,6 +481,7 @@ async fn nats_rows(log: &Log, dir: &std::path::Path, metrics: &Arc<Metrics>, n: 
         ("nats (1 server)", 1, 1),
         ("nats (1 server)", 1, 4),
         ("nats (3 nodes, R3)", 3, 4),
+        ("nats (3 nodes, R3)", 3, 8),
     ] {
         // `HOLDFAST_BENCH_NATS_EXTRA="prof_port: 6060"`: extra lines for the
         // single server's config (a Go CPU profile of the server, say).
