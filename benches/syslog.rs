@@ -92,6 +92,42 @@ fn stream(rfc5424: bool, conn: usize, lines: usize) -> Vec<u8> {
     out
 }
 
+/// A loopback address with a port free a moment ago.
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// Waits until `who` accepts connections on `listen`.
+fn wait_listening(listen: SocketAddr, who: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(listen).is_err() {
+        assert!(Instant::now() < deadline, "{who} did not listen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Sends each stream `repeats` times on a connection of its own, all at
+/// once, and returns when every byte is written.
+fn send_all(listen: SocketAddr, streams: Vec<Vec<u8>>, repeats: usize) {
+    let senders: Vec<_> = streams
+        .into_iter()
+        .map(|s| {
+            std::thread::spawn(move || {
+                let mut c = TcpStream::connect(listen).unwrap();
+                for _ in 0..repeats {
+                    c.write_all(&s).unwrap();
+                }
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+}
+
 fn scenario(rt: &tokio::runtime::Runtime, root: &std::path::Path, rfc5424: bool, per_conn: usize) {
     let name = if rfc5424 {
         "rfc5424 octet-counted"
@@ -110,12 +146,7 @@ fn scenario(rt: &tokio::runtime::Runtime, root: &std::path::Path, rfc5424: bool,
         },
     )
     .unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let listen = free_port();
     let opts = SyslogSourceSettings {
         mode: Transport::Tcp,
         listener: Listener {
@@ -139,28 +170,11 @@ fn scenario(rt: &tokio::runtime::Runtime, root: &std::path::Path, rfc5424: bool,
     let ctx = ComponentContext::new("bench".into(), log.clone(), metrics, stop.clone());
     let task = rt.spawn(holdfast::sources::syslog::run(ctx, opts));
     // Connect once the listener is up.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(listen).is_err() {
-        assert!(Instant::now() < deadline, "the source did not listen");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_listening(listen, "the source");
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let cpu0 = cpu_seconds();
     let start = Instant::now();
-    let senders: Vec<_> = streams
-        .into_iter()
-        .map(|s| {
-            std::thread::spawn(move || {
-                let mut c = TcpStream::connect(listen).unwrap();
-                for _ in 0..repeats {
-                    c.write_all(&s).unwrap();
-                }
-            })
-        })
-        .collect();
-    for s in senders {
-        s.join().unwrap();
-    }
+    send_all(listen, streams, repeats);
     while log.next_seq() < total {
         assert!(start.elapsed() < Duration::from_secs(600), "lines missing");
         std::thread::sleep(Duration::from_millis(1));
@@ -203,12 +217,8 @@ fn syslog_ng_scenario(root: &std::path::Path, rfc5424: bool, per_conn: usize) {
         return;
     };
     let dir = tempfile::tempdir_in(root).unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let listen = free_port();
+    let port = listen.port();
     let driver = if rfc5424 { "syslog" } else { "network" };
     let out = dir.path().join("out.log");
     let conf = dir.path().join("syslog-ng.conf");
@@ -239,11 +249,7 @@ fn syslog_ng_scenario(root: &std::path::Path, rfc5424: bool, per_conn: usize) {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("starting syslog-ng");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(listen).is_err() {
-        assert!(Instant::now() < deadline, "syslog-ng did not listen");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_listening(listen, "syslog-ng");
     let streams: Vec<Vec<u8>> = (0..CONNECTIONS)
         .map(|c| stream(rfc5424, c, CHUNK.min(per_conn)))
         .collect();
@@ -258,20 +264,7 @@ fn syslog_ng_scenario(root: &std::path::Path, rfc5424: bool, per_conn: usize) {
     };
     let cpu0 = proc_cpu(child.id());
     let start = Instant::now();
-    let senders: Vec<_> = streams
-        .into_iter()
-        .map(|s| {
-            std::thread::spawn(move || {
-                let mut c = TcpStream::connect(listen).unwrap();
-                for _ in 0..repeats {
-                    c.write_all(&s).unwrap();
-                }
-            })
-        })
-        .collect();
-    for s in senders {
-        s.join().unwrap();
-    }
+    send_all(listen, streams, repeats);
     let mut lines = 0u64;
     let mut file = None;
     let mut buf = vec![0u8; 1 << 20];

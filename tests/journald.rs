@@ -151,15 +151,22 @@ fn journal_dir(a: &Agent) -> PathBuf {
     d
 }
 
-#[test]
-fn reads_appends_rotation_binary_and_large_entries_once_across_restarts() {
-    let mut a = Agent::new("");
+/// An agent whose config has a journald source reading the directory
+/// returned, with `extra` lines in its table.
+fn journal_agent(extra: &str) -> (Agent, PathBuf) {
+    let a = Agent::new("");
     let dir = journal_dir(&a);
     std::fs::write(
         &a.config,
-        std::fs::read_to_string(&a.config).unwrap() + &config(&dir, ""),
+        std::fs::read_to_string(&a.config).unwrap() + &config(&dir, extra),
     )
     .unwrap();
+    (a, dir)
+}
+
+#[test]
+fn reads_appends_rotation_binary_and_large_entries_once_across_restarts() {
+    let (mut a, dir) = journal_agent("");
     let big = vec![b'x'; 1 << 20];
     write_journal(
         &dir.join("a.journal"),
@@ -225,14 +232,8 @@ fn reads_appends_rotation_binary_and_large_entries_once_across_restarts() {
 
 #[test]
 fn unit_priority_and_exclude_filters() {
-    let mut a = Agent::new("");
-    let dir = journal_dir(&a);
     let extra = "units = [\"app.service\", \"db.service\"]\nexclude_units = [\"db.service\"]\nmin_priority = \"warning\"\nmax_entry_bytes = \"1KiB\"";
-    std::fs::write(
-        &a.config,
-        std::fs::read_to_string(&a.config).unwrap() + &config(&dir, extra),
-    )
-    .unwrap();
+    let (mut a, dir) = journal_agent(extra);
     write_journal(
         &dir.join("a.journal"),
         &[
@@ -266,13 +267,7 @@ fn unit_priority_and_exclude_filters() {
 
 #[test]
 fn a_vacuumed_checkpoint_resumes_at_the_oldest_entry_and_logs_the_gap() {
-    let mut a = Agent::new("");
-    let dir = journal_dir(&a);
-    std::fs::write(
-        &a.config,
-        std::fs::read_to_string(&a.config).unwrap() + &config(&dir, ""),
-    )
-    .unwrap();
+    let (mut a, dir) = journal_agent("");
     write_journal(&dir.join("a.journal"), &[text(1), text(2)]);
     a.start();
     a.wait_ready();
@@ -333,13 +328,7 @@ fn an_unreadable_journal_keeps_the_agent_running_and_readyz_names_it() {
 /// entry is in the log exactly once.
 #[test]
 fn kill9_at_random_moments_appends_every_entry_exactly_once() {
-    let mut a = Agent::new("");
-    let dir = journal_dir(&a);
-    std::fs::write(
-        &a.config,
-        std::fs::read_to_string(&a.config).unwrap() + &config(&dir, ""),
-    )
-    .unwrap();
+    let (mut a, dir) = journal_agent("");
     let rounds: u64 = 6;
     let per_round: u64 = 150;
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -472,15 +461,9 @@ fn with(mut e: Vec<(String, Vec<u8>)>, name: &str, value: &str) -> Vec<(String, 
 /// selects either side.
 #[test]
 fn unit_filter_includes_systemd_messages_about_the_unit_and_matches_alternatives() {
-    let mut a = Agent::new("");
-    let dir = journal_dir(&a);
     let extra = "units = [\"app.service\"]\n\
                  matches = [\"SYSLOG_IDENTIFIER=app\", \"+\", \"SYSLOG_IDENTIFIER=systemd\"]";
-    std::fs::write(
-        &a.config,
-        std::fs::read_to_string(&a.config).unwrap() + &config(&dir, extra),
-    )
-    .unwrap();
+    let (mut a, dir) = journal_agent(extra);
     let from_pid1 = |n, pid: &str, msg: &[u8]| {
         let e = entry(n, "init.scope", 6, msg);
         with(
@@ -516,13 +499,7 @@ fn unit_filter_includes_systemd_messages_about_the_unit_and_matches_alternatives
 /// runs and while it is stopped: every entry is read once.
 #[test]
 fn rotation_while_running_and_while_stopped_reads_every_entry_once() {
-    let mut a = Agent::new("");
-    let dir = journal_dir(&a);
-    std::fs::write(
-        &a.config,
-        std::fs::read_to_string(&a.config).unwrap() + &config(&dir, ""),
-    )
-    .unwrap();
+    let (mut a, dir) = journal_agent("");
     let active = dir.join("system.journal");
     let rotate = |n: u32| {
         let archived =
@@ -559,13 +536,7 @@ fn current_boot_only_reads_this_boot_alone() {
         .trim()
         .replace('-', "");
     assert_ne!(this_boot, BOOT);
-    let mut a = Agent::new("");
-    let dir = journal_dir(&a);
-    std::fs::write(
-        &a.config,
-        std::fs::read_to_string(&a.config).unwrap() + &config(&dir, "current_boot_only = true"),
-    )
-    .unwrap();
+    let (mut a, dir) = journal_agent("current_boot_only = true");
     let now = |n: u64, msg: &str| {
         with(
             entry(n, "app.service", 6, msg.as_bytes()),
