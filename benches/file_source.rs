@@ -30,6 +30,12 @@
 //! resource and record labels, a filter dropping DEBUG). Target for the
 //! chain: ≥ 300,000 lines/s. `HOLDFAST_BENCH_SHAPES=1,16,json,chain` picks
 //! the rows.
+//!
+//! Two idle rows (`idle`, `idle-poll`, issue 32) measure what a source
+//! that has read everything costs while nothing is written: 10,000 files
+//! of two lines each (more than the descriptor cap, so most are closed),
+//! then 10 s of CPU with the default `scan_interval`, with inotify and
+//! with polling alone. Target with inotify: < 1 % of a core.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -292,6 +298,62 @@ fn run_shape(
     }
 }
 
+const IDLE_FILES: usize = 10_000;
+const IDLE_SECS: u64 = 10;
+
+/// The idle rows: CPU per second of wall time while 10,000 read files sit
+/// still, as a share of one core.
+fn run_idle(rt: &tokio::runtime::Runtime, root: &Path, poll_only: bool) -> f64 {
+    let dir = root.join(if poll_only { "idle-poll" } else { "idle" });
+    let input = dir.join("files");
+    std::fs::create_dir_all(&input).unwrap();
+    for i in 0..IDLE_FILES {
+        std::fs::write(
+            input.join(format!("f{i:05}.log")),
+            format!("file {i} line 1\nfile {i} line 2\n"),
+        )
+        .unwrap();
+    }
+    let log = Log::open(dir.join("log"), LogOptions::default()).unwrap();
+    let opts = FileSourceOptions {
+        start_at: file::StartAt::Beginning,
+        ..FileSourceOptions::new(
+            vec![input.join("*.log").to_string_lossy().into_owned()],
+            dir.join("checkpoints/bench"),
+        )
+    };
+    // Read when the source starts: only this row's source sees it.
+    std::env::set_var(file::POLL_ONLY_ENV, if poll_only { "1" } else { "0" });
+    let share = rt.block_on(async {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(file::run(
+            "bench".into(),
+            opts,
+            log.clone(),
+            Arc::new(Metrics::new(None)),
+            stop.clone(),
+        ));
+        while log.next_seq() < 2 * IDLE_FILES as u64 {
+            assert!(!task.is_finished(), "the source stopped: {:?}", task.await);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Let the checkpoint writes and closes for the cap settle first.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let cpu0 = cpu_seconds();
+        let t0 = Instant::now();
+        tokio::time::sleep(Duration::from_secs(IDLE_SECS)).await;
+        let share = (cpu_seconds() - cpu0) / t0.elapsed().as_secs_f64();
+        stop.cancel();
+        task.await.unwrap().unwrap();
+        share
+    });
+    std::env::remove_var(file::POLL_ONLY_ENV);
+    log.close_blocking().unwrap();
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+    share
+}
+
 fn main() {
     let quick = std::env::var("HOLDFAST_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
     let total: u64 = if quick { 64 << 20 } else { 1 << 30 };
@@ -334,6 +396,7 @@ fn main() {
                 .filter_map(|x| match x.trim() {
                     "json" => Some((1, Mode::Json)),
                     "chain" => Some((1, Mode::Chain)),
+                    "idle" | "idle-poll" => None,
                     n => n.parse().ok().map(|n| (n, Mode::Plain)),
                 })
                 .collect()
@@ -346,6 +409,12 @@ fn main() {
                 (1, Mode::Chain),
             ]
         });
+    let picked = std::env::var("HOLDFAST_BENCH_SHAPES").ok();
+    let wants = |row: &str| {
+        picked
+            .as_deref()
+            .is_none_or(|p| p.split(',').any(|x| x.trim() == row))
+    };
     for (files, mode) in shapes {
         let f = run_shape(&rt, tmp.path(), files, total, mode);
         let lps = f.lines as f64 / f.secs;
@@ -366,6 +435,22 @@ fn main() {
             f.written as f64 / f.bytes as f64,
             if lps >= target { "met" } else { "NOT met" },
             target
+        );
+    }
+    for (row, poll_only) in [("idle", false), ("idle-poll", true)] {
+        if !wants(row) {
+            continue;
+        }
+        let share = run_idle(&rt, tmp.path(), poll_only);
+        println!(
+            "{row:<10} {IDLE_FILES} files read, then {IDLE_SECS} s idle ({}): {:.2} % of a core{}",
+            if poll_only { "polling only" } else { "inotify" },
+            share * 100.0,
+            if poll_only {
+                String::new()
+            } else {
+                format!("  {} (< 1 %)", if share < 0.01 { "met" } else { "NOT met" })
+            }
         );
     }
 }

@@ -1,5 +1,6 @@
 //! 10,000 matched files: every line arrives once, open descriptors stay
-//! under the source's cap, an idle source costs little CPU, and files
+//! under the source's cap, an idle source appends nothing and does not
+//! spin (its CPU figure is in `benches/file_source.rs`), and files
 //! closed to respect the cap are reopened when they change. Runs with
 //! inotify switched off, so it also proves that polling alone finds
 //! everything. Its own test binary: it counts the process's descriptors.
@@ -78,18 +79,26 @@ async fn ten_thousand_files() {
     );
     assert_eq!(h.metric("holdfast_file_source_files_watched"), FILES as f64);
 
-    // Idle: ten thousand files cost little.
+    // Idle: nothing is appended, nothing changes, and the source does not
+    // spin. What idle costs is a figure, not a pass/fail line: it depends on
+    // the machine and on what else runs (`cargo bench --bench file_source`,
+    // the `idle` rows, in a release build). The bound here is what a tailer
+    // thread busy-looping on both cores would reach, which no slow or loaded
+    // machine reaches for a tailer that waits between passes.
+    let seq = h.log.next_seq();
     let cpu = cpu_seconds();
     let wall = Instant::now();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let used = cpu_seconds() - cpu;
-    eprintln!(
-        "idle with {FILES} files: {used:.2} CPU seconds in {:.1} s",
-        wall.elapsed().as_secs_f64()
-    );
+    let elapsed = wall.elapsed().as_secs_f64();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    eprintln!("idle with {FILES} files (debug build, polling only): {used:.2} CPU seconds in {elapsed:.1} s");
+    assert_eq!(h.log.next_seq(), seq, "an idle source appended events");
+    assert_eq!(h.metric("holdfast_file_source_files_watched"), FILES as f64);
     assert!(
-        used < 1.5,
-        "an idle source used {used:.2} CPU seconds in 3 s"
+        used < 0.9 * cores.min(2.0) * elapsed,
+        "an idle source kept {:.1} cores busy ({used:.2} CPU seconds in {elapsed:.1} s): it spins",
+        used / elapsed
     );
 
     // Files closed to stay under the cap are reopened when they change.
