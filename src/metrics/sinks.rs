@@ -32,9 +32,10 @@ pub const STATUS_CLASSES: [&str; 5] = ["2xx", "3xx", "4xx", "5xx", "error"];
 /// Every `reason` of `holdfast_sink_retries_total` (`src/sinks/retry.rs`
 /// and `deliver.rs` count them).
 #[rustfmt::skip]
-pub const RETRY_REASONS: [&str; 12] = [
+pub const RETRY_REASONS: [&str; 13] = [
     "connect", "timeout", "connection", "http_408", "http_429", "http_5xx", "item_429",
-    "item_5xx", "unreadable_response", "too_large_split", "auth", "endpoint",
+    "item_5xx", "unreadable_response", "response_too_large", "too_large_split", "auth",
+    "endpoint",
 ];
 /// Every `reason` of `holdfast_sink_rejected_events_total` and
 /// `holdfast_sink_quarantined_events_total`.

@@ -34,7 +34,7 @@
 //! again after the restart.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -47,7 +47,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
-use super::http::{Answer, Client, MAX_RESPONSE_BYTES};
+use super::http::{response_limit, Answer, Client};
 use super::limit::Limit;
 use super::protocol::{BodyVerdict, Item, Pos, Protocol};
 use super::quarantine::Quarantine;
@@ -137,6 +137,9 @@ pub(crate) struct Shared<P> {
     pub requests: AtomicUsize,
     /// Rejected events waiting for room in the quarantine.
     pub parked: std::sync::Mutex<Vec<Parked>>,
+    /// The receiver's answers have been too long to read since the last
+    /// readable one: logged when it starts, not for every request.
+    pub answers_too_large: AtomicBool,
     pub m: SinkHandles,
     /// The log's accounting of this sink's events: claims around sends,
     /// finished events (see the module doc).
@@ -336,6 +339,7 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
         // A protocol that sends by itself encodes as it sends; an HTTP
         // request is built before the clock starts.
         let started;
+        let limit = response_limit(batch.len());
         let (url, answer, wire) = {
             let request = match sh.protocol.exchange(&batch) {
                 Some(exchange) => Err(exchange),
@@ -346,7 +350,7 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
             match request {
                 Ok(req) => {
                     let url = req.url.clone();
-                    let (answer, wire) = sh.client.send(req).await;
+                    let (answer, wire) = sh.client.send(req, limit).await;
                     (url, answer, wire)
                 }
                 Err(exchange) => exchange.await,
@@ -385,20 +389,29 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                     400..=499 => "4xx",
                     _ => "5xx",
                 });
-                if (200..300).contains(status) {
-                    body_verdict = if *truncated {
-                        BodyVerdict::Unreadable(format!(
-                            "the answer is longer than {MAX_RESPONSE_BYTES} bytes"
-                        ))
-                    } else {
-                        sh.protocol
-                            .parse(content_type.as_deref(), body, batch.len())
-                    };
+                if (200..300).contains(status) && *truncated {
+                    if !sh.answers_too_large.swap(true, Ordering::Relaxed) {
+                        // Once until an answer is readable again: every
+                        // retry of it would say the same.
+                        error!(sink = %sh.name, %url, status, limit_bytes = limit, events = batch.len(),
+                            "the receiver's answer is longer than this request's limit (4 KiB per event, \
+                            between 1 MiB and 64 MiB) and was not read further: the events are kept and \
+                            sent again with backoff; check what answers on this endpoint (a broken or \
+                            hostile receiver or proxy)");
+                    }
+                    Outcome::ResponseTooLarge
+                } else if (200..300).contains(status) {
+                    sh.answers_too_large.store(false, Ordering::Relaxed);
+                    body_verdict = sh
+                        .protocol
+                        .parse(content_type.as_deref(), body, batch.len());
                     Outcome::Success {
                         status: *status,
                         body: &body_verdict,
                     }
                 } else {
+                    // The status decides; a body cut at the limit only
+                    // shortens the error text.
                     error_text = sh.protocol.error_text(content_type.as_deref(), body);
                     Outcome::Status {
                         status: *status,

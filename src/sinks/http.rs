@@ -22,10 +22,26 @@ use super::options::{Auth, Compression, Header, HeaderValueFrom, HttpSinkOptions
 use super::protocol::{BodyVerdict, Request};
 use super::retry::{parse_retry_after, TransportKind};
 
-/// Answers longer than this are not read further (and a 2xx one counts as
-/// unreadable): an Elasticsearch `_bulk` answer for 10,000 failed items
-/// with long errors stays well below it.
+/// The least a request's answer may take: room for any whole-request
+/// answer (an OTLP partial success, an error page) whatever the batch.
+pub const MIN_RESPONSE_BYTES: usize = 1 << 20;
+/// What one event of a request may take in the answer: an Elasticsearch
+/// `_bulk` item with a long mapping error and its `caused_by` chain is
+/// about 1 KiB; four times that leaves room for verbose receivers.
+pub const RESPONSE_BYTES_PER_EVENT: usize = 4 << 10;
+/// The most any answer may take, however large the batch: what a sink
+/// may hold per request in flight.
 pub const MAX_RESPONSE_BYTES: usize = 64 << 20;
+
+/// How much of an answer to a request of `events` events is read: a
+/// receiver (hostile or broken) that answers with more, or announces more,
+/// makes the request fail with `response_too_large` and be sent again,
+/// without the sink ever holding more than this per request.
+pub fn response_limit(events: usize) -> usize {
+    events
+        .saturating_mul(RESPONSE_BYTES_PER_EVENT)
+        .clamp(MIN_RESPONSE_BYTES, MAX_RESPONSE_BYTES)
+}
 
 pub(crate) struct Client {
     /// The client of the current client certificate's generation: a new
@@ -73,7 +89,8 @@ pub(crate) enum Answer {
         retry_after: Option<Duration>,
         content_type: Option<String>,
         body: Bytes,
-        /// The body was longer than [`MAX_RESPONSE_BYTES`] and was cut.
+        /// The body was longer than the request's limit
+        /// ([`response_limit`]): `body` holds its start only.
         truncated: bool,
     },
     /// A receiver not reached over HTTP answered for each event itself
@@ -125,7 +142,8 @@ impl Client {
     }
 
     /// Sends one request; returns the answer and the bytes put on the wire.
-    pub async fn send(&self, req: Request) -> (Answer, usize) {
+    /// At most `limit` bytes of the answer's body are read (and held).
+    pub async fn send(&self, req: Request, limit: usize) -> (Answer, usize) {
         let (body, encoding) = match self.compression {
             Compression::None => (pool::BODIES.freeze(req.body), None),
             Compression::Gzip => {
@@ -161,14 +179,22 @@ impl Client {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
+        // An announced length past the limit is not waited for: the
+        // connection is dropped unread.
+        let mut truncated = resp.content_length().is_some_and(|n| n > limit as u64);
         let mut buf = pool::BODIES.take();
-        let mut truncated = false;
-        loop {
+        while !truncated {
             match resp.chunk().await {
                 Ok(Some(chunk)) => {
-                    if buf.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                    if buf.len() + chunk.len() > limit {
                         truncated = true;
                         break;
+                    }
+                    // Grown within the limit, not by doubling past it.
+                    let want = buf.len() + chunk.len();
+                    if want > buf.capacity() {
+                        let to = want.max(buf.capacity() * 2).min(limit);
+                        buf.reserve_exact(to - buf.len());
                     }
                     buf.extend_from_slice(&chunk);
                 }
@@ -280,4 +306,18 @@ fn auth_header(a: &Auth) -> anyhow::Result<HeaderValue> {
     // Keeps the value out of debug output.
     v.set_sensitive(true);
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_limit_follows_the_batch_between_a_floor_and_a_cap() {
+        assert_eq!(response_limit(0), MIN_RESPONSE_BYTES);
+        assert_eq!(response_limit(1), MIN_RESPONSE_BYTES);
+        assert_eq!(response_limit(500), 500 * 4096);
+        assert_eq!(response_limit(1 << 20), MAX_RESPONSE_BYTES);
+        assert_eq!(response_limit(usize::MAX), MAX_RESPONSE_BYTES);
+    }
 }

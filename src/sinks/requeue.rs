@@ -121,7 +121,7 @@ fn down(outcome: &Outcome<'_>) -> bool {
     match *outcome {
         Outcome::Transport { .. } => true,
         Outcome::Status { status, .. } => status == 408 || (500..600).contains(&status),
-        Outcome::Success { .. } => false,
+        Outcome::Success { .. } | Outcome::ResponseTooLarge => false,
     }
 }
 
@@ -135,7 +135,7 @@ pub(super) fn signal(outcome: &Outcome<'_>, decision: &Decision, rtt: Duration) 
         Outcome::Status {
             status: 429 | 503, ..
         } => Signal::Pushback,
-        Outcome::Status { .. } => Signal::Other,
+        Outcome::Status { .. } | Outcome::ResponseTooLarge => Signal::Other,
         Outcome::Success { .. } => {
             let (items, busy) = match decision {
                 Decision::PerEvent { verdicts, .. } => (

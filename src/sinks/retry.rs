@@ -18,6 +18,7 @@
 //! | 2xx, per-item answers | 2xx delivered, 409 duplicate, 429 retry (not counted: pushback), 408/5xx retry (counted), others rejected with the item's error |
 //! | 2xx, partial success without saying which | reject the whole request ("partially rejected: N of M; receiver did not say which") |
 //! | 2xx, unreadable body | retry (counted): a 200 is not a success until the body says so |
+//! | 2xx, body longer than the request's limit (`http::response_limit`) | retry every event (`response_too_large`), without limit: the receiver may have stored them, and only it is at fault |
 //!
 //! A *counted* retry adds one to the event's tally; at `max_attempts` the
 //! event is rejected with "retries exhausted". Whole-request transient
@@ -82,6 +83,9 @@ pub(crate) enum Outcome<'a> {
         status: u16,
         body: &'a BodyVerdict,
     },
+    /// A 2xx status whose body was longer than the request's limit: not
+    /// read, so not known to say the events were stored.
+    ResponseTooLarge,
 }
 
 /// What becomes of one event after an answer.
@@ -157,6 +161,13 @@ impl Policy {
         match *outcome {
             Outcome::Transport { kind } => all(Verdict::Retry {
                 reason: kind.reason(),
+                counted: false,
+            }),
+            // Not counted: quarantining events a receiver may well have
+            // stored, for an answer it made too long, would punish the
+            // events for the receiver's fault.
+            Outcome::ResponseTooLarge => all(Verdict::Retry {
+                reason: "response_too_large",
                 counted: false,
             }),
             Outcome::Status {
@@ -407,6 +418,21 @@ mod tests {
                     "{o:?}: {v:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn an_answer_too_long_to_read_retries_every_event_without_counting() {
+        let p = policy();
+        // Even events far beyond max_attempts are retried, never quarantined.
+        for v in verdicts(p.classify(&Outcome::ResponseTooLarge, &[0, 99])) {
+            assert_eq!(
+                v,
+                Verdict::Retry {
+                    reason: "response_too_large",
+                    counted: false
+                }
+            );
         }
     }
 

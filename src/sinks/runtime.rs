@@ -42,7 +42,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -132,6 +132,7 @@ pub(crate) async fn run<P: Protocol>(
         stop: stop.clone(),
         requests: AtomicUsize::new(0),
         parked: Default::default(),
+        answers_too_large: AtomicBool::new(false),
         m: handles,
         ledger: consumer.ledger(),
     });
