@@ -5,11 +5,14 @@
 //! dashboard and alert rules read is served. The rules themselves are
 //! checked and unit-tested with promtool.
 //!
-//! promtool comes with Debian's `prometheus` package (CI installs it); a
-//! test that needs it says SKIPPED where it is absent.
+//! promtool comes with Debian's `prometheus` package (`.ci/run` installs
+//! it); without it a test that needs it says SKIPPED, and fails under CI
+//! (`tests/common/require.rs`).
 
 #[path = "common/daemon.rs"]
 mod daemon;
+#[path = "common/require.rs"]
+mod require;
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -27,18 +30,16 @@ fn repo(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
-/// promtool, or None after printing why the test is skipped.
+/// promtool, or None after saying why the test is skipped (a failure
+/// under CI).
 fn promtool(test: &str) -> Option<&'static str> {
-    let found = Command::new("promtool")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        println!("SKIPPED {test}: promtool not found (apt-get install prometheus)");
-    }
-    found.then_some("promtool")
+    require::tool(
+        test,
+        "promtool",
+        &["--version"],
+        "install Debian's `prometheus` package (apt-get install -y prometheus; .ci/run does)",
+    )
+    .then_some("promtool")
 }
 
 /// Runs promtool with `args`, `stdin` piped in.

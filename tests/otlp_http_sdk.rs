@@ -9,9 +9,11 @@
 //! (`target/venv-otlp-proto`, `target/venv-otlp-json`), or wherever
 //! `HOLDFAST_PYTHON_PROTO` / `HOLDFAST_PYTHON_JSON` point. Without them the
 //! tests are skipped with a note, except under CI (`CI` set), where a missing
-//! venv is a failure.
+//! venv is a failure (`tests/common/require.rs`).
 
 mod otlp_http_common;
+#[path = "common/require.rs"]
+mod require;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -36,15 +38,14 @@ fn python(encoding: &str) -> Option<PathBuf> {
     if path.exists() {
         return Some(path);
     }
-    let why = format!(
-        "no Python with the OpenTelemetry SDK ({encoding} exporter) at {}: run \
-         tests/python/setup-venvs.sh, or set {var} to a venv's python",
-        path.display()
+    require::missing(
+        &format!("the OpenTelemetry SDK tests ({encoding} exporter)"),
+        &format!(
+            "no Python with the OpenTelemetry SDK at {} (or set {var} to a venv's python)",
+            path.display()
+        ),
+        "run tests/python/setup-venvs.sh (.ci/run does, after installing python3 and python3-venv)",
     );
-    if std::env::var_os("CI").is_some() {
-        panic!("{why}");
-    }
-    eprintln!("SKIPPED: {why}");
     None
 }
 
