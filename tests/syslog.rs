@@ -97,7 +97,7 @@ fn logger(args: &[&str]) {
     let out = Command::new("logger")
         .args(args)
         .output()
-        .expect("running logger");
+        .expect("running logger (Debian package bsdutils; .ci/run installs it)");
     assert!(
         out.status.success(),
         "logger {args:?}: {}",
@@ -284,7 +284,7 @@ input(type="imudp" address="127.0.0.1" port="{input}")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("starting rsyslogd");
+        .expect("starting rsyslogd (Debian package rsyslog; .ci/run installs it)");
     let _rsyslog = Rsyslog(child);
     let port = input.to_string();
     let send = |text: &str| {

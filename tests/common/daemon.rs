@@ -181,7 +181,7 @@ impl Agent {
         let ok = Command::new("kill")
             .args(["-s", sig, &self.pid().to_string()])
             .status()
-            .expect("running kill")
+            .expect("running kill (Debian package procps; .ci/run installs it)")
             .success();
         assert!(ok, "kill -s {sig} failed");
     }

@@ -29,7 +29,7 @@ fn openssl(dir: &Path, args: &[&str]) {
         .args(args)
         .current_dir(dir)
         .output()
-        .expect("running openssl");
+        .expect("running openssl (Debian package openssl; .ci/run installs it)");
     assert!(
         out.status.success(),
         "openssl {args:?}: {}",
