@@ -179,9 +179,11 @@ impl Client {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        // An announced length past the limit is not waited for: the
-        // connection is dropped unread.
-        let mut truncated = resp.content_length().is_some_and(|n| n > limit as u64);
+        // A 2xx announcing a length past the limit is dropped unread: it
+        // could not be trusted anyway. Other statuses keep the start of
+        // their body as the error text.
+        let mut truncated =
+            (200..300).contains(&status) && resp.content_length().is_some_and(|n| n > limit as u64);
         let mut buf = pool::BODIES.take();
         while !truncated {
             match resp.chunk().await {
