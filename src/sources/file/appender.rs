@@ -592,7 +592,7 @@ impl Appender {
 /// mix; nothing is synced.
 fn save_recent(dir: &std::path::Path, ck: &Checkpoint) -> std::io::Result<()> {
     let tmp = dir.join(RECENT_TMP);
-    std::fs::write(&tmp, checkpoint::encode(ck))?;
+    crate::seglog::write_private(&tmp, &checkpoint::encode(ck))?;
     std::fs::rename(&tmp, dir.join(RECENT_FILE))
 }
 
