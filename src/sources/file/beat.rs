@@ -97,8 +97,15 @@ impl Beat {
 
 /// Watches the tailer thread of source `name` until dropped (abort the
 /// task): sets `gauge` to the seconds of its current step, and lists the
-/// source as stuck in `health` while a step lasts [`STALLED_AFTER`].
-pub async fn watchdog(name: String, beat: Arc<Beat>, gauge: Gauge, health: Option<Arc<Health>>) {
+/// source as stuck in `health` while a step lasts `stalled_after`
+/// ([`STALLED_AFTER`] in the source).
+pub async fn watchdog(
+    name: String,
+    beat: Arc<Beat>,
+    gauge: Gauge,
+    health: Option<Arc<Health>>,
+    stalled_after: Duration,
+) {
     let task = format!("source:{name}");
     let mut stuck = false;
     let mut tick = tokio::time::interval(WATCH_EVERY);
@@ -107,7 +114,7 @@ pub async fn watchdog(name: String, beat: Arc<Beat>, gauge: Gauge, health: Optio
         let busy = beat.busy_for(Instant::now());
         gauge.set(busy.map_or(0, |(d, _)| d.as_secs() as i64));
         match busy {
-            Some((d, step)) if d >= STALLED_AFTER && !stuck => {
+            Some((d, step)) if d >= stalled_after && !stuck => {
                 let why = format!(
                     "its tailer thread has been {} for {} s without returning (a hung \
                          network file system or device?); its files are not read meanwhile",
@@ -121,7 +128,7 @@ pub async fn watchdog(name: String, beat: Arc<Beat>, gauge: Gauge, health: Optio
                 }
                 stuck = true;
             }
-            Some((d, _)) if d >= STALLED_AFTER => {}
+            Some((d, _)) if d >= stalled_after => {}
             _ if stuck => {
                 info!(source = %name, "file source tailer makes progress again");
                 if let Some(h) = &health {
@@ -157,5 +164,37 @@ mod tests {
         assert!(age >= Duration::from_secs(39), "{age:?}");
         b.step(Step::Waiting);
         assert_eq!(b.busy_for(later), None);
+    }
+
+    #[tokio::test]
+    async fn a_long_step_is_stuck_in_readyz_until_it_returns() {
+        let (beat, gauge, health) = (
+            Arc::new(Beat::default()),
+            Gauge::default(),
+            Arc::new(Health::default()),
+        );
+        let dog = tokio::spawn(watchdog(
+            "app".into(),
+            beat.clone(),
+            gauge.clone(),
+            Some(health.clone()),
+            Duration::from_millis(1500),
+        ));
+        beat.step(Step::Opening);
+        let end = Instant::now() + Duration::from_secs(10);
+        while health.stuck().is_empty() {
+            assert!(Instant::now() < end, "never listed as stuck");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let stuck = health.stuck();
+        assert_eq!(stuck[0].0, "source:app");
+        assert!(stuck[0].1.contains("opening a matched file"), "{stuck:?}");
+        assert!(gauge.get() >= 1);
+        beat.step(Step::Waiting);
+        while !health.stuck().is_empty() {
+            assert!(Instant::now() < end, "still stuck after the step returned");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        end_watch("app", dog, Some(&health));
     }
 }

@@ -363,6 +363,7 @@ async fn run_with(
         counters.beat.clone(),
         counters.stalled.clone(),
         health.clone(),
+        beat::STALLED_AFTER,
     ));
     std::thread::Builder::new()
         .name(format!("file:{name}"))
