@@ -150,8 +150,8 @@ impl Opener {
             FollowSymlinks::Inside => match std::fs::canonicalize(link) {
                 Ok(target) if self.inside(&target) => None,
                 Ok(_) => Some(Skip::SymlinkOutside),
-                // Dangling: nothing to read, nothing to say.
-                Err(_) => Some(Skip::SymlinkOutside),
+                // Dangling: the scan's own `stat` finds nothing to read.
+                Err(_) => None,
             },
         }
     }
