@@ -46,6 +46,9 @@ pub struct Health {
     /// restart, with the failure: "ready" promises that sources accept
     /// input, which a source that cannot bind or read its token does not.
     failing: Mutex<BTreeMap<String, String>>,
+    /// Tasks still running but making no progress (a `file` source's
+    /// tailer thread stuck in a system call), with why.
+    stuck: Mutex<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +78,28 @@ impl Health {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
+    }
+
+    /// Marks the task `name` as stuck, `why` (`/readyz` answers 503).
+    pub fn set_stuck(&self, name: &str, why: String) {
+        self.stuck
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), why);
+    }
+
+    /// The task `name` makes progress again.
+    pub fn clear_stuck(&self, name: &str) {
+        self.stuck
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+    }
+
+    /// Stuck tasks and why, by name.
+    pub fn stuck(&self) -> Vec<(String, String)> {
+        let stuck = self.stuck.lock().unwrap_or_else(|p| p.into_inner());
+        stuck.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
     /// Failing tasks and their errors, by name.
@@ -231,7 +256,8 @@ fn route(req: Request<Incoming>, metrics: &Metrics, health: &Health) -> Response
         _ => match health.phase() {
             Phase::Ready => {
                 let failing = health.failing();
-                if failing.is_empty() {
+                let stuck = health.stuck();
+                if failing.is_empty() && stuck.is_empty() {
                     text(StatusCode::OK, "ready\n")
                 } else {
                     let what: Vec<String> = failing
@@ -239,6 +265,11 @@ fn route(req: Request<Incoming>, metrics: &Metrics, health: &Health) -> Response
                         .map(|(task, error)| {
                             format!("{task} is failing and being restarted: {error}\n")
                         })
+                        .chain(
+                            stuck
+                                .iter()
+                                .map(|(task, why)| format!("{task} is stuck: {why}\n")),
+                        )
                         .collect();
                     text(StatusCode::SERVICE_UNAVAILABLE, what.concat())
                 }

@@ -33,9 +33,9 @@ pub fn request(data_dir: &Path, sink: &str) -> io::Result<PathBuf> {
         ));
     }
     let dir = dir(data_dir);
-    std::fs::create_dir_all(&dir)?;
+    crate::seglog::create_private_dir_all(&dir)?;
     let path = dir.join(sink);
-    std::fs::write(&path, b"")?;
+    crate::seglog::write_private(&path, b"")?;
     Ok(path)
 }
 

@@ -22,6 +22,7 @@ last sync is replayed next time (duplicates, never loss).
 
 mod components;
 pub mod forget;
+mod private;
 mod reload;
 mod startup_pages;
 pub mod supervisor;
@@ -68,6 +69,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<Exit> {
     let started = Instant::now();
     // Each file source's hold is in place before any sink can commit, so no
     // segment its crash recovery reads is deleted meanwhile.
+    private::tighten(&settings);
     let holds: Vec<String> = settings
         .sources
         .iter()

@@ -131,10 +131,20 @@ families! {
         pub truncations: Family<SourceLabels, Counter> = "holdfast_file_source_truncations";
         /// Failed opens and reads of matched files
         pub read_errors: Family<SourceLabels, Counter> = "holdfast_file_source_read_errors";
+        /// Matched paths not read, by reason (symlink_outside, symlink, not_regular); each
+        /// counted once while it stays so
+        pub skipped: Family<SourceReasonLabels, Counter> = "holdfast_file_source_skipped_files";
+        /// Seconds a file source's tailer thread has spent in its current step (0 while it
+        /// waits); past 30 the source is listed in /readyz as stuck
+        pub tailer_stalled: Family<SourceLabels, Gauge> = "holdfast_file_source_tailer_stalled_seconds";
         /// File source checkpoints that failed to write or were found damaged
         pub checkpoint_errors: Family<SourceLabels, Counter> = "holdfast_file_source_checkpoint_errors";
     }
 }
+
+/// Every `reason` of `holdfast_file_source_skipped_files_total`: what
+/// `src/sources/file/open.rs` refuses to read.
+pub const FILE_SKIP_REASONS: [&str; 3] = ["symlink_outside", "symlink", "not_regular"];
 
 /// The labels of `holdfast_syslog_connection_errors_total`.
 pub type SyslogReasonLabels = SourceReasonLabels;

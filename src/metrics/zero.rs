@@ -13,7 +13,8 @@ use prometheus_client::metrics::family::Family;
 
 use super::sinks::{SinkMetrics, REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
 use super::sources::{
-    FileSourceMetrics, OTLP_REJECT_REASONS, SIGNALS, SYSLOG_CONNECTION_ERRORS, SYSLOG_DROP_REASONS,
+    FileSourceMetrics, FILE_SKIP_REASONS, OTLP_REJECT_REASONS, SIGNALS, SYSLOG_CONNECTION_ERRORS,
+    SYSLOG_DROP_REASONS,
 };
 use super::{
     ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
@@ -70,6 +71,15 @@ impl Metrics {
         match kind {
             "file" => {
                 zero(&self.file_sources.counters(), &labels);
+                // Its tailer's heartbeat: 0 until a step lasts.
+                drop(self.file_sources.tailer_stalled.get_or_create(&labels));
+                for reason in FILE_SKIP_REASONS {
+                    let labels = super::SourceReasonLabels {
+                        source: name.to_string(),
+                        reason: reason.to_string(),
+                    };
+                    zero(&[&self.file_sources.skipped], &labels);
+                }
                 self.declare_drops(&component, FILE_SOURCE_DROP_REASONS);
             }
             "journald" => self.declare_drops(&component, JOURNALD_SOURCE_DROP_REASONS),

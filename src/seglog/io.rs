@@ -16,12 +16,93 @@
 //! The real I/O still happens: the hook observes and may refuse, it never
 //! replaces the file system. Reads, memory maps and the `LOCK` file (which
 //! holds no data) are not reported.
+//!
+//! # State at rest is private
+//!
+//! Everything the daemon keeps under `data_dir` (segments, cursors, locks,
+//! checkpoints, requests) can hold the events themselves, so it is created
+//! with explicit modes, [`PRIVATE_DIR`] and [`PRIVATE_FILE`], whatever the
+//! umask: [`Fs::create`] sets the file mode, and [`create_private_dir_all`],
+//! [`private_file`] and [`write_private`] serve the state files written
+//! outside the log. What an older holdfast (or a looser umask) left behind
+//! is tightened once at start-up by [`tighten_tree`].
 
 use std::fmt::Debug;
-use std::fs::{File, OpenOptions};
+use std::fs::{DirBuilder, File, OpenOptions, Permissions};
 use std::io::{self, IoSlice, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
+
+/// The mode of every directory holdfast creates under `data_dir`.
+pub const PRIVATE_DIR: u32 = 0o700;
+/// The mode of every file holdfast creates under `data_dir`.
+pub const PRIVATE_FILE: u32 = 0o600;
+
+/// Creates `dir` and any missing parent, each [`PRIVATE_DIR`].
+pub fn create_private_dir_all(dir: &Path) -> io::Result<()> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(PRIVATE_DIR)
+        .create(dir)
+}
+
+/// `opts` creating a file [`PRIVATE_FILE`] (an existing one keeps its mode).
+pub fn private_file(opts: &mut OpenOptions) -> &mut OpenOptions {
+    opts.mode(PRIVATE_FILE)
+}
+
+/// `std::fs::write`, creating the file [`PRIVATE_FILE`].
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    private_file(OpenOptions::new().write(true).create(true).truncate(true))
+        .open(path)?
+        .write_all(bytes)
+}
+
+/// Takes the group's and others' bits off every directory and file below
+/// `root` (not `root` itself, whose mode its creator chose: the package
+/// makes `/var/lib/holdfast` 0750 for its group), except the trees in
+/// `except` (a `file` sink's output, meant for its readers), without
+/// following symlinks. Returns how many were tightened and the first of
+/// them; an entry that cannot be changed (another owner) is an error
+/// naming it.
+pub fn tighten_tree(
+    root: &Path,
+    except: &[&Path],
+) -> io::Result<(usize, Option<std::path::PathBuf>)> {
+    let mut changed = 0;
+    let mut first = None;
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let path = entry.path();
+            if except.contains(&path.as_path()) {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(&path)?;
+            if meta.file_type().is_symlink() {
+                continue;
+            }
+            if meta.is_dir() {
+                dirs.push(path.clone());
+            }
+            let mode = meta.permissions().mode() & 0o7777;
+            if mode & 0o077 != 0 {
+                std::fs::set_permissions(&path, Permissions::from_mode(mode & !0o077))
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+                changed += 1;
+                first.get_or_insert(path);
+            }
+        }
+    }
+    Ok((changed, first))
+}
 
 /// One operation on the log directory, as the hook sees it.
 #[derive(Debug, Clone, Copy)]
@@ -160,8 +241,11 @@ impl Fs {
     }
 
     /// Opens `path` with `opts`, which must include `create` or
-    /// `create_new`; reported as a creation only if the file is new.
+    /// `create_new`; reported as a creation only if the file is new. A new
+    /// file is [`PRIVATE_FILE`].
     pub fn create(&self, opts: &OpenOptions, path: &Path) -> io::Result<File> {
+        let mut opts = opts.clone();
+        let opts = private_file(&mut opts);
         if self.hook.is_none() {
             return opts.open(path);
         }
@@ -193,4 +277,49 @@ fn prefix<'a>(slices: &'a [IoSlice<'_>], mut n: usize) -> Vec<&'a [u8]> {
         n -= take;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn private_whatever_the_umask_and_old_state_tightened() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        create_private_dir_all(&root.join("a/b")).unwrap();
+        write_private(&root.join("a/b/f"), b"x").unwrap();
+        Fs::default()
+            .create(
+                OpenOptions::new().write(true).create(true),
+                &root.join("a/g"),
+            )
+            .unwrap();
+        // Whatever the test's umask, nothing above the private modes.
+        for (p, max) in [
+            ("a", 0o700),
+            ("a/b", 0o700),
+            ("a/b/f", 0o600),
+            ("a/g", 0o600),
+        ] {
+            assert_eq!(mode(&root.join(p)) & !max, 0, "{p}");
+        }
+        // What an older release left under umask 022.
+        std::fs::set_permissions(root.join("a/b"), Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(root.join("a/b/f"), Permissions::from_mode(0o644)).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", root.join("a/link")).unwrap();
+        std::fs::create_dir(root.join("out")).unwrap();
+        std::fs::set_permissions(root.join("out"), Permissions::from_mode(0o750)).unwrap();
+        let out = root.join("out");
+        let (n, _) = tighten_tree(root, &[&out]).unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(mode(&root.join("a/b")), 0o700);
+        assert_eq!(mode(&root.join("a/b/f")), 0o600);
+        assert_eq!(mode(&out), 0o750, "a file sink's output is left as it is");
+        assert_eq!(tighten_tree(root, &[&out]).unwrap().0, 0);
+    }
 }

@@ -145,6 +145,10 @@ use tokio::sync::{oneshot, watch};
 pub use consumer::{Consumer, Event, StartAt};
 pub use error::{LogError, Result};
 pub use hold::Hold;
+/// Creating state under `data_dir` private whatever the umask (`io.rs`).
+pub use io::{
+    create_private_dir_all, private_file, tighten_tree, write_private, PRIVATE_DIR, PRIVATE_FILE,
+};
 #[doc(hidden)]
 pub use io::{IoHook, IoOp};
 pub use ledger::Ledger;

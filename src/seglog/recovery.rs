@@ -14,7 +14,7 @@ use tracing::{error, info, warn};
 use super::cursor;
 use super::error::{LogError, Result};
 use super::format::{self, SegmentHeader, FORMAT_VERSION, SEGMENT_HEADER_LEN};
-use super::io::Fs;
+use super::io::{self, Fs};
 use super::segment::{self, Segment};
 use super::state::{now_ms, ConsumerState, Counters, State};
 
@@ -49,9 +49,9 @@ pub enum Mode {
 }
 
 pub fn lock_dir(dir: &Path) -> Result<File> {
-    std::fs::create_dir_all(dir).map_err(|e| LogError::io("creating log directory", dir, e))?;
+    io::create_private_dir_all(dir).map_err(|e| LogError::io("creating log directory", dir, e))?;
     let path = dir.join(LOCK_FILE);
-    let lock = OpenOptions::new()
+    let lock = io::private_file(&mut OpenOptions::new())
         .create(true)
         .truncate(false)
         .write(true)

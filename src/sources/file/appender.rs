@@ -73,6 +73,11 @@ pub const RECENT_FILE: &str = "checkpoint.recent";
 /// so a tenth of a second of staleness costs a few more events scanned.
 const RECENT_INTERVAL: Duration = Duration::from_millis(100);
 const RECENT_TMP: &str = "checkpoint.recent.tmp";
+/// After a stop, how long the tailer has to send what it holds and close
+/// the channel. A tailer stuck in a system call never does: past this the
+/// channel is closed from this end, so the stop stays prompt (its unsent
+/// lines are read again at the next start).
+const TAILER_STOP_GRACE: Duration = Duration::from_secs(5);
 const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
@@ -133,6 +138,8 @@ enum Event {
     Received(Option<Update>),
     Retry,
     Tick,
+    /// The tailer did not close the channel within [`TAILER_STOP_GRACE`].
+    TailerLate,
 }
 
 /// Submits an append and polls it once, so it is queued at the writer now.
@@ -209,6 +216,8 @@ impl Appender {
     ) -> anyhow::Result<()> {
         let mut stopping = false;
         let mut open = true;
+        // When the tailer must have closed the channel by, once stopping.
+        let mut tailer_due: Option<tokio::time::Instant> = None;
         loop {
             self.apply_done();
             if !open && self.queue.is_empty() {
@@ -245,6 +254,7 @@ impl Appender {
                 _ => None,
             };
             let in_flight = front.is_some();
+            let late = tailer_due.filter(|_| open);
             let ev = tokio::select! {
                 biased;
                 _ = stop.cancelled(), if !stopping => Event::Stop,
@@ -252,11 +262,19 @@ impl Appender {
                 m = rx.recv(), if can_take => Event::Received(m),
                 _ = tokio::time::sleep(backoff), if blocked => Event::Retry,
                 _ = tokio::time::sleep(tick), if dirty => Event::Tick,
+                _ = tokio::time::sleep_until(late.unwrap_or_else(tokio::time::Instant::now)), if late.is_some() => Event::TailerLate,
             };
             match ev {
                 Event::Stop => {
                     stopping = true;
+                    tailer_due = Some(tokio::time::Instant::now() + TAILER_STOP_GRACE);
                     wake.stop();
+                }
+                Event::TailerLate => {
+                    warn!(source = %self.name, grace_s = TAILER_STOP_GRACE.as_secs(),
+                        "the tailer thread did not finish after the stop (stuck in a system call?); stopping without it, its unsent lines are read again at the next start");
+                    rx.close();
+                    tailer_due = None;
                 }
                 Event::Acked(r) => {
                     let p = self
@@ -574,7 +592,7 @@ impl Appender {
 /// mix; nothing is synced.
 fn save_recent(dir: &std::path::Path, ck: &Checkpoint) -> std::io::Result<()> {
     let tmp = dir.join(RECENT_TMP);
-    std::fs::write(&tmp, checkpoint::encode(ck))?;
+    crate::seglog::write_private(&tmp, &checkpoint::encode(ck))?;
     std::fs::rename(&tmp, dir.join(RECENT_FILE))
 }
 

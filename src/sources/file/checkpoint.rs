@@ -37,6 +37,8 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::seglog::{create_private_dir_all, private_file};
+
 pub const FILE: &str = "checkpoint.json";
 const TMP: &str = "checkpoint.json.tmp";
 pub const DAMAGED: &str = "checkpoint.json.damaged";
@@ -294,13 +296,13 @@ impl StateFile {
     /// Writes the file crash-safely (see the module doc).
     pub fn save<T: SourceState>(&self, dir: &Path, state: &T) -> io::Result<()> {
         if !dir.exists() {
-            fs::create_dir_all(dir)?;
+            create_private_dir_all(dir)?;
             if let Some(parent) = dir.parent() {
                 sync_dir(parent)?;
             }
         }
         let tmp = dir.join(self.tmp);
-        let mut f = OpenOptions::new()
+        let mut f = private_file(&mut OpenOptions::new())
             .write(true)
             .create(true)
             .truncate(true)

@@ -8,7 +8,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{FileSourceOptions, Multiline, StartAt};
+use super::{FileSourceOptions, FollowSymlinks, Multiline, StartAt};
 use crate::config::check::{Checker, NamedTable};
 use crate::config::environment::Env;
 use crate::config::raw::one_of_newtype;
@@ -46,6 +46,15 @@ one_of_newtype! {
     }
 }
 
+one_of_newtype! {
+    /// `follow_symlinks`, as written.
+    RawFollowSymlinks(FollowSymlinks) {
+        "inside" => FollowSymlinks::Inside,
+        "always" => FollowSymlinks::Always,
+        "never" => FollowSymlinks::Never,
+    }
+}
+
 raw_source! {
     /// `[sources.<name>]` with `type = "file"`, as written.
     pub(crate) struct RawFileSource {
@@ -63,6 +72,10 @@ raw_source! {
         rotate_wait: Dur,
         /// Default `"5m"`.
         idle_close: Dur,
+        /// `"inside"`, `"always"` or `"never"`. Default `"inside"`: a
+        /// symlink is read only if its target lies inside a directory the
+        /// include globs name.
+        follow_symlinks: RawFollowSymlinks,
         /// Default `"256KiB"`; at most `log.segment_size` − 4 KiB.
         max_line_bytes: Size,
         /// Default `"5s"`.
@@ -155,6 +168,13 @@ impl RawFileSource {
             d::IDLE_CLOSE,
             Some("files would be closed and reopened on every read"),
         );
+        let follow_symlinks = match &self.follow_symlinks {
+            Some(v) => {
+                cx.note(&key("follow_symlinks"), v);
+                v.get_ref().0
+            }
+            None => FollowSymlinks::Inside,
+        };
         let segment_room = log
             .segment_bytes
             .min(64 << 20)
@@ -244,6 +264,7 @@ impl RawFileSource {
             fingerprint_bytes: fingerprint_bytes as usize,
             rotate_wait,
             idle_close,
+            follow_symlinks,
             max_line_bytes: max_line_bytes as usize,
             line_idle_timeout,
             multiline,
@@ -305,6 +326,16 @@ impl Source for FileSourceOptions {
             format_duration(f.line_idle_timeout),
             format_size(f.fingerprint_bytes as u64)
         )?;
+        let links = match f.follow_symlinks {
+            FollowSymlinks::Inside => {
+                "symlinks read only when their target lies inside the globs' directories"
+            }
+            FollowSymlinks::Always => {
+                "symlinks read wherever they lead (follow_symlinks = \"always\")"
+            }
+            FollowSymlinks::Never => "symlinks never read",
+        };
+        writeln!(out, "    only regular files are read; {links}")?;
         if let Some(m) = &f.multiline {
             writeln!(
                 out,
@@ -321,7 +352,7 @@ impl Source for FileSourceOptions {
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {
-        ctx.start(self.clone(), super::run)
+        Box::pin(super::run_in(ctx.clone(), self.clone()))
     }
 
     fn check_environment(&self, name: &str, env: &mut Env<'_>) {

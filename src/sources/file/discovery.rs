@@ -5,8 +5,11 @@
 //! globbed rest; a scan lists only the base directories, down as many levels
 //! as the pattern has components (any depth below a `**`, capped at
 //! [`MAX_DEPTH`]), and matches full paths with globset (`*` does not cross
-//! `/`). Symlinks are followed, to files and to directories (a directory
-//! reached twice is listed once, so symlink loops end). Exclude patterns
+//! `/`). Symlinks are judged by `follow_symlinks` (`open.rs`): followed,
+//! to files and to directories, when allowed (a directory reached twice is
+//! listed once, so symlink loops end). A matched path that is a FIFO,
+//! socket or device, or a link the policy refuses, is not returned but
+//! listed in [`Patterns::skipped`], never opened. Exclude patterns
 //! containing a `/` are matched against the full path, others against the
 //! file name.
 //!
@@ -28,6 +31,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tracing::{debug, warn};
 
 use super::identity::FileMeta;
+use super::open::{is_special, Opener, Skip};
 
 /// How deep a `**` pattern descends.
 pub const MAX_DEPTH: usize = 16;
@@ -59,6 +63,8 @@ pub struct Patterns {
     roots: Vec<Root>,
     /// Directories whose listing failed, warned about once.
     warned: HashSet<PathBuf>,
+    /// Matched paths the last scan did not return, and why.
+    pub skipped: Vec<(PathBuf, Skip)>,
 }
 
 fn is_glob(s: &str) -> bool {
@@ -131,6 +137,7 @@ impl Patterns {
             exclude_name: e(exn.build())?,
             roots,
             warned: HashSet::new(),
+            skipped: Vec::new(),
         })
     }
 
@@ -154,26 +161,47 @@ impl Patterns {
         v
     }
 
-    /// Lists every matching regular file (symlinks followed).
-    pub fn scan(&mut self) -> Vec<FoundFile> {
+    /// Lists every matching regular file `opener` allows (its roots are
+    /// resolved again first); what it refused is in [`Patterns::skipped`].
+    pub fn scan(&mut self, opener: &mut Opener) -> Vec<FoundFile> {
+        opener.set_roots(self.roots.iter().map(|r| r.dir.as_path()));
+        self.skipped.clear();
         let mut out = Vec::new();
         let mut seen_paths = HashSet::new();
         let mut seen_dirs = HashSet::new();
         for root in self.roots.clone() {
             if let Some(p) = &root.literal {
-                if let Ok(m) = fs::metadata(p) {
-                    if m.is_file() && self.matches(p) && seen_paths.insert(p.clone()) {
+                if !self.matches(p) || seen_paths.contains(p) {
+                    continue;
+                }
+                let Ok(lm) = fs::symlink_metadata(p) else {
+                    continue;
+                };
+                if lm.file_type().is_symlink() {
+                    if let Some(why) = opener.judge_link(p) {
+                        self.skipped.push((p.clone(), why));
+                        continue;
+                    }
+                }
+                match fs::metadata(p) {
+                    Ok(m) if m.is_file() => {
+                        seen_paths.insert(p.clone());
                         out.push(FoundFile {
                             path: p.clone(),
                             meta: FileMeta::of(&m),
                         });
                     }
+                    Ok(m) if is_special(m.file_type()) => {
+                        self.skipped.push((p.clone(), Skip::NotRegular));
+                    }
+                    _ => {}
                 }
                 continue;
             }
             self.walk(
                 &root.dir,
                 root.depth,
+                opener,
                 &mut out,
                 &mut seen_paths,
                 &mut seen_dirs,
@@ -186,6 +214,7 @@ impl Patterns {
         &mut self,
         dir: &Path,
         depth: usize,
+        opener: &Opener,
         out: &mut Vec<FoundFile>,
         seen_paths: &mut HashSet<PathBuf>,
         seen_dirs: &mut HashSet<(u64, u64)>,
@@ -218,18 +247,38 @@ impl Patterns {
             } else if ft.is_file() || ft.is_dir() {
                 entry.metadata()
             } else {
+                if is_special(ft) && self.matches(&path) {
+                    self.skipped.push((path, Skip::NotRegular));
+                }
                 continue;
             };
             let Ok(meta) = meta else { continue };
             if meta.is_dir() {
-                if depth > 1 {
-                    self.walk(&path, depth - 1, out, seen_paths, seen_dirs);
+                // A linked directory is listed only where links are
+                // followed; its files are judged one by one below.
+                let refused = ft.is_symlink() && opener.judge_link(&path).is_some();
+                if depth > 1 && !refused {
+                    self.walk(&path, depth - 1, opener, out, seen_paths, seen_dirs);
                 }
-            } else if meta.is_file() && self.matches(&path) && seen_paths.insert(path.clone()) {
+                continue;
+            }
+            if !self.matches(&path) || seen_paths.contains(&path) {
+                continue;
+            }
+            if ft.is_symlink() {
+                if let Some(why) = opener.judge_link(&path) {
+                    self.skipped.push((path, why));
+                    continue;
+                }
+            }
+            if meta.is_file() {
+                seen_paths.insert(path.clone());
                 out.push(FoundFile {
                     path,
                     meta: FileMeta::of(&meta),
                 });
+            } else if is_special(meta.file_type()) {
+                self.skipped.push((path, Skip::NotRegular));
             }
         }
     }
@@ -400,6 +449,7 @@ impl Watch {
 
 #[cfg(test)]
 mod tests {
+    use super::super::open::FollowSymlinks;
     use super::*;
 
     #[test]
@@ -452,7 +502,7 @@ mod tests {
                 .collect();
             let mut p = Patterns::compile(&inc, &exc).unwrap();
             let mut v: Vec<String> = p
-                .scan()
+                .scan(&mut Opener::new(FollowSymlinks::Always, Default::default()))
                 .into_iter()
                 .map(|f| f.path.strip_prefix(root).unwrap().display().to_string())
                 .collect();
@@ -473,6 +523,11 @@ mod tests {
             ["link.log", "x.log", "y.log"]
         );
         assert_eq!(names(&["nothing/*.log"], &[]), Vec::<String>::new());
+        // The default policy: the link leads outside the globs' directory.
+        let mut p = Patterns::compile(&[format!("{}/*.log", root.display())], &[]).unwrap();
+        let found = p.scan(&mut Opener::new(FollowSymlinks::Inside, Default::default()));
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(p.skipped, [(root.join("link.log"), Skip::SymlinkOutside)]);
         assert!(Patterns::compile(&["/a/[".into()], &[]).is_err());
         assert!(Patterns::compile(&[], &[]).is_err());
     }

@@ -31,6 +31,8 @@ use std::path::{Path, PathBuf};
 
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
+use super::open::{Opened, Opener};
+
 /// What `stat` says about a file, as far as identity goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileMeta {
@@ -195,22 +197,21 @@ pub fn list_inodes(dir: &Path) -> io::Result<HashMap<u64, Vec<PathBuf>>> {
 /// `None` if no such file is there (deleted, compressed, moved elsewhere,
 /// truncated, or its inode reused by another file).
 pub fn open_moved(
+    opener: &Opener,
     listing: &HashMap<u64, Vec<PathBuf>>,
     known: &Known,
     buf: &mut Vec<u8>,
 ) -> io::Result<Option<Moved>> {
     for path in listing.get(&known.ino).into_iter().flatten() {
         let path = path.clone();
-        let file = match File::open(&path) {
-            Ok(f) => f,
+        let (file, m) = match opener.open(&path) {
+            Ok(Opened::File(f, m)) => (f, m),
+            // Not a file the source may read: not the one it followed.
+            Ok(Opened::Skipped(_)) => continue,
             // Renamed or deleted since the directory was read.
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
         };
-        let m = file.metadata()?;
-        if !m.is_file() {
-            continue;
-        }
         let meta = FileMeta::of(&m);
         if meta.inode() != (known.dev, known.ino) {
             continue;
@@ -298,7 +299,11 @@ mod tests {
     }
 
     fn find_moved(dir: &Path, known: &Known, buf: &mut Vec<u8>) -> io::Result<Option<Moved>> {
-        open_moved(&list_inodes(dir)?, known, buf)
+        let opener = Opener::new(
+            super::super::open::FollowSymlinks::Always,
+            Default::default(),
+        );
+        open_moved(&opener, &list_inodes(dir)?, known, buf)
     }
 
     fn known_of(path: &Path, prefix: &[u8], read_pos: u64) -> Known {

@@ -14,6 +14,11 @@ lines, and appends every line to the log once.
 
 * `discovery.rs` — globs (globset), scans on `scan_interval`, inotify
   wake-ups (notify); polling alone also works.
+* `open.rs` — the one way a matched file is opened: regular files only,
+  non-blocking, symlinks judged by `follow_symlinks`; what it refuses is
+  skipped, logged once and counted.
+* `beat.rs` — the tailer thread's heartbeat; a watchdog in [`run`] turns a
+  thread that stopped cycling into `/readyz` and a gauge.
 * `identity.rs` — which file is which: device + inode + birth time + a hash
   of the first `fingerprint_bytes`; the key each line's id derives from.
 * `tailer/` — the thread that follows files through rename, copytruncate,
@@ -63,6 +68,7 @@ the log: see `recovery.rs` for how the lines past it are not repeated.
 */
 
 mod appender;
+mod beat;
 pub mod checkpoint;
 mod config;
 mod discovery;
@@ -70,6 +76,7 @@ mod encode;
 mod identity;
 mod lines;
 mod multiline;
+mod open;
 mod recovery;
 mod tailer;
 
@@ -82,7 +89,9 @@ use anyhow::{anyhow, bail, Context};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
+use crate::api::Health;
 use crate::metrics::Metrics;
+use crate::registry::ComponentContext;
 use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use crate::seglog::Log;
 
@@ -90,6 +99,7 @@ pub use encode::{
     ATTR_INVALID_UTF8, ATTR_NAME, ATTR_ORIGINAL_BYTES, ATTR_PATH, ATTR_TRUNCATED, ORIGIN_END_TAG,
     SCOPE_NAME,
 };
+pub use open::{FollowSymlinks, Skip};
 
 /// Defaults, for `config.rs` and for tests.
 pub const DEFAULT_FINGERPRINT_BYTES: usize = 1024;
@@ -138,6 +148,8 @@ pub struct FileSourceOptions {
     pub rotate_wait: Duration,
     /// A file with nothing new for this long is closed (reopened on change).
     pub idle_close: Duration,
+    /// Which symlinks among the matched files are read (`open.rs`).
+    pub follow_symlinks: FollowSymlinks,
     /// Longer lines are truncated, marked and counted.
     pub max_line_bytes: usize,
     /// A last line without newline is emitted after the file was idle this long.
@@ -161,6 +173,7 @@ impl FileSourceOptions {
             fingerprint_bytes: DEFAULT_FINGERPRINT_BYTES,
             rotate_wait: DEFAULT_ROTATE_WAIT,
             idle_close: DEFAULT_IDLE_CLOSE,
+            follow_symlinks: FollowSymlinks::Inside,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             line_idle_timeout: DEFAULT_LINE_IDLE_TIMEOUT,
             multiline: None,
@@ -193,6 +206,9 @@ impl FileSourceOptions {
 /// another 3-6 MiB less (e2e file phase: 25.6-29.2 MiB instead of 32.0)
 /// at 700k-890k lines/s.
 const CHUNK_BYTES: usize = 256 << 10;
+/// How long a stopping source waits for its tailer thread once the
+/// appender is done.
+const TAILER_STOP_WAIT: Duration = Duration::from_secs(1);
 /// Chunks waiting between the tailer and the appender.
 const CHANNEL_DEPTH: usize = 2;
 
@@ -228,6 +244,30 @@ pub async fn run(
     log: Log,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
+) -> anyhow::Result<()> {
+    run_with(name, opts, log, metrics, stop, None).await
+}
+
+/// [`run`] in the daemon: a tailer thread that stops making progress is
+/// listed in `/readyz` (see `beat.rs`).
+pub async fn run_in(ctx: ComponentContext, opts: FileSourceOptions) -> anyhow::Result<()> {
+    let ComponentContext {
+        name,
+        log,
+        metrics,
+        health,
+        stop,
+    } = ctx;
+    run_with(name, opts, log, metrics, stop, Some(health)).await
+}
+
+async fn run_with(
+    name: String,
+    opts: FileSourceOptions,
+    log: Log,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+    health: Option<Arc<Health>>,
 ) -> anyhow::Result<()> {
     opts.check().with_context(|| format!("source {name}"))?;
     // Until the checkpoint is read, the hold keeps everything (or, after a
@@ -318,6 +358,13 @@ pub async fn run(
     let t = tailer::Tailer::new(settings, init, tx, wake.clone(), counters.clone(), &host)
         .map_err(|e| anyhow!("source {name}: {e}"))?;
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let watch = tokio::spawn(beat::watchdog(
+        name.clone(),
+        counters.beat.clone(),
+        counters.stalled.clone(),
+        health.clone(),
+        beat::STALLED_AFTER,
+    ));
     std::thread::Builder::new()
         .name(format!("file:{name}"))
         .spawn(move || {
@@ -335,10 +382,17 @@ pub async fn run(
     );
     let r = app.run(rx, stop, wake.clone()).await;
     wake.stop();
-    let tailer_ok = done_rx.await.is_ok();
+    // A thread stuck in a system call cannot be ended: it is left behind
+    // (it has nothing of the log's) rather than holding up the stop.
+    let tailer = tokio::time::timeout(TAILER_STOP_WAIT, done_rx).await;
+    beat::end_watch(&name, watch, health.as_deref());
     r?;
-    if !tailer_ok {
-        bail!("source {name}: the tailer thread panicked");
+    match tailer {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => bail!("source {name}: the tailer thread panicked"),
+        Err(_) => {
+            error!(source = %name, "the tailer thread did not stop (stuck in a system call); leaving it behind");
+            Ok(())
+        }
     }
-    Ok(())
 }

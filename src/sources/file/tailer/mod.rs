@@ -92,10 +92,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
+use super::beat::Step;
 use super::checkpoint::Record;
 use super::discovery::{Patterns, Wake, Watch, Woken};
 use super::encode::Encoder;
 use super::identity::{FileMeta, Prefix};
+use super::open::{Opener, Skip, SkipLog};
 use super::recovery::Found;
 use super::FileSourceOptions;
 
@@ -161,6 +163,10 @@ pub struct Tailer {
     wake: Arc<Wake>,
     watch: Watch,
     patterns: Patterns,
+    /// Every open of a matched file goes through it (`open.rs`).
+    opener: Opener,
+    /// What was skipped lately, logged and counted once per path.
+    skips: SkipLog,
     streams: Streams,
     /// Files set aside as possible copies of a live stream, since when.
     deferred: HashMap<(u64, u64), Instant>,
@@ -213,10 +219,12 @@ impl Tailer {
         };
         let multiline = s.opts.multiline.is_some();
         let format2 = crate::sources::WRITE_FORMAT_2;
-        let out = Out::new(enc, process, tx, c, limits, multiline, format2);
+        let out = Out::new(enc, process, tx, c.clone(), limits, multiline, format2);
         let streams = Streams::new(s.opts.fingerprint_bytes);
         let mut t = Tailer {
             keep: s.opts.max_line_bytes + 1,
+            opener: Opener::new(s.opts.follow_symlinks, c.beat.clone()),
+            skips: SkipLog::default(),
             s,
             wake,
             watch,
@@ -333,6 +341,14 @@ impl Tailer {
         warn!(source = %self.s.name, path = %path.display(), error = %e, "{what}");
     }
 
+    /// A matched path is not read: said and counted once while it stays so.
+    fn skipped(&mut self, path: &std::path::Path, why: Skip) {
+        if self.skips.note(path, why) {
+            self.out.c.skipped[why as usize].inc();
+            warn!(source = %self.s.name, path = %path.display(), reason = why.as_str(), "{}", why.explain());
+        }
+    }
+
     /// Runs until stopped; sends what it has read before returning.
     pub fn run(mut self) {
         let tick = [
@@ -363,6 +379,7 @@ impl Tailer {
                 self.last_poll = now;
             }
             let mut more = self.read_pass(poll);
+            self.out.c.beat.step(Step::Timers);
             more |= self.timers(Instant::now());
             self.out.flush();
             self.out.c.files_open.set(self.open as i64);
@@ -378,10 +395,12 @@ impl Tailer {
                     };
                     wait = wait.min(next.saturating_duration_since(Instant::now()));
                 }
+                self.out.c.beat.step(Step::Waiting);
                 self.wake.wait(wait)
             };
         }
         self.out.flush();
+        self.out.c.beat.step(Step::Waiting);
         info!(source = %self.s.name, files = self.streams.attached_files(), "file source tailer stopped");
     }
 

@@ -7,6 +7,7 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 use tracing::warn;
 
+use super::super::beat::Step;
 use super::super::checkpoint::Record;
 use super::super::encode::{Encoder, LineMeta, Template};
 use super::super::lines::Line;
@@ -108,9 +109,12 @@ impl Out {
         if self.closed {
             return;
         }
+        // Waiting for the log to take a chunk is not a stall.
+        self.c.beat.step(Step::Waiting);
         if self.tx.blocking_send(u).is_err() {
             self.closed = true;
         }
+        self.c.beat.step(Step::Reading);
     }
 
     fn flush_records(&mut self) {

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 
+use super::super::beat::Beat;
 use super::super::checkpoint::Record;
+use super::super::open::Skip;
 use crate::metrics::Metrics;
 
 pub use super::chunk::Chunk;
@@ -45,7 +47,14 @@ pub struct Counters {
     pub rotations: Counter,
     pub truncations: Counter,
     pub read_errors: Counter,
+    /// By [`Skip`](super::super::open::Skip), in the order of `Skip::ALL`.
+    pub skipped: [Counter; 3],
     pub checkpoint_errors: Counter,
+    /// Seconds the tailer thread has been in one step (`beat.rs`), set by
+    /// the source's watchdog.
+    pub stalled: Gauge,
+    /// What step the tailer thread is in, since when.
+    pub beat: Arc<Beat>,
     pub events: Counter,
     pub event_bytes: Counter,
 }
@@ -68,7 +77,16 @@ impl Counters {
             rotations: f.rotations.get_or_create(&l).clone(),
             truncations: f.truncations.get_or_create(&l).clone(),
             read_errors: f.read_errors.get_or_create(&l).clone(),
+            skipped: Skip::ALL.map(|why| {
+                let l = crate::metrics::SourceReasonLabels {
+                    source: name.to_string(),
+                    reason: why.as_str().to_string(),
+                };
+                f.skipped.get_or_create(&l).clone()
+            }),
             checkpoint_errors: f.checkpoint_errors.get_or_create(&l).clone(),
+            stalled: f.tailer_stalled.get_or_create(&l).clone(),
+            beat: Arc::new(Beat::default()),
             events: metrics.sources.events.get_or_create(&l).clone(),
             event_bytes: metrics.sources.bytes.get_or_create(&l).clone(),
         }

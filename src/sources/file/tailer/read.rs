@@ -3,6 +3,7 @@
 use std::io::{self, Read};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use super::super::beat::Step;
 use super::super::identity::{self, FileMeta};
 use super::rotation::{self, FirstBytes};
 use super::{Lines, StreamId, Tailer, READ_BUDGET};
@@ -79,6 +80,7 @@ impl Tailer {
         let keep = self.keep;
         let mut budget = READ_BUDGET;
         loop {
+            self.out.c.beat.step(Step::Reading);
             // The time of this read: a pass may take long (sending blocks
             // while the log is busy), and a line's quiet time counts from
             // when its bytes were really read.

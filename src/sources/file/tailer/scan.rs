@@ -10,8 +10,10 @@ use std::time::{Instant, SystemTime};
 
 use tracing::{debug, info};
 
+use super::super::beat::Step;
 use super::super::discovery::FoundFile;
 use super::super::identity::{self, FileMeta, Prefix};
+use super::super::open::Opened;
 use super::super::StartAt;
 use super::rotation::{self, Copy, Next, Reopened, Unattached};
 use super::stream::TAIL_BYTES;
@@ -21,7 +23,12 @@ impl Tailer {
     pub(super) fn scan(&mut self, now: Instant) {
         self.last_scan = Some(now);
         self.rescan = false;
-        let found = self.patterns.scan();
+        self.out.c.beat.step(Step::Scanning);
+        self.skips.scan_started();
+        let found = self.patterns.scan(&mut self.opener);
+        for (path, why) in std::mem::take(&mut self.patterns.skipped) {
+            self.skipped(&path, why);
+        }
         self.watch.ensure(&self.patterns.watch_dirs());
         let mut seen: HashSet<StreamId> = HashSet::with_capacity(found.len());
         let mut unknown = Vec::new();
@@ -52,6 +59,7 @@ impl Tailer {
         // Listings serve this scan only: none is held between scans, and a
         // file renamed after this one is looked for again at the next.
         self.listings.clear();
+        self.skips.scan_ended();
         self.first_start = false;
         // Never needed again once every file has been seen once.
         self.found = None;
@@ -146,7 +154,7 @@ impl Tailer {
                 }
             },
         };
-        let found = match identity::open_moved(listing, &known, &mut self.pbuf) {
+        let found = match identity::open_moved(&self.opener, listing, &known, &mut self.pbuf) {
             Ok(Some(m)) => m,
             Ok(None) => return false,
             Err(e) => {
@@ -178,14 +186,11 @@ impl Tailer {
     /// stream, a possible copy of a live one (set aside for a while), or a
     /// new stream.
     fn discover(&mut self, f: FoundFile, now: Instant) {
-        let file = match File::open(&f.path) {
-            Ok(file) => file,
+        let (file, meta) = match self.opener.open(&f.path) {
+            Ok(Opened::File(file, m)) => (file, FileMeta::of(&m)),
+            Ok(Opened::Skipped(why)) => return self.skipped(&f.path, why),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return,
             Err(e) => return self.read_error("cannot open a matched file", &f.path, &e),
-        };
-        let meta = match file.metadata() {
-            Ok(m) => FileMeta::of(&m),
-            Err(e) => return self.read_error("cannot stat a matched file", &f.path, &e),
         };
         if meta.inode() != f.meta.inode() || self.streams.with_inode(meta.inode()).is_some() {
             self.rescan = true;
@@ -422,17 +427,20 @@ impl Tailer {
             return;
         }
         let path = s.path.clone();
-        let mut file = match File::open(&path) {
-            Ok(f) => f,
+        let (mut file, meta) = match self.opener.open(&path) {
+            Ok(Opened::File(f, m)) => (f, FileMeta::of(&m)),
+            Ok(Opened::Skipped(why)) => {
+                // Replaced by a FIFO or a link since it was last read: a
+                // scan finds the stream's file gone and ends it.
+                self.skipped(&path, why);
+                self.rescan = true;
+                return;
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 self.rescan = true;
                 return;
             }
             Err(e) => return self.read_error("cannot open a followed file", &path, &e),
-        };
-        let meta = match file.metadata() {
-            Ok(m) => FileMeta::of(&m),
-            Err(e) => return self.read_error("cannot stat a followed file", &path, &e),
         };
         let Some(s) = self.streams.get(id) else {
             return;
