@@ -485,8 +485,24 @@ fn causes(e: &anyhow::Error) -> Vec<String> {
     out
 }
 
+/// The commands that print for a reader end quietly when the reader goes
+/// away (`holdfast check | head`), as other command-line tools do, instead of
+/// panicking in `println!`. The daemon keeps Rust's default (SIGPIPE
+/// ignored): a peer that closes its socket must give a write error, not end
+/// the agent.
+fn quiet_on_closed_pipe() {
+    // SAFETY: setting a signal's disposition to SIG_DFL before any other
+    // thread exists; no handler runs Rust code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Run { .. }) {
+        quiet_on_closed_pipe();
+    }
     match cli.command {
         Command::Run { config } => {
             let settings = match load(&config) {

@@ -253,3 +253,41 @@ fn run_reads_the_same_variables() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("sources.otlp.listen"), "{stderr}");
 }
+
+/// `holdfast check | head`: the reader goes away before check prints; the
+/// command ends quietly, as other command-line tools do, not with a panic.
+#[test]
+fn a_reader_that_goes_away_ends_check_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("holdfast.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = \"{}\"\n{}",
+            dir.path().join("data").display(),
+            PIPELINE.replace("${HF_PORT}", "4399")
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args(["check", "--offline", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running holdfast check");
+    // Close the reading end before check writes a byte.
+    drop(child.stdout.take());
+    let out = child
+        .wait_with_output()
+        .expect("waiting for holdfast check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("invalid configuration") && !stderr.contains("Usage"),
+        "the check itself failed:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "check panicked on a closed pipe:\n{stderr}"
+    );
+}
