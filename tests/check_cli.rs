@@ -253,3 +253,97 @@ fn run_reads_the_same_variables() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("sources.otlp.listen"), "{stderr}");
 }
+
+/// The error lines of `holdfast check --offline` on a config body.
+fn errors_of(body: &str) -> Vec<String> {
+    let a = Agent::new(body);
+    let out = check(&["--config", a.config_arg(), "--offline"], &[]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    stderr
+        .lines()
+        .filter(|l| l.starts_with(a.config_arg()))
+        .map(|l| l[a.config_arg().len()..].to_string())
+        .collect()
+}
+
+fn has(errors: &[String], key: &str, words: &str) -> bool {
+    errors
+        .iter()
+        .any(|e| e.contains(&format!(": {key}: ")) && e.contains(words))
+}
+
+#[test]
+fn a_type_error_in_a_table_does_not_hide_its_other_problems() {
+    let errors = errors_of(
+        "[log]\nfsync = 3\nmax_bytes = \"1MiB\"\nsegment_size = \"8MiB\"\n\n\
+         [sources.app]\ntype = \"file\"\ninclude = [\"/tmp/x/*.log\"]\n\n\
+         [[sources.app.process.steps]]\ntype = \"json\"\nname = \"a\"\nfield = 3\n\n\
+         [[sources.app.process.steps]]\ntype = \"json\"\nname = \"a\"\n\n\
+         [sinks.es]\ntype = \"elasticsearch\"\nendpoint = \"http://127.0.0.1:9200\"\n\
+         inputs = [\"app\", \"app\", \"nope\"]\nconcurrency = \"adaptive\"\ncolour = \"blue\"\n\
+         batch_max_events = 0\nmax_attempts = 5000\n",
+    );
+    let want = [
+        ("log.fsync", "expected one of"),
+        ("log.max_bytes", "at least twice log.segment_size"),
+        ("sources.app.process.steps[0].field", "expected a string"),
+        ("sources.app.process.steps[1].name", "used twice"),
+        ("sinks.es.inputs[1]", "listed twice"),
+        ("sinks.es.inputs[2]", "no source named \"nope\""),
+        ("sinks.es.concurrency", "expected a whole number"),
+        ("sinks.es.colour", "unknown key"),
+        ("sinks.es.batch_max_events", "out of range"),
+        ("sinks.es.max_attempts", "out of range"),
+    ];
+    for (key, words) in want {
+        assert!(has(&errors, key, words), "{key}: {words} in:\n{errors:#?}");
+    }
+    assert_eq!(errors.len(), want.len(), "nothing else: {errors:#?}");
+}
+
+#[test]
+fn a_required_key_of_the_wrong_type_is_reported_once() {
+    let errors = errors_of("[sources.a]\ntype = \"file\"\ninclude = \"/var/log/*.log\"\n");
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        has(&errors, "sources.a.include", "expected a list"),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn a_refused_listen_address_collides_with_nothing() {
+    let errors = errors_of(
+        "[sources.otlp]\ntype = \"otlp_http\"\nlisten = \"localhost:4319\"\n\n\
+         [sources.otlp2]\ntype = \"otlp_http\"\n\n\
+         [sinks.archive]\ntype = \"file\"\ninputs = [\"otlp\", \"otlp2\"]\n",
+    );
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        has(
+            &errors,
+            "sources.otlp.listen",
+            "host names are not resolved"
+        ),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn a_misspelt_level_is_the_only_problem_and_gets_a_suggestion() {
+    let errors = errors_of(
+        "[sources.app]\ntype = \"file\"\ninclude = [\"/tmp/x/*.log\"]\n\n\
+         [[sources.app.process.steps]]\ntype = \"filter\"\nseverity_below = \"infoo\"\n\n\
+         [sinks.archive]\ntype = \"file\"\ninputs = [\"app\"]\n",
+    );
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        has(
+            &errors,
+            "sources.app.process.steps[0].severity_below",
+            "(did you mean \"info\"?)"
+        ),
+        "{errors:#?}"
+    );
+}
