@@ -402,11 +402,26 @@ fn check_command(
         Some(s) => print!("{}", s.describe()),
         None => eprintln!("error: invalid configuration"),
     }
+    // The machine checks' warnings and notes sit on stdout under a heading
+    // of their own, like the config's warnings in the description; errors
+    // go to stderr. With --print-config, stdout is the config alone.
+    let mut machine = Vec::new();
     for d in &problems {
         let described =
             !print_config && settings.as_ref().is_some_and(|s| s.warnings().contains(d));
-        if !described {
+        if described {
+            continue;
+        }
+        if d.is_error() || print_config {
             eprintln!("{d}");
+        } else {
+            machine.push(d);
+        }
+    }
+    if !machine.is_empty() {
+        println!("\nmachine checks, warnings and notes ({}):", machine.len());
+        for d in machine {
+            println!("  {d}");
         }
     }
     let skipped = if offline {

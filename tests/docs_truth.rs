@@ -128,3 +128,45 @@ fn configuration_md_lists_every_example() {
         );
     }
 }
+
+/// A config that makes every message the docs quote from `check`; a new
+/// quoted message needs its mistake added here.
+const DOCS_MISTAKES: &str = "[log]\nmax_bytes = \"1GiB\"\nfsync = \"alway\"\n\n\
+    [sources.otlp]\ntype = \"otlp_http\"\n\n\
+    [sources.syslog]\ntype = \"file\"\ninclude = [\"/var/log/syslog\"]\n\n\
+    [sinks.archive]\ntype = \"file\"\ninputs = [\"otlp\", \"syslg\"]\n";
+
+#[test]
+fn every_check_message_quoted_in_the_docs_is_what_check_says() {
+    // Lines like `/etc/holdfast/holdfast.toml:3:9: log.fsync: unknown …`.
+    let mut quoted = Vec::new();
+    for entry in std::fs::read_dir(repo_file("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in text.lines() {
+            let Some((_, rest)) = line.split_once("holdfast.toml:") else {
+                continue;
+            };
+            let mut parts = rest.splitn(3, ':');
+            let (Some(l), Some(c), Some(message)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            if l.parse::<u32>().is_ok() && c.parse::<u32>().is_ok() {
+                quoted.push((path.display().to_string(), message.trim().to_string()));
+            }
+        }
+    }
+    assert!(!quoted.is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("holdfast.toml");
+    std::fs::write(&config, DOCS_MISTAKES).unwrap();
+    let out = holdfast(&["check", "--offline", "--config", config.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (doc, message) in quoted {
+        assert!(
+            stderr.lines().any(|l| l.ends_with(&format!(": {message}"))),
+            "{doc} quotes `{message}`, which check does not say:\n{stderr}"
+        );
+    }
+}
