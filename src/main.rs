@@ -12,6 +12,7 @@ use holdfast::cli::quarantine;
 use holdfast::config::{self, Settings};
 use holdfast::daemon::{self, Exit};
 use holdfast::inspect::{self, DumpFrom};
+use holdfast::registry::SourceKind;
 
 const DEFAULT_CONFIG: &str = config::DEFAULT_CONFIG_PATH;
 
@@ -319,19 +320,35 @@ fn sample_command(path: &std::path::Path, file: &std::path::Path, source: &str) 
         );
         return ExitCode::from(2);
     };
-    let chain = match &src.kind {
-        holdfast::registry::SourceKind::File(o) => o.process.clone(),
-        #[allow(unreachable_patterns)]
-        _ => None,
-    }
-    .unwrap_or_default();
+    // Every source type that runs a chain; an `otlp_http` source's runs on
+    // each log record, so each sample line stands for one record's body.
+    let (chain, what) = match &src.kind {
+        SourceKind::File(o) => (o.process.clone(), "lines"),
+        SourceKind::OtlpHttp(o) => (o.process.clone(), "log record bodies"),
+        SourceKind::Journald(_) | SourceKind::Syslog(_) => {
+            eprintln!(
+                "error: sources.{source} is a {} source, which has no processing chain \
+                 (`process` applies to file and otlp_http sources): nothing to try",
+                src.kind.type_name()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let Some(chain) = chain.filter(|c| c.has_steps() || !c.labels.is_empty()) else {
+        eprintln!(
+            "error: sources.{source} has no processing chain ([sources.{source}.process] with \
+             steps or labels): nothing to try; \
+             add steps (docs/processing.md) and run this again"
+        );
+        return ExitCode::from(2);
+    };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match holdfast::cli::sample::run(&chain, file, &mut out) {
         Ok(s) => {
             drop(out);
             eprintln!(
-                "{} lines through sources.{source}.process: {} kept ({} unparsed), {} dropped",
+                "{} {what} through sources.{source}.process: {} kept ({} unparsed), {} dropped",
                 s.lines, s.kept, s.unparsed, s.dropped
             );
             ExitCode::SUCCESS

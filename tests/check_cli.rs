@@ -450,3 +450,18 @@ fn the_cursor_sync_interval_is_described_as_the_docs_say() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_zero_log_max_bytes_names_its_real_bound() {
+    let errors = errors_of("[log]\nmax_bytes = \"0\"\n");
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    // Not "at least 1 B": the bound is twice segment_size.
+    assert!(
+        has(
+            &errors,
+            "log.max_bytes",
+            "must be at least twice log.segment_size (64 MiB)"
+        ),
+        "{errors:#?}"
+    );
+}

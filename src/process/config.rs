@@ -512,6 +512,13 @@ impl RawStep {
     }
 }
 
+/// A rate as a percentage without binary noise (0.1 is "10", not
+/// "10.000000000000002").
+fn percent(rate: f64) -> String {
+    let p = format!("{:.4}", rate * 100.0);
+    p.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// The chain's lines in `holdfast check`, under its source.
 pub fn describe(chain: &Chain, out: &mut String) -> fmt::Result {
     let list = |l: &[(String, String)]| {
@@ -581,9 +588,12 @@ pub fn describe(chain: &Chain, out: &mut String) -> fmt::Result {
                 Action::Drop => format!("drop events where {}", f.when.describe()),
                 Action::Keep => format!("keep only events where {}", f.when.describe()),
             },
+            Kind::Sample(sm) if sm.when.is_empty() => {
+                format!("keep {}% of all events (decided by id)", percent(sm.rate))
+            }
             Kind::Sample(sm) => format!(
-                "keep {}% of events where {} (decided by id)",
-                sm.rate * 100.0,
+                "keep {}% of events where {}, and every other event (decided by id)",
+                percent(sm.rate),
                 sm.when.describe()
             ),
             Kind::Redact(r) => format!(
