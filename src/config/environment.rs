@@ -400,3 +400,38 @@ impl Env<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Position;
+
+    /// `check --json` gave a table's finding (the journald source's
+    /// readability) no line: it is placed where the table's `type` is.
+    #[test]
+    fn a_finding_about_a_table_is_placed_at_its_type() {
+        let s = crate::config::parse(
+            "[sources.j]\ntype = \"journald\"\n\n[sinks.a]\ntype = \"file\"\ninputs = [\"j\"]\n",
+            "/etc/holdfast/holdfast.toml",
+        )
+        .expect("a valid config");
+        let mut env = Env {
+            settings: &s,
+            found: Vec::new(),
+            running: false,
+        };
+        env.push(Severity::Warning, "sources.j", "not readable".into());
+        env.push(Severity::Warning, "sinks.a.inputs", "written".into());
+        let at: Vec<_> = env.found.iter().map(|d| d.position).collect();
+        assert_eq!(
+            at,
+            [
+                Some(Position { line: 2, column: 8 }),
+                Some(Position {
+                    line: 6,
+                    column: 10
+                })
+            ]
+        );
+    }
+}
