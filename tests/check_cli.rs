@@ -465,3 +465,20 @@ fn a_zero_log_max_bytes_names_its_real_bound() {
         "{errors:#?}"
     );
 }
+
+#[test]
+fn every_problem_of_a_nested_table_is_reported() {
+    let errors = errors_of(
+        "[sources.app]\ntype = \"file\"\ninclude = [\"/tmp/x/*.log\"]\n\n\
+         [sinks.es]\ntype = \"elasticsearch\"\ninputs = [\"app\"]\nendpoint = \"http://127.0.0.1:9200\"\n\
+         quarantine = { max_bytes = 5, bogus = 1, when_full = \"never\" }\n",
+    );
+    for (key, words) in [
+        ("sinks.es.quarantine.max_bytes", "expected a size"),
+        ("sinks.es.quarantine.bogus", "unknown key"),
+        ("sinks.es.quarantine.when_full", "unknown value \"never\""),
+    ] {
+        assert!(has(&errors, key, words), "{key}: {words} in:\n{errors:#?}");
+    }
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+}

@@ -125,7 +125,9 @@ impl<'a> Checker<'a> {
                 || key
                     .strip_prefix(full.as_str())
                     .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
-                || (key == table && message.contains(&format!("`{entry}`")))
+                // "missing `include`", "set tls.cert_file and …": about
+                // the table, naming the entry taken out.
+                || (key == table && message.contains(entry.as_str()))
         })
     }
 
@@ -235,19 +237,12 @@ impl<'a> Checker<'a> {
             let (Some(at), DeValue::Table(t)) = (e.span(), value.get_mut()) else {
                 return None;
             };
-            let at_fault: Vec<_> = t
-                .iter()
-                .filter(|(k, v)| within(&k.span(), &at) || holds(v, &at))
-                .map(|(k, _)| k.clone())
-                .collect();
-            if at_fault.is_empty() {
+            let mut removed = Vec::new();
+            remove_at_fault(t, prefix, &at, &mut removed);
+            if removed.is_empty() {
                 return None;
             }
-            for k in &at_fault {
-                self.refused
-                    .push((prefix.to_string(), k.get_ref().to_string()));
-                t.remove(k);
-            }
+            self.refused.extend(removed);
         }
     }
 
@@ -518,6 +513,42 @@ impl<'a> Checker<'a> {
             });
         }
         (tables, declared)
+    }
+}
+
+/// Takes the entry at fault for the error at `at` out of `table` (under
+/// the key path `prefix`), as deep as it can: in a nested table (`tls`,
+/// `quarantine`) only the bad key goes, so the next pass reports that
+/// table's other problems too. What was taken out goes to `removed` as
+/// (table's key path, entry).
+fn remove_at_fault(
+    table: &mut DeTable<'_>,
+    prefix: &str,
+    at: &Range<usize>,
+    removed: &mut Vec<(String, String)>,
+) {
+    let at_fault: Vec<_> = table
+        .iter()
+        .filter(|(k, v)| within(&k.span(), at) || holds(v, at))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in at_fault {
+        let name = k.get_ref().to_string();
+        let inner = join_key(prefix, &name);
+        let before = removed.len();
+        if let Some(v) = table.get_mut(&k) {
+            // The key's own span (an unknown key) is this entry's fault; a
+            // span inside a nested table is one of its entries'.
+            if !within(&k.span(), at) {
+                if let DeValue::Table(nested) = v.get_mut() {
+                    remove_at_fault(nested, &inner, at, removed);
+                }
+            }
+        }
+        if removed.len() == before {
+            removed.push((prefix.to_string(), name));
+            table.remove(&k);
+        }
     }
 }
 
