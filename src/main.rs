@@ -12,6 +12,7 @@ use holdfast::cli::quarantine;
 use holdfast::config::{self, Settings};
 use holdfast::daemon::{self, Exit};
 use holdfast::inspect::{self, DumpFrom};
+use holdfast::registry::SourceKind;
 
 const DEFAULT_CONFIG: &str = config::DEFAULT_CONFIG_PATH;
 
@@ -213,12 +214,26 @@ struct Place {
 }
 
 impl Place {
+    /// The log directory, which must exist: the tools read a log, they
+    /// never create one.
     fn log_dir(&self) -> Result<PathBuf, ExitCode> {
-        if let Some(d) = &self.data_dir {
-            return Ok(d.join("log"));
+        let dir = match &self.data_dir {
+            Some(d) => d.join("log"),
+            None => self.settings()?.log_dir(),
+        };
+        if !dir.is_dir() {
+            let given = match &self.data_dir {
+                Some(d) => format!("--data-dir {}", d.display()),
+                None => format!("the data_dir of {}", self.config_path().display()),
+            };
+            eprintln!(
+                "error: there is no log in {}: the directory does not exist; check {given} \
+                 (the log is in <data_dir>/log, /var/lib/holdfast/log by default)",
+                dir.display()
+            );
+            return Err(ExitCode::from(2));
         }
-        let path = self.config.clone().unwrap_or_else(|| DEFAULT_CONFIG.into());
-        load(&path).map(|s| s.log_dir())
+        Ok(dir)
     }
 
     /// `<data_dir>/quarantine`.
@@ -226,9 +241,40 @@ impl Place {
         if let Some(d) = &self.data_dir {
             return Ok(d.join("quarantine"));
         }
-        let path = self.config.clone().unwrap_or_else(|| DEFAULT_CONFIG.into());
-        load(&path).map(|s| s.data_dir.join("quarantine"))
+        self.settings().map(|s| s.data_dir.join("quarantine"))
     }
+
+    fn config_path(&self) -> PathBuf {
+        self.config.clone().unwrap_or_else(|| DEFAULT_CONFIG.into())
+    }
+
+    /// The config named, or the default one; without either flag, a
+    /// default config that cannot be read is not "invalid": say which
+    /// flags find the log.
+    fn settings(&self) -> Result<Settings, ExitCode> {
+        let path = self.config_path();
+        match config::load(&path) {
+            Ok(s) => Ok(s),
+            Err(e @ config::ConfigError::Read { .. }) if self.config.is_none() => {
+                eprintln!(
+                    "error: no --config or --data-dir given, and the default config cannot be \
+                     read: {e}\ngive --config FILE (the agent's config) or --data-dir DIR (its \
+                     data_dir)"
+                );
+                Err(ExitCode::from(2))
+            }
+            Err(e) => Err(report_load_error(&e)),
+        }
+    }
+}
+
+/// Prints a config that cannot be used: "invalid" only when it was read.
+fn report_load_error(e: &config::ConfigError) -> ExitCode {
+    match e {
+        config::ConfigError::Read { .. } => eprintln!("error: {e}"),
+        config::ConfigError::Invalid { .. } => eprintln!("error: invalid configuration\n{e}"),
+    }
+    ExitCode::from(2)
 }
 
 /// `holdfast quarantine ...`: the same code the sinks use to write it.
@@ -303,12 +349,9 @@ fn quarantine_command(action: QuarantineAction) -> ExitCode {
 /// `holdfast check --sample FILE --source NAME` (`src/cli/sample.rs`):
 /// exit 0 when the file was read, 2 for a bad config or an unknown source.
 fn sample_command(path: &std::path::Path, file: &std::path::Path, source: &str) -> ExitCode {
-    let settings = match config::load(path) {
+    let settings = match load(path) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: invalid configuration\n{e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let Some(src) = settings.sources.get(source) else {
         let names: Vec<&str> = settings.sources.keys().map(String::as_str).collect();
@@ -319,19 +362,35 @@ fn sample_command(path: &std::path::Path, file: &std::path::Path, source: &str) 
         );
         return ExitCode::from(2);
     };
-    let chain = match &src.kind {
-        holdfast::registry::SourceKind::File(o) => o.process.clone(),
-        #[allow(unreachable_patterns)]
-        _ => None,
-    }
-    .unwrap_or_default();
+    // Every source type that runs a chain; an `otlp_http` source's runs on
+    // each log record, so each sample line stands for one record's body.
+    let (chain, what) = match &src.kind {
+        SourceKind::File(o) => (o.process.clone(), "lines"),
+        SourceKind::OtlpHttp(o) => (o.process.clone(), "log record bodies"),
+        SourceKind::Journald(_) | SourceKind::Syslog(_) => {
+            eprintln!(
+                "error: sources.{source} is a {} source, which has no processing chain \
+                 (`process` applies to file and otlp_http sources): nothing to try",
+                src.kind.type_name()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let Some(chain) = chain.filter(|c| c.has_steps() || !c.labels.is_empty()) else {
+        eprintln!(
+            "error: sources.{source} has no processing chain ([sources.{source}.process] with \
+             steps or labels): nothing to try; \
+             add steps (docs/processing.md) and run this again"
+        );
+        return ExitCode::from(2);
+    };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match holdfast::cli::sample::run(&chain, file, &mut out) {
         Ok(s) => {
             drop(out);
             eprintln!(
-                "{} lines through sources.{source}.process: {} kept ({} unparsed), {} dropped",
+                "{} {what} through sources.{source}.process: {} kept ({} unparsed), {} dropped",
                 s.lines, s.kept, s.unparsed, s.dropped
             );
             ExitCode::SUCCESS
@@ -349,10 +408,7 @@ fn check_command(
     let (settings, mut problems) = match config::load(path) {
         Ok(s) => (Some(s), Vec::new()),
         Err(config::ConfigError::Invalid { problems }) => (None, problems),
-        Err(e) if !json => {
-            eprintln!("error: invalid configuration\n{e}");
-            return ExitCode::from(2);
-        }
+        Err(e) if !json => return report_load_error(&e),
         Err(e) => (
             None,
             vec![config::Diagnostic {
@@ -402,11 +458,26 @@ fn check_command(
         Some(s) => print!("{}", s.describe()),
         None => eprintln!("error: invalid configuration"),
     }
+    // The machine checks' warnings and notes sit on stdout under a heading
+    // of their own, like the config's warnings in the description; errors
+    // go to stderr. With --print-config, stdout is the config alone.
+    let mut machine = Vec::new();
     for d in &problems {
         let described =
             !print_config && settings.as_ref().is_some_and(|s| s.warnings().contains(d));
-        if !described {
+        if described {
+            continue;
+        }
+        if d.is_error() || print_config {
             eprintln!("{d}");
+        } else {
+            machine.push(d);
+        }
+    }
+    if !machine.is_empty() {
+        println!("\nmachine checks, warnings and notes ({}):", machine.len());
+        for d in machine {
+            println!("  {d}");
         }
     }
     let skipped = if offline {
@@ -435,10 +506,7 @@ fn check_command(
 }
 
 fn load(path: &std::path::Path) -> Result<Settings, ExitCode> {
-    config::load(path).map_err(|e| {
-        eprintln!("error: invalid configuration\n{e}");
-        ExitCode::from(2)
-    })
+    config::load(path).map_err(|e| report_load_error(&e))
 }
 
 /// A flag SIGINT and SIGTERM set instead of ending the process, so that
@@ -606,6 +674,26 @@ fn main() -> ExitCode {
             }
         }
         Command::Forget { place, sink } => {
+            // With the config at hand, a sink still in it is refused now,
+            // not at the next reload.
+            if place.data_dir.is_none() {
+                let settings = match place.settings() {
+                    Ok(s) => s,
+                    Err(code) => return code,
+                };
+                if settings.sinks.contains_key(&sink) {
+                    let at = settings
+                        .position_of(&format!("sinks.{sink}.type"))
+                        .map_or(String::new(), |p| format!(":{}", p.line));
+                    eprintln!(
+                        "error: sink {sink:?} is still in the config ({}{at}), and a configured \
+                         sink's cursor is in use: remove [sinks.{sink}], reload \
+                         (`systemctl reload holdfast`), then run this again",
+                        settings.config_file.display()
+                    );
+                    return ExitCode::from(2);
+                }
+            }
             let dir = match place.log_dir() {
                 Ok(d) => d,
                 Err(code) => return code,

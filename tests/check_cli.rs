@@ -197,12 +197,18 @@ fn check_beside_the_running_daemon_accepts_the_ports_it_holds() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("configuration OK"), "{stdout}");
+    // Under the machine checks' own heading on stdout, like the config's
+    // warnings in the description.
+    assert!(
+        stdout.contains("\nmachine checks, warnings and notes (2):\n"),
+        "{stdout}"
+    );
     for key in ["api.listen", "sources.otlp.listen"] {
-        let note = stderr
+        let note = stdout
             .lines()
-            .find(|l| l.contains(key))
-            .unwrap_or_else(|| panic!("{key} in:\n{stderr}"));
-        assert!(note.contains("note: ") && note.contains("in use"), "{note}");
+            .find(|l| l.contains(key) && l.contains("note: "))
+            .unwrap_or_else(|| panic!("{key} in:\n{stdout}"));
+        assert!(note.contains("in use"), "{note}");
     }
     let status = a.stop();
     assert!(status.success(), "{}", a.stderr());
@@ -213,6 +219,13 @@ fn check_beside_the_running_daemon_accepts_the_ports_it_holds() {
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("already in use"), "{stderr}");
+    // No holdfast holds this data directory now: the message must not
+    // suggest one might, which would be "expected".
+    assert!(!stderr.contains("which is expected"), "{stderr}");
+    assert!(
+        stderr.contains("not a holdfast running with this data directory"),
+        "{stderr}"
+    );
     drop(taken);
 }
 
@@ -290,4 +303,220 @@ fn a_reader_that_goes_away_ends_check_quietly() {
         !stderr.contains("panicked"),
         "check panicked on a closed pipe:\n{stderr}"
     );
+}
+
+/// The error lines of `holdfast check --offline` on a config body.
+fn errors_of(body: &str) -> Vec<String> {
+    let a = Agent::new(body);
+    let out = check(&["--config", a.config_arg(), "--offline"], &[]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    stderr
+        .lines()
+        .filter(|l| l.starts_with(a.config_arg()))
+        .map(|l| l[a.config_arg().len()..].to_string())
+        .collect()
+}
+
+fn has(errors: &[String], key: &str, words: &str) -> bool {
+    errors
+        .iter()
+        .any(|e| e.contains(&format!(": {key}: ")) && e.contains(words))
+}
+
+#[test]
+fn a_type_error_in_a_table_does_not_hide_its_other_problems() {
+    let errors = errors_of(
+        "[log]\nfsync = 3\nmax_bytes = \"1MiB\"\nsegment_size = \"8MiB\"\n\n\
+         [sources.app]\ntype = \"file\"\ninclude = [\"/tmp/x/*.log\"]\n\n\
+         [[sources.app.process.steps]]\ntype = \"json\"\nname = \"a\"\nfield = 3\n\n\
+         [[sources.app.process.steps]]\ntype = \"json\"\nname = \"a\"\n\n\
+         [sinks.es]\ntype = \"elasticsearch\"\nendpoint = \"http://127.0.0.1:9200\"\n\
+         inputs = [\"app\", \"app\", \"nope\"]\nconcurrency = \"adaptive\"\ncolour = \"blue\"\n\
+         batch_max_events = 0\nmax_attempts = 5000\n",
+    );
+    let want = [
+        ("log.fsync", "expected one of"),
+        ("log.max_bytes", "at least twice log.segment_size"),
+        ("sources.app.process.steps[0].field", "expected a string"),
+        ("sources.app.process.steps[1].name", "used twice"),
+        ("sinks.es.inputs[1]", "listed twice"),
+        ("sinks.es.inputs[2]", "no source named \"nope\""),
+        ("sinks.es.concurrency", "expected a whole number"),
+        ("sinks.es.colour", "unknown key"),
+        ("sinks.es.batch_max_events", "out of range"),
+        ("sinks.es.max_attempts", "out of range"),
+    ];
+    for (key, words) in want {
+        assert!(has(&errors, key, words), "{key}: {words} in:\n{errors:#?}");
+    }
+    assert_eq!(errors.len(), want.len(), "nothing else: {errors:#?}");
+}
+
+#[test]
+fn a_required_key_of_the_wrong_type_is_reported_once() {
+    let errors = errors_of("[sources.a]\ntype = \"file\"\ninclude = \"/var/log/*.log\"\n");
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        has(&errors, "sources.a.include", "expected a list"),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn a_refused_listen_address_collides_with_nothing() {
+    let errors = errors_of(
+        "[sources.otlp]\ntype = \"otlp_http\"\nlisten = \"localhost:4319\"\n\n\
+         [sources.otlp2]\ntype = \"otlp_http\"\n\n\
+         [sinks.archive]\ntype = \"file\"\ninputs = [\"otlp\", \"otlp2\"]\n",
+    );
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        has(
+            &errors,
+            "sources.otlp.listen",
+            "host names are not resolved"
+        ),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn a_misspelt_level_is_the_only_problem_and_gets_a_suggestion() {
+    let errors = errors_of(
+        "[sources.app]\ntype = \"file\"\ninclude = [\"/tmp/x/*.log\"]\n\n\
+         [[sources.app.process.steps]]\ntype = \"filter\"\nseverity_below = \"infoo\"\n\n\
+         [sinks.archive]\ntype = \"file\"\ninputs = [\"app\"]\n",
+    );
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        has(
+            &errors,
+            "sources.app.process.steps[0].severity_below",
+            "(did you mean \"info\"?)"
+        ),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn a_missing_journal_directory_is_a_warning_at_its_key_under_a_heading() {
+    let a = Agent::new(
+        "[sources.journal]\ntype = \"journald\"\ndirectory = \"/nonexistent/journal\"\n\n\
+         [sinks.archive]\ntype = \"file\"\ninputs = [\"journal\"]\n",
+    );
+    let out = check(&["--config", a.config_arg()], &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    let (_, machine) = stdout
+        .split_once("\nmachine checks, warnings and notes (1):\n")
+        .unwrap_or_else(|| panic!("a heading in:\n{stdout}"));
+    let want = format!(
+        "{}:11:13: warning: sources.journal.directory: the journal is not readable: the \
+         directory /nonexistent/journal does not exist",
+        a.config_arg()
+    );
+    assert!(machine.contains(&want), "{want} in:\n{machine}");
+    assert!(!machine.contains("can be opened by this user"), "{machine}");
+
+    let out = check(&["--config", a.config_arg(), "--json"], &[]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let w = &v["warnings"][0];
+    assert_eq!(
+        (&w["key"], &w["line"], &w["column"]),
+        (
+            &serde_json::json!("sources.journal.directory"),
+            &serde_json::json!(11),
+            &serde_json::json!(13)
+        ),
+        "{v:#}"
+    );
+}
+
+#[test]
+fn a_table_level_machine_warning_has_a_line_in_json() {
+    // The local journal, unreadable to a test user or absent in a
+    // container: either way the warning is the table's, at its `type`.
+    let a = Agent::new(
+        "[sources.journal]\ntype = \"journald\"\n\n[sinks.archive]\ntype = \"file\"\ninputs = [\"journal\"]\n",
+    );
+    let out = check(&["--config", a.config_arg(), "--json"], &[]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for w in v["warnings"].as_array().unwrap() {
+        assert!(w["line"].is_u64() && w["column"].is_u64(), "{w:#}");
+    }
+}
+
+#[test]
+fn concurrency_one_warns_with_adaptive_at_its_default() {
+    let a = Agent::new(
+        "[sources.app]\ntype = \"file\"\ninclude = [\"/tmp/x/*.log\"]\n\n\
+         [sinks.es]\ntype = \"elasticsearch\"\ninputs = [\"app\"]\n\
+         endpoint = \"http://127.0.0.1:9200\"\nconcurrency = 1\n",
+    );
+    let out = check(&["--config", a.config_arg(), "--offline"], &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("warning: sinks.es.concurrency: adaptive_concurrency (on by default) has nothing to adapt"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 request in flight at a time"), "{stdout}");
+    assert!(!stdout.contains("request(s)"), "{stdout}");
+
+    // Saying it is meant silences it.
+    let body = std::fs::read_to_string(&a.config).unwrap() + "adaptive_concurrency = false\n";
+    std::fs::write(&a.config, body).unwrap();
+    let out = check(&["--config", a.config_arg(), "--offline"], &[]);
+    let (stdout, _) = text(&out);
+    assert!(!stdout.contains("warning"), "{stdout}");
+}
+
+#[test]
+fn the_cursor_sync_interval_is_described_as_the_docs_say() {
+    let a = Agent::new("");
+    let out = check(&["--config", a.config_arg(), "--offline"], &[]);
+    let (stdout, _) = text(&out);
+    // docs/configuration.md, `cursor_sync_interval`: it bounds what a power
+    // cut replays; after a kill, what was in flight is sent again.
+    assert!(
+        stdout.contains(
+            "sink positions written after each batch and synced every 1s (after a kill or crash, \
+             what was in flight is sent again; after a power cut, also up to 1s of progress)"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_zero_log_max_bytes_names_its_real_bound() {
+    let errors = errors_of("[log]\nmax_bytes = \"0\"\n");
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    // Not "at least 1 B": the bound is twice segment_size.
+    assert!(
+        has(
+            &errors,
+            "log.max_bytes",
+            "must be at least twice log.segment_size (64 MiB)"
+        ),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn every_problem_of_a_nested_table_is_reported() {
+    let errors = errors_of(
+        "[sources.app]\ntype = \"file\"\ninclude = [\"/tmp/x/*.log\"]\n\n\
+         [sinks.es]\ntype = \"elasticsearch\"\ninputs = [\"app\"]\nendpoint = \"http://127.0.0.1:9200\"\n\
+         quarantine = { max_bytes = 5, bogus = 1, when_full = \"never\" }\n",
+    );
+    for (key, words) in [
+        ("sinks.es.quarantine.max_bytes", "expected a size"),
+        ("sinks.es.quarantine.bogus", "unknown key"),
+        ("sinks.es.quarantine.when_full", "unknown value \"never\""),
+    ] {
+        assert!(has(&errors, key, words), "{key}: {words} in:\n{errors:#?}");
+    }
+    assert_eq!(errors.len(), 3, "{errors:#?}");
 }

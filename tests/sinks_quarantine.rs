@@ -36,6 +36,19 @@ async fn quarantined_events_are_complete_private_and_replayable() {
     // The records say what happened, and keep the event as it was.
     let scan = quarantine::scan(&h.quarantine_root(), &Filter::default()).unwrap();
     assert_eq!(scan.entries.len(), 3);
+    // `list` shows the receiver's own words, and `--reason` finds them.
+    let listed = quarantine::render_list(&scan);
+    assert_eq!(
+        listed.matches("mapper_parsing_exception").count(),
+        3,
+        "{listed}"
+    );
+    let by_words = Filter {
+        reason: Some("mapper_parsing_exception".into()),
+        ..Default::default()
+    };
+    let found = quarantine::scan(&h.quarantine_root(), &by_words).unwrap();
+    assert_eq!(found.entries.len(), 3);
     for e in &scan.entries {
         let r = e.record();
         let seq = ids.iter().position(|id| id == &r.id).unwrap() as u64;

@@ -46,10 +46,9 @@ impl Window {
 impl Filter {
     pub fn matches(&self, r: &Record) -> bool {
         self.sink.as_ref().is_none_or(|s| &r.sink == s)
-            && self
-                .reason
-                .as_ref()
-                .is_none_or(|x| &r.kind == x || r.reason.contains(x.as_str()))
+            && self.reason.as_ref().is_none_or(|x| {
+                &r.kind == x || r.reason.contains(x.as_str()) || r.error.contains(x.as_str())
+            })
             && self.window.contains(r.time_ms)
             && self
                 .id
@@ -265,7 +264,7 @@ pub fn render_list(s: &Scan) -> String {
             r.seq.map_or("-".to_string(), |s| s.to_string()),
             r.kind,
             r.status.map_or("-".to_string(), |s| s.to_string()),
-            r.reason
+            reason_and_error(r)
         );
     }
     out += &format!(
@@ -285,6 +284,21 @@ pub fn render_list(s: &Scan) -> String {
         out += &format!("warning: {d}\n");
     }
     out
+}
+
+/// The reason, then what the receiver said (`mapper_parsing_exception …`),
+/// on one line: the receiver's words are what the operator acts on.
+fn reason_and_error(r: &Record) -> String {
+    let error: String = r.error.split_whitespace().collect::<Vec<_>>().join(" ");
+    if error.is_empty() {
+        return r.reason.clone();
+    }
+    const MAX: usize = 200;
+    let cut = match error.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}…", &error[..i]),
+        None => error,
+    };
+    format!("{}: {cut}", r.reason)
 }
 
 /// One record as JSON, with the event decoded (`show`, `list --json`).
@@ -367,6 +381,13 @@ mod tests {
         };
         assert_eq!(ids(reason("retries_exhausted")), ["a2"]);
         assert_eq!(ids(reason("because partially")), ["b1"]);
+        // What the receiver said is searchable too, and shown (issue 27).
+        assert_eq!(ids(reason("mapper_parsing")), ["a1", "a2", "b1"]);
+        let listed = render_list(&scan(&root, &sink("es")).unwrap());
+        assert!(
+            listed.contains("because rejected: mapper_parsing_exception"),
+            "{listed}"
+        );
         let window = Filter {
             window: Window {
                 since_ms: Some(2000),

@@ -62,6 +62,10 @@ pub(crate) struct Checker<'a> {
     /// Where each key set in the file is, for messages that come later
     /// (`check_environment`, the daemon).
     pub origins: BTreeMap<String, Position>,
+    /// Keys [`Checker::deserialize`] reported and took out of their table:
+    /// the table's later checks see them as absent, and a problem that
+    /// absence causes ("missing `include`") is not the operator's.
+    refused: Vec<(String, String)>,
 }
 
 impl<'a> Checker<'a> {
@@ -73,6 +77,7 @@ impl<'a> Checker<'a> {
             found: Vec::new(),
             placeholders: Vec::new(),
             origins: BTreeMap::new(),
+            refused: Vec::new(),
         }
     }
 
@@ -99,6 +104,9 @@ impl<'a> Checker<'a> {
                 return;
             }
         }
+        if self.about_refused(key, &message) {
+            return;
+        }
         let order = span.as_ref().map_or(usize::MAX, |s| s.start);
         let d = self.src.diagnostic(severity, span, key, message);
         // A value TOML cannot represent (`1e400`) fails both the whole-file
@@ -106,6 +114,35 @@ impl<'a> Checker<'a> {
         if !self.found.iter().any(|(o, f)| *o == order && *f == d) {
             self.found.push((order, d));
         }
+    }
+
+    /// Whether a problem at `key` follows from a key already refused: it
+    /// is that key's (or inside it), or its table's and names it.
+    fn about_refused(&self, key: &str, message: &str) -> bool {
+        self.refused.iter().any(|(table, entry)| {
+            let full = join_key(table, entry);
+            key == full
+                || key
+                    .strip_prefix(full.as_str())
+                    .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+                // "missing `include`", "set tls.cert_file and …": about
+                // the table, naming the entry taken out.
+                || (key == table && message.contains(entry.as_str()))
+        })
+    }
+
+    /// Marks `key` (already reported) as refused: later checks treat it as
+    /// absent and do not report what its absence would cause.
+    pub fn refuse(&mut self, key: &str) {
+        let (table, entry) = key.rsplit_once('.').unwrap_or(("", key));
+        self.refused.push((table.to_string(), entry.to_string()));
+    }
+
+    /// Whether `key` was reported and refused (its value is a stand-in).
+    pub fn is_refused(&self, key: &str) -> bool {
+        self.refused
+            .iter()
+            .any(|(table, entry)| join_key(table, entry) == key)
     }
 
     pub fn has_errors(&self) -> bool {
@@ -163,12 +200,15 @@ impl<'a> Checker<'a> {
     }
 
     /// Deserializes one table of the tree into its raw struct; each serde
-    /// error becomes a diagnostic at its key (under `prefix`), and the
-    /// result is `None` if there was any.
+    /// error becomes a diagnostic at its key (under `prefix`).
     ///
     /// Serde stops at the first error of a table, so the entry at fault is
     /// taken out and the rest read again: three unknown keys in one table
-    /// are three diagnostics from one run.
+    /// are three diagnostics from one run. What is left is returned (the
+    /// entries at fault as if absent), so the table's own checks still run:
+    /// a value of the wrong type must not hide a bound or a reference
+    /// broken elsewhere in the table. `None` only when the table cannot be
+    /// read at all (not a table, or a required key missing).
     pub fn deserialize<T: DeserializeOwned>(
         &mut self,
         prefix: &str,
@@ -178,7 +218,7 @@ impl<'a> Checker<'a> {
         let mut failed = false;
         loop {
             let e = match T::deserialize(ValueDeserializer::from(value.clone())) {
-                Ok(t) => return (!failed).then_some(t),
+                Ok(t) => return Some(t),
                 Err(e) => e,
             };
             // Without a span of its own (a missing key), a later error may
@@ -197,17 +237,12 @@ impl<'a> Checker<'a> {
             let (Some(at), DeValue::Table(t)) = (e.span(), value.get_mut()) else {
                 return None;
             };
-            let at_fault: Vec<_> = t
-                .iter()
-                .filter(|(k, v)| within(&k.span(), &at) || holds(v, &at))
-                .map(|(k, _)| k.clone())
-                .collect();
-            if at_fault.is_empty() {
+            let mut removed = Vec::new();
+            remove_at_fault(t, prefix, &at, &mut removed);
+            if removed.is_empty() {
                 return None;
             }
-            for k in &at_fault {
-                t.remove(k);
-            }
+            self.refused.extend(removed);
         }
     }
 
@@ -368,6 +403,9 @@ impl<'a> Checker<'a> {
                         v.get_ref()
                     ),
                 );
+                // The default stands in so checking goes on; it must not
+                // collide with another listener in the operator's eyes.
+                self.refuse(key);
                 default
             }
         }
@@ -475,6 +513,42 @@ impl<'a> Checker<'a> {
             });
         }
         (tables, declared)
+    }
+}
+
+/// Takes the entry at fault for the error at `at` out of `table` (under
+/// the key path `prefix`), as deep as it can: in a nested table (`tls`,
+/// `quarantine`) only the bad key goes, so the next pass reports that
+/// table's other problems too. What was taken out goes to `removed` as
+/// (table's key path, entry).
+fn remove_at_fault(
+    table: &mut DeTable<'_>,
+    prefix: &str,
+    at: &Range<usize>,
+    removed: &mut Vec<(String, String)>,
+) {
+    let at_fault: Vec<_> = table
+        .iter()
+        .filter(|(k, v)| within(&k.span(), at) || holds(v, at))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in at_fault {
+        let name = k.get_ref().to_string();
+        let inner = join_key(prefix, &name);
+        let before = removed.len();
+        if let Some(v) = table.get_mut(&k) {
+            // The key's own span (an unknown key) is this entry's fault; a
+            // span inside a nested table is one of its entries'.
+            if !within(&k.span(), at) {
+                if let DeValue::Table(nested) = v.get_mut() {
+                    remove_at_fault(nested, &inner, at, removed);
+                }
+            }
+        }
+        if removed.len() == before {
+            removed.push((prefix.to_string(), name));
+            table.remove(&k);
+        }
     }
 }
 

@@ -91,7 +91,10 @@ impl Settings {
         }
         writeln!(
             out,
-            "  sink positions saved every {} (after a crash, at most that much is sent again)",
+            "  sink positions written after each batch and synced every {} (after a kill or \
+             crash, what was in flight is sent again; after a power cut, also up to {} of \
+             progress)",
+            format_duration(log.cursor_sync_interval),
             format_duration(log.cursor_sync_interval)
         )?;
 

@@ -90,11 +90,16 @@ fn in_credentials_dir(path: &Path) -> bool {
 
 impl Env<'_> {
     pub(crate) fn push(&mut self, severity: Severity, key: &str, message: String) {
-        // `include[2]` is noted as `include`: fall back to the parent key.
-        let position = self.settings.position_of(key).or_else(|| {
-            key.rsplit_once('[')
-                .and_then(|(k, _)| self.settings.position_of(k))
-        });
+        // `include[2]` is noted as `include`: fall back to the parent key;
+        // a table (`sources.journal`) is where its `type` is.
+        let position = self
+            .settings
+            .position_of(key)
+            .or_else(|| {
+                key.rsplit_once('[')
+                    .and_then(|(k, _)| self.settings.position_of(k))
+            })
+            .or_else(|| self.settings.position_of(&format!("{key}.type")));
         self.found.push(Diagnostic {
             severity,
             file: self.settings.config_file.clone(),
@@ -237,11 +242,14 @@ impl Env<'_> {
                 return;
             }
             let why = match e.kind() {
-                io::ErrorKind::AddrInUse => {
-                    "the address is already in use by another process (or by a running \
-                     holdfast with this config, which is expected): stop it or choose another port"
-                        .to_string()
-                }
+                // A holdfast running with this data directory was ruled out
+                // above (its log's lock is free).
+                io::ErrorKind::AddrInUse => format!(
+                    "the address is already in use by another process (not a holdfast \
+                     running with this data directory, {}): find it with `ss -ltnp`, stop it \
+                     or choose another port",
+                    self.settings.data_dir.display()
+                ),
                 io::ErrorKind::AddrNotAvailable => {
                     "this machine has no such address: use one of its own \
                      addresses, 127.0.0.1 or 0.0.0.0"
@@ -390,5 +398,40 @@ impl Env<'_> {
                 format!("cannot list {}: {e}; give the holdfast user read access", fixed.display()),
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Position;
+
+    /// `check --json` gave a table's finding (the journald source's
+    /// readability) no line: it is placed where the table's `type` is.
+    #[test]
+    fn a_finding_about_a_table_is_placed_at_its_type() {
+        let s = crate::config::parse(
+            "[sources.j]\ntype = \"journald\"\n\n[sinks.a]\ntype = \"file\"\ninputs = [\"j\"]\n",
+            "/etc/holdfast/holdfast.toml",
+        )
+        .expect("a valid config");
+        let mut env = Env {
+            settings: &s,
+            found: Vec::new(),
+            running: false,
+        };
+        env.push(Severity::Warning, "sources.j", "not readable".into());
+        env.push(Severity::Warning, "sinks.a.inputs", "written".into());
+        let at: Vec<_> = env.found.iter().map(|d| d.position).collect();
+        assert_eq!(
+            at,
+            [
+                Some(Position { line: 2, column: 8 }),
+                Some(Position {
+                    line: 6,
+                    column: 10
+                })
+            ]
+        );
     }
 }

@@ -20,11 +20,13 @@ pub(super) fn check_log(cx: &mut Checker<'_>, raw: &RawLog) -> LogOptions {
         min_segment,
         max_segment,
     );
+    // No lower bound of its own: the real one is twice segment_size,
+    // checked next with a message that says so (even for "0").
     let mut max_bytes = cx.size(
         "log.max_bytes",
         raw.max_bytes.as_ref(),
         d.max_bytes,
-        1,
+        0,
         u64::MAX,
     );
     if max_bytes < 2 * segment_bytes && cx.error_count() == errors_before {

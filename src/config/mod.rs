@@ -69,7 +69,7 @@ pub(crate) mod check;
 mod describe;
 mod effective;
 pub(crate) mod environment;
-mod error;
+pub(crate) mod error;
 mod interpolate;
 mod log;
 pub(crate) mod raw;

@@ -387,6 +387,8 @@ fn check_listeners(cx: &mut Checker<'_>, api: &ApiSettings, sources: &[SourceSet
             listeners.push((format!("sources.{}.listen", s.name), listen));
         }
     }
+    // A refused address is only a stand-in: nothing really listens there.
+    listeners.retain(|(key, _)| !cx.is_refused(key));
     for (i, (key, addr)) in listeners.iter().enumerate() {
         for (other_key, other) in &listeners[..i] {
             let overlap = addr.port() != 0

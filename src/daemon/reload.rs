@@ -65,6 +65,26 @@ pub(super) async fn reload(
             apply(current, new, components).await;
             Outcome::Applied
         }
+        // One journal entry per problem, each with its timestamp and
+        // level: a multi-line message would be split by the journal into
+        // lines that belong to nothing.
+        Ok(Err(e)) if !e.problems().is_empty() => {
+            let problems = e.problems();
+            error!(
+                "reload refused, still running the previous config: {} problem(s) in {}",
+                problems.len(),
+                current.config_file.display()
+            );
+            for d in problems {
+                let one_line = d
+                    .to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                error!("reload refused: {one_line}");
+            }
+            Outcome::Refused
+        }
         Ok(Err(e)) => {
             error!("reload refused, still running the previous config: {e}");
             Outcome::Refused

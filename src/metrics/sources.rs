@@ -73,6 +73,9 @@ pub struct OtlpPathLabels {
 
 /// Every `signal` of the `otlp_http` sources' families.
 pub const SIGNALS: [&str; 3] = ["logs", "traces", "metrics"];
+/// The `path` values of `holdfast_otlp_requests_total` that carry a signal
+/// (the fourth, `other`, is any other path).
+pub const OTLP_SIGNAL_PATHS: [&str; 3] = ["/v1/logs", "/v1/traces", "/v1/metrics"];
 /// Every `reason` of `holdfast_otlp_rejected_requests_total`: what
 /// `src/sources/otlp_http/response.rs` names its refusals.
 #[rustfmt::skip]

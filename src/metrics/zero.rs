@@ -13,8 +13,8 @@ use prometheus_client::metrics::family::Family;
 
 use super::sinks::{SinkMetrics, REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
 use super::sources::{
-    FileSourceMetrics, FILE_SKIP_REASONS, OTLP_REJECT_REASONS, SIGNALS, SYSLOG_CONNECTION_ERRORS,
-    SYSLOG_DROP_REASONS,
+    FileSourceMetrics, OtlpRequestLabels, FILE_SKIP_REASONS, OTLP_REJECT_REASONS,
+    OTLP_SIGNAL_PATHS, SIGNALS, SYSLOG_CONNECTION_ERRORS, SYSLOG_DROP_REASONS,
 };
 use super::{
     ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
@@ -97,6 +97,17 @@ impl Metrics {
                         ],
                         &labels,
                     );
+                }
+                // The status is the server's answer, open-ended; the
+                // series an alert on accepted traffic needs is each signal
+                // path's 200 (refusals are at 0 by reason just below).
+                for path in OTLP_SIGNAL_PATHS {
+                    let labels = OtlpRequestLabels {
+                        source: name.to_string(),
+                        path: path.to_string(),
+                        status: "200".to_string(),
+                    };
+                    zero(&[&self.otlp.requests], &labels);
                 }
                 for reason in OTLP_REJECT_REASONS {
                     let labels = OtlpReasonLabels {

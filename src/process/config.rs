@@ -36,6 +36,7 @@ use super::severity::{self, Severity};
 use super::timestamp::{TimeFormat, TimeZone, Timestamp};
 use super::{Chain, Kind, Labels, Step};
 use crate::config::check::{Checker, NamedTable};
+use crate::config::error::suggestion_suffix;
 use crate::config::raw::raw_table;
 
 /// `[sources.<name>.process]`, as written.
@@ -112,6 +113,14 @@ const TYPES: &[(&str, &[&str])] = &[
     ("redact", &["pattern", "replacement", "fields"]),
 ];
 
+/// Whether some step type takes `key`.
+fn is_step_key(key: &str) -> bool {
+    key == "type"
+        || key == "name"
+        || CONDITION.contains(&key)
+        || TYPES.iter().any(|(_, keys)| keys.contains(&key))
+}
+
 /// The step types, quoted, for messages.
 fn type_names() -> String {
     TYPES
@@ -150,18 +159,25 @@ pub(crate) fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>) -> Option<Arc<
         let Some(raw) = cx.deserialize::<RawStep>(&skey, el) else {
             continue;
         };
-        if let Some(step) = raw.check(cx, &skey, el, i) {
-            if !names.insert(step.name.clone()) {
+        // Checked whatever else is wrong with the step, so one run shows it.
+        let name = match (&raw.name, &raw.kind) {
+            (Some(n), _) => Some(n.get_ref().clone()),
+            (None, Some(kind)) => Some(format!("{}_{i}", kind.get_ref())),
+            (None, None) => None,
+        };
+        if let Some(name) = name {
+            if !names.insert(name.clone()) {
                 cx.error(
                     Some(el.span()),
                     &format!("{skey}.name"),
                     format!(
-                        "rule name \"{}\" is used twice in this source: its counts would be mixed; \
-                         give each step its own name",
-                        step.name
+                        "rule name \"{name}\" is used twice in this source: its counts would be \
+                         mixed; give each step its own name"
                     ),
                 );
             }
+        }
+        if let Some(step) = raw.check(cx, &skey, el, i) {
             chain.steps.push(step);
         }
     }
@@ -235,6 +251,10 @@ impl RawStep {
         if let DeValue::Table(t) = el.get_ref() {
             for (spanned, _) in t.iter() {
                 let key: &str = spanned.get_ref().as_ref();
+                if !is_step_key(key) {
+                    // Unknown to every step: already reported as an unknown key.
+                    continue;
+                }
                 let fits = key == "type"
                     || key == "name"
                     || allowed.contains(&key)
@@ -371,7 +391,8 @@ impl RawStep {
             "filter" | "sample" => {
                 let when = self.condition(cx, skey);
                 if *ty == "filter" {
-                    if when.is_empty() {
+                    // A condition written but refused is reported at its value.
+                    if when.is_empty() && !self.has_condition() {
                         cx.error(
                             Some(el.span()),
                             skey,
@@ -423,16 +444,32 @@ impl RawStep {
         (cx.error_count() == before).then_some(Step { name, kind })
     }
 
+    /// Whether any condition key is written (valid or not).
+    fn has_condition(&self) -> bool {
+        self.severity_below.is_some()
+            || self.severity_at_least.is_some()
+            || self.body_matches.is_some()
+            || self.field.is_some()
+            || self.equals.is_some()
+            || self.matches.is_some()
+    }
+
     fn condition(&self, cx: &mut Checker<'_>, skey: &str) -> Condition {
         let k = |s: &str| format!("{skey}.{s}");
         let level = |cx: &mut Checker<'_>, key: &str, v: &Option<Spanned<String>>| {
             let v = v.as_ref()?;
             let n = severity::number_of(v.get_ref());
             if n.is_none() {
+                let names = severity::DEFAULT_NAMES.iter().map(|(n, _)| *n);
+                let suggestion = suggestion_suffix(&v.get_ref().to_ascii_lowercase(), names, '"');
                 cx.error(
                     Some(v.span()),
                     key,
-                    "a level is trace, debug, info, notice, warn, error, fatal (or a number 1-24)",
+                    format!(
+                        "\"{}\" is not a level{suggestion}: a level is trace, debug, info, \
+                         notice, warn, error, fatal (or a number 1-24)",
+                        v.get_ref()
+                    ),
                 );
             }
             n
@@ -473,6 +510,13 @@ impl RawStep {
             field,
         }
     }
+}
+
+/// A rate as a percentage without binary noise (0.1 is "10", not
+/// "10.000000000000002").
+fn percent(rate: f64) -> String {
+    let p = format!("{:.4}", rate * 100.0);
+    p.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// The chain's lines in `holdfast check`, under its source.
@@ -544,9 +588,12 @@ pub fn describe(chain: &Chain, out: &mut String) -> fmt::Result {
                 Action::Drop => format!("drop events where {}", f.when.describe()),
                 Action::Keep => format!("keep only events where {}", f.when.describe()),
             },
+            Kind::Sample(sm) if sm.when.is_empty() => {
+                format!("keep {}% of all events (decided by id)", percent(sm.rate))
+            }
             Kind::Sample(sm) => format!(
-                "keep {}% of events where {} (decided by id)",
-                sm.rate * 100.0,
+                "keep {}% of events where {}, and every other event (decided by id)",
+                percent(sm.rate),
                 sm.when.describe()
             ),
             Kind::Redact(r) => format!(

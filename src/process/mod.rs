@@ -208,9 +208,13 @@ impl Chain {
         for (i, step) in self.steps.iter().enumerate() {
             match step.kind.apply(ev) {
                 Flow::Next => {}
+                // Counted once, by the rule that marks it: a later step
+                // that cannot read an already unparsed line (a `severity`
+                // after a failed `json`) follows from the first failure,
+                // and the counts must add up to the events marked.
                 Flow::Unparsed => {
-                    counts[i] += 1;
                     if ev.attr(ATTR_UNPARSED).is_none() {
+                        counts[i] += 1;
                         ev.set(ATTR_UNPARSED, Value::Str(step.name.clone()));
                     }
                 }

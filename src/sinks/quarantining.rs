@@ -125,8 +125,11 @@ pub(super) async fn quarantine<P: Protocol>(
         positions.push(it.pos);
     }
     let first = &rejected[0].1;
+    // The status as the number the receiver sent (`status=400`, not
+    // `Some(400)`); none when the rejection came without one.
+    let status = first.status.map_or("none".to_string(), |s| s.to_string());
     warn!(sink = %sh.name, events = rejected.len(), kind = first.kind, reason = %first.reason,
-        status = ?first.status, error = %first.error, "quarantining events the receiver rejected for good");
+        status = %status, error = %first.error, "quarantining events the receiver rejected for good");
     store(sh, records, positions).await
 }
 

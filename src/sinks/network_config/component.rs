@@ -43,11 +43,13 @@ fn describe_network(out: &mut String, o: &HttpSinkOptions) -> fmt::Result {
     };
     let in_flight = if o.adaptive_concurrency && o.concurrency > 1 {
         format!(
-            "1 to {} request(s) in flight, adapting to the receiver",
+            "1 to {} requests in flight, adapting to the receiver",
             o.concurrency
         )
+    } else if o.concurrency == 1 {
+        "1 request in flight at a time".to_string()
     } else {
-        format!("{} request(s) in flight", o.concurrency)
+        format!("{} requests in flight", o.concurrency)
     };
     writeln!(
         out,

@@ -267,16 +267,22 @@ impl Common<'_> {
         if let Some(a) = self.adaptive_concurrency {
             cx.note(&key("adaptive_concurrency"), a);
             o.adaptive_concurrency = *a.get_ref();
-            if o.adaptive_concurrency && o.concurrency == 1 && self.concurrency.is_some() {
-                cx.warn(
-                    Some(a.span()),
-                    &key("adaptive_concurrency"),
-                    "has nothing to adapt with concurrency = 1: concurrency is the most \
-                     requests in flight, and the limit moves between 1 and it; raise concurrency \
-                     (for example to 8) to let it follow the receiver, or set \
-                     adaptive_concurrency = false",
-                );
-            }
+        }
+        // Adaptive is the default, so `concurrency = 1` alone asks for it
+        // too: say so wherever the operator wrote the pair's half.
+        let written = self
+            .adaptive_concurrency
+            .map(|a| (a.span(), "adaptive_concurrency"))
+            .or_else(|| self.concurrency.as_ref().map(|c| (c.span(), "concurrency")));
+        if let (true, 1, Some((span, at))) = (o.adaptive_concurrency, o.concurrency, written) {
+            cx.warn(
+                Some(span),
+                &key(at),
+                "adaptive_concurrency (on by default) has nothing to adapt with concurrency = 1: \
+                 concurrency is the most requests in flight, and the limit moves between 1 and \
+                 it; raise concurrency (for example to 8) to let it follow the receiver, or set \
+                 adaptive_concurrency = false to keep exactly one request in flight",
+            );
         }
         if o.backoff_max < o.backoff_initial {
             let span = self.backoff_max.or(self.backoff_initial).map(|v| v.span());

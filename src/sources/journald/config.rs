@@ -258,7 +258,13 @@ impl Source for JournaldOptions {
 
     fn check_environment(&self, name: &str, env: &mut Env<'_>) {
         if let Some(why) = super::unreadable(self, name) {
-            env.push(Severity::Warning, &format!("sources.{name}"), why);
+            // At the key that chose the journal, when the file sets one.
+            let key = match &self.journals {
+                super::Journals::Files(_) => format!("sources.{name}.files"),
+                super::Journals::Directory(_) => format!("sources.{name}.directory"),
+                super::Journals::Local => format!("sources.{name}"),
+            };
+            env.push(Severity::Warning, &key, why);
         }
     }
 

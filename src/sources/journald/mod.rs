@@ -149,6 +149,15 @@ fn unreadable(opts: &JournaldOptions, name: &str) -> Option<String> {
                 f.display()
             ));
         }
+        Journals::Directory(d) if !d.is_dir() => {
+            return Some(format!(
+                "the journal is not readable: the directory {} does not exist (or is not a \
+                 directory); set \
+                 sources.{name}.directory to where journald writes (/var/log/journal, or \
+                 /run/log/journal without persistent storage)",
+                d.display()
+            ));
+        }
         Journals::Directory(d) => (vec![d.clone()], format!("sources.{name}.directory")),
         Journals::Local => (
             vec![
@@ -170,11 +179,37 @@ fn unreadable(opts: &JournaldOptions, name: &str) -> Option<String> {
         |_| "?".to_string(),
         |m| std::os::unix::fs::MetadataExt::uid(&m).to_string(),
     );
+    if !dirs.iter().any(|d| has_journal(d, 2)) {
+        return Some(format!(
+            "the journal is not readable: there is no journal file (*.journal) under {}; journald keeps \
+             none there (Storage=none, or volatile storage not yet written), or {hint}",
+            list.join(" or ")
+        ));
+    }
     Some(format!(
         "the journal is not readable: no journal file (*.journal) under {} can be opened by \
          this user (uid {uid}); {hint}",
         list.join(" or ")
     ))
+}
+
+/// A `*.journal` file in `dir` or its subdirectories, readable or not.
+fn has_journal(dir: &Path, depth: u32) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    rd.flatten().any(|e| {
+        let p = e.path();
+        let is_journal = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(".journal") || n.ends_with(".journal~"));
+        match e.file_type() {
+            Ok(t) if t.is_dir() && depth > 0 => has_journal(&p, depth - 1),
+            Ok(_) => is_journal,
+            _ => false,
+        }
+    })
 }
 
 /// A `*.journal` file we can open in `dir` or its subdirectories (journald
