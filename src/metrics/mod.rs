@@ -49,8 +49,8 @@ use process::ProcessCollector;
 pub use sinks::{SinkLabels, SinkMetrics, SinkReasonLabels, SinkStatusLabels};
 pub use sources::{
     FileSourceMetrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels,
-    OtlpSourceMetrics, ProcessedLabels, SourceLabels, SourceMetrics, SyslogReasonLabels,
-    SyslogSourceMetrics,
+    OtlpSourceMetrics, ProcessedLabels, SourceLabels, SourceMetrics, SourceReasonLabels,
+    SyslogReasonLabels, SyslogSourceMetrics, LISTENER_CLOSE_REASONS,
 };
 
 /// The component a series is about: `source="<name>"` or `sink="<name>"`,

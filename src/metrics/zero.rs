@@ -13,7 +13,8 @@ use prometheus_client::metrics::family::Family;
 
 use super::sinks::{SinkMetrics, REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
 use super::sources::{
-    FileSourceMetrics, OTLP_REJECT_REASONS, SIGNALS, SYSLOG_CONNECTION_ERRORS, SYSLOG_DROP_REASONS,
+    FileSourceMetrics, SourceReasonLabels, LISTENER_CLOSE_REASONS, OTLP_REJECT_REASONS, SIGNALS,
+    SYSLOG_CONNECTION_ERRORS, SYSLOG_DROP_REASONS,
 };
 use super::{
     ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
@@ -74,6 +75,7 @@ impl Metrics {
             }
             "journald" => self.declare_drops(&component, JOURNALD_SOURCE_DROP_REASONS),
             "otlp_http" => {
+                self.declare_listener(name);
                 for signal in SIGNALS {
                     let labels = OtlpSignalLabels {
                         source: name.to_string(),
@@ -97,6 +99,7 @@ impl Metrics {
                 }
             }
             "syslog" => {
+                self.declare_listener(name);
                 zero(
                     &[&self.syslog.parse_errors, &self.syslog.truncated],
                     &labels,
@@ -111,6 +114,17 @@ impl Metrics {
                 self.declare_drops(&component, SYSLOG_DROP_REASONS);
             }
             _ => {}
+        }
+    }
+
+    /// The series of a source that listens on a TCP port (`src/sources/listen/`).
+    fn declare_listener(&self, name: &str) {
+        for reason in LISTENER_CLOSE_REASONS {
+            let labels = SourceReasonLabels {
+                source: name.to_string(),
+                reason: reason.to_string(),
+            };
+            zero(&[&self.sources.connections_closed], &labels);
         }
     }
 
