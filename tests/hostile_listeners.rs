@@ -178,16 +178,14 @@ listen = "127.0.0.1:{port}"
 max_connections = 4
 "#
     ));
-    // Four connections that say nothing, two of them halfway through a
-    // message that never ends.
+    // Four connections that fall silent halfway through a message that
+    // never ends (a read that never completes).
     let mut idle = Vec::new();
     for i in 0..4 {
         let mut s = connect_from("127.0.0.2", port).await;
-        if i % 2 == 0 {
-            s.write_all(b"<13>1 2026-12-03T10:00:00Z gw01 app - - - never fin")
-                .await
-                .unwrap();
-        }
+        s.write_all(format!("<13>1 2026-12-03T10:00:00Z gw01 app - - - never fin {i}").as_bytes())
+            .await
+            .unwrap();
         idle.push(s);
     }
     let mut fifth = connect_from("127.0.0.3", port).await;
@@ -301,7 +299,8 @@ fn otlp_request(token: Option<&str>, text: &str, close: bool) -> Vec<u8> {
     .into_bytes()
 }
 
-/// The status code of the first response on `s`.
+/// The status code of the next response on `s`, its body read (so that
+/// the connection can carry the next request); `None` once it is closed.
 async fn status<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Option<u16> {
     let mut head = Vec::new();
     let mut byte = [0; 1];
@@ -311,12 +310,18 @@ async fn status<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Option<u16> {
             _ => return None,
         }
     }
-    std::str::from_utf8(&head)
-        .ok()?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
+    let head = String::from_utf8(head).ok()?;
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    s.read_exact(&mut body).await.ok()?;
+    head.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
