@@ -563,3 +563,50 @@ tls = {{ cert_file = "{}", key_file = "{}", client_ca_file = "{}", client_auth =
         "{text}"
     );
 }
+
+#[test]
+fn check_refuses_listener_keys_that_cannot_work() {
+    for (what, table, key, fragment) in [
+        (
+            "client_auth without a CA",
+            r#"tls = { cert_file = "c.pem", key_file = "k.pem", client_auth = "required" }"#,
+            "sources.lan.tls.client_auth",
+            "tls.client_ca_file is not",
+        ),
+        (
+            "an unknown client_auth",
+            r#"tls = { cert_file = "c.pem", key_file = "k.pem", client_ca_file = "ca.pem", client_auth = "sometimes" }"#,
+            "sources.lan.tls.client_auth",
+            "unknown client_auth \"sometimes\"",
+        ),
+        (
+            "a zero handshake timeout",
+            r#"tls_handshake_timeout = "0s""#,
+            "sources.lan.tls_handshake_timeout",
+            "must be greater than zero",
+        ),
+        (
+            "no connections per peer",
+            "max_connections_per_peer = 0",
+            "sources.lan.max_connections_per_peer",
+            "out of range",
+        ),
+        (
+            "a connection key over UDP",
+            "mode = \"udp\"\nmax_connections_per_peer = 4",
+            "sources.lan.max_connections_per_peer",
+            "applies to mode = \"tcp\" only",
+        ),
+    ] {
+        let a = Agent::new(&format!("[sources.lan]\ntype = \"syslog\"\n{table}\n"));
+        let out = holdfast(&["check", "--config", a.config_arg()]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{what}: {text}");
+        assert!(
+            text.lines()
+                .any(|l| l.contains(key) && l.contains(fragment)),
+            "{what}: no {key} with {fragment:?} in {text}"
+        );
+    }
+}

@@ -182,8 +182,9 @@ impl Listener {
             ),
             (true, false, OtherAuth::Token { .. }) => Some(
                 "without a bearer token or required client certificates: anyone who can reach \
-                 this port can write telemetry; set bearer_token_file or tls.client_ca_file, or \
-                 make sure a firewall limits who can connect",
+                 this port can write telemetry; set bearer_token_file, or tls.client_ca_file \
+                 with tls.client_auth = \"required\", or make sure a firewall limits who can \
+                 connect",
             ),
             (true, false, _) => Some(
                 "without required client certificates: anyone who can reach this port can write \
