@@ -188,6 +188,7 @@ max_connections = 4
             .unwrap();
         idle.push(s);
     }
+    let sent = Instant::now();
     let mut fifth = connect_from("127.0.0.3", port).await;
     fifth
         .write_all(syslog_line("the fifth sender").as_bytes())
@@ -195,6 +196,10 @@ max_connections = 4
         .unwrap();
     fifth.shutdown().await.unwrap();
     stored(&a, "lan", "the fifth sender").await;
+    eprintln!(
+        "the fifth sender's message was stored {:?} after it was sent",
+        sent.elapsed()
+    );
     assert!(closed_metric(&a, "lan", "idle_evicted") >= 1.0);
     // The evicted connection's partial message was kept.
     stored(&a, "lan", "never fin").await;

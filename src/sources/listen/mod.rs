@@ -38,7 +38,7 @@ use crate::config::units::{format_duration, Count, Dur};
 
 pub(crate) use slots::{Slot, Slots, EVICTION_GRACE};
 pub use tls::{ClientAuth, TlsSettings};
-pub(crate) use tls::{RawTls, ServerTls};
+pub(crate) use tls::{HandshakeError, RawTls, ServerTls};
 
 /// Connections served at once unless `max_connections` says otherwise.
 const MAX_CONNECTIONS: u64 = 256;

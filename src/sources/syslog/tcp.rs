@@ -30,7 +30,7 @@ use super::framing::{Frame, Framer};
 use super::mapping::{Message, Pending};
 use super::SyslogSourceSettings;
 use crate::registry::ComponentContext;
-use crate::sources::listen::{ServerTls, Slot, Slots};
+use crate::sources::listen::{HandshakeError, ServerTls, Slot, Slots};
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 64 << 10;
@@ -89,6 +89,9 @@ impl Connection {
                 self.client_subject = subject;
                 self.run(s).await
             }
+            // Its slot was needed: counted by the listener, not a failure.
+            Err(e @ HandshakeError::Evicted) => debug!(source = %self.appender.name,
+                peer = %self.peer, "{e}"),
             Err(e) => self.failed("tls", &e.to_string()),
         }
     }
