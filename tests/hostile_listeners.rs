@@ -538,6 +538,24 @@ tls = {{ cert_file = "{}", key_file = "{}", client_ca_file = "{}" }}
             .await
             .is_none()
     );
+    // A CA file caught halfway through a rotation keeps the CA in use.
+    std::fs::write(&next, "-----BEGIN CERTIFICATE-----\nnot yet\n").unwrap();
+    std::fs::rename(&next, &ca).unwrap();
+    // Files are looked at before a handshake: each one must succeed, until
+    // one has seen the bad file.
+    let end = Instant::now() + DEADLINE;
+    loop {
+        assert!(send_tls("127.0.0.2", port, &newcomer, "with the CA kept").await);
+        if a.stderr().contains("TLS files changed but cannot be used") {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the unusable CA file was not reported"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stored(&a, "secure", "with the CA kept").await;
 }
 
 #[test]

@@ -228,3 +228,54 @@ impl Listener {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn listener(listen: &str, tls: Option<Option<ClientAuth>>) -> Listener {
+        Listener {
+            listen: listen.parse().unwrap(),
+            max_connections: NonZeroUsize::MIN,
+            max_connections_per_peer: NonZeroUsize::MIN,
+            tls_handshake_timeout: TLS_HANDSHAKE_TIMEOUT,
+            tls: tls.map(|auth| TlsSettings {
+                cert_file: PathBuf::from("c.pem"),
+                key_file: PathBuf::from("k.pem"),
+                client_ca: auth.map(|a| (PathBuf::from("ca.pem"), a)),
+            }),
+        }
+    }
+
+    #[test]
+    fn only_an_authenticated_tls_listener_on_the_network_goes_unwarned() {
+        let token = OtherAuth::Token { set: true };
+        let no_token = OtherAuth::Token { set: false };
+        let required = Some(Some(ClientAuth::Required));
+        let optional = Some(Some(ClientAuth::Optional));
+        for auth in [OtherAuth::None, OtherAuth::NoneOverUdp, token, no_token] {
+            assert_eq!(listener("127.0.0.1:1", None).exposure(auth), None);
+            assert_eq!(listener("[::1]:1", None).exposure(auth), None);
+        }
+        let lan = "192.0.2.1:1";
+        assert_eq!(listener(lan, required).exposure(OtherAuth::None), None);
+        assert_eq!(listener(lan, Some(None)).exposure(token), None);
+        assert_eq!(listener(lan, optional).exposure(token), None);
+        for (tls, auth, says) in [
+            (None, OtherAuth::None, "without TLS or client certificates"),
+            (None, no_token, "without TLS or a bearer token"),
+            (None, token, "without TLS: the bearer token"),
+            (
+                optional,
+                OtherAuth::None,
+                "without required client certificates",
+            ),
+            (Some(None), no_token, "without a bearer token or required"),
+            (required, OtherAuth::NoneOverUdp, "over UDP"),
+        ] {
+            let warning = listener(lan, tls).exposure(auth).unwrap_or_default();
+            assert!(warning.starts_with(says), "{tls:?} {auth:?}: {warning}");
+        }
+    }
+}
