@@ -633,3 +633,43 @@ fn check_refuses_listener_keys_that_cannot_work() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_handshake_that_never_finishes_does_not_hold_up_the_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let port = free_port();
+    let mut a = start(&format!(
+        r#"
+[sources.secure]
+type = "syslog"
+listen = "127.0.0.1:{port}"
+tls = {{ cert_file = "{}", key_file = "{}" }}
+"#,
+        pki.path("server.pem").display(),
+        pki.path("server.key").display(),
+    ));
+    let mut hog = connect_from("127.0.0.2", port).await;
+    hog.write_all(&[0x16, 0x03, 0x01, 0x00, 0xc8])
+        .await
+        .unwrap();
+    // Connections are accepted in order: once a later one is served, the
+    // hog's handshake is under way.
+    let connector = client_tls(&pki, None);
+    assert!(send_tls("127.0.0.3", port, &connector, "after the hog").await);
+    stored(&a, "secure", "after the hog").await;
+    let connected = Instant::now();
+    let stopped = tokio::task::spawn_blocking(move || {
+        let status = a.stop();
+        (status, connected.elapsed())
+    })
+    .await
+    .unwrap();
+    assert!(stopped.0.success(), "{:?}", stopped.0);
+    assert!(
+        stopped.1 < Duration::from_secs(5),
+        "the stop waited {:?} for the handshake",
+        stopped.1
+    );
+    drop(hog);
+}

@@ -242,9 +242,15 @@ impl Slots {
         }))
     }
 
-    /// Waits until every connection has ended (after the accept loop
-    /// stopped).
-    pub(crate) async fn drained(&self) {
+    /// Once the accept loop stopped: ends the connections that are not
+    /// watching the source's stop themselves (those still in their TLS
+    /// handshake, which would otherwise hold the stop for up to
+    /// `tls_handshake_timeout`), and waits until every connection has
+    /// ended.
+    pub(crate) async fn drain(&self) {
+        for (_, state) in self.table().open.values() {
+            state.evict.cancel();
+        }
         loop {
             let freed = self.freed.notified();
             if self.table().live == 0 {

@@ -51,7 +51,7 @@ pub(crate) async fn serve(
     }
     // New connections are refused from here on; wait for the open ones.
     drop(listener);
-    slots.drained().await;
+    slots.drain().await;
 }
 
 async fn connection(

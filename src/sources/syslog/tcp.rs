@@ -62,7 +62,7 @@ pub(super) async fn serve(
         tokio::spawn(conn.start(stream, tls.clone()));
     }
     drop(listener);
-    slots.drained().await;
+    slots.drain().await;
     info!(source = %name, "syslog source stopped; every connection's messages were appended");
     Ok(())
 }
