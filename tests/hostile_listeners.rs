@@ -604,7 +604,8 @@ fn check_refuses_listener_keys_that_cannot_work() {
         ),
         (
             "a zero handshake timeout",
-            r#"tls_handshake_timeout = "0s""#,
+            r#"tls_handshake_timeout = "0s"
+tls = { cert_file = "c.pem", key_file = "k.pem" }"#,
             "sources.lan.tls_handshake_timeout",
             "must be greater than zero",
         ),

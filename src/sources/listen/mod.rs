@@ -126,6 +126,14 @@ impl Listener {
             Some("every TLS client would be dropped before it could finish its handshake"),
         );
         let tls = raw.tls.and_then(|t| tls::check(cx, &key("tls"), t));
+        if let (Some(v), None) = (raw.tls_handshake_timeout, raw.tls) {
+            cx.warn(
+                Some(v.span()),
+                &key("tls_handshake_timeout"),
+                "has no effect without tls: this listener does no TLS handshake; remove it, or \
+                 set tls.cert_file and tls.key_file",
+            );
+        }
         let l = Listener {
             listen,
             max_connections,
