@@ -88,7 +88,9 @@ pub(crate) fn of_certificate(der: &[u8]) -> Option<String> {
         tbs = element(tbs)?.rest;
     }
     let (name, _) = expect(tbs, SEQUENCE)?;
-    format_name(name)
+    // A certificate may name its subject only in subjectAltName: no
+    // attribute then, rather than an empty one.
+    format_name(name).filter(|n| !n.is_empty())
 }
 
 /// A Name's RDNs, most specific first as RFC 4514 writes them (the reverse
