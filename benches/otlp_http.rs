@@ -330,6 +330,8 @@ fn main() {
             listener: Listener {
                 listen: addr,
                 max_connections: NonZeroUsize::new(256).unwrap(),
+                max_connections_per_peer: NonZeroUsize::new(256).unwrap(),
+                tls_handshake_timeout: Duration::from_secs(10),
                 tls: None,
             },
             max_body_bytes: 8 << 20,

@@ -152,6 +152,8 @@ fn scenario(rt: &tokio::runtime::Runtime, root: &std::path::Path, rfc5424: bool,
         listener: Listener {
             listen,
             max_connections: NonZeroUsize::new(64).unwrap(),
+            max_connections_per_peer: NonZeroUsize::new(64).unwrap(),
+            tls_handshake_timeout: Duration::from_secs(10),
             tls: None,
         },
         max_message_size: 64 << 10,

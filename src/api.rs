@@ -7,8 +7,8 @@ source fails and is being restarted).
 
 It binds to 127.0.0.1 unless configured otherwise and serves GET only. Every
 connection is bounded: a semaphore caps how many are open, and a request
-must arrive within a header timeout. The accept loop under a connection cap
-([`accept_with_permit`]) also serves the OTLP/HTTP source.
+must arrive within a header timeout ([`accept_with_permit`]). The sources
+that listen on the network have their own slots (`src/sources/listen/`).
 */
 
 use std::collections::BTreeMap;

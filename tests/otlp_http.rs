@@ -930,7 +930,6 @@ async fn a_bearer_token_is_required_when_configured() {
     std::fs::write(&token, "  s3cret-Token_1\n").unwrap();
     let t2 = token.clone();
     let a = start_with(move |o, _| o.bearer_token_file = Some(t2)).await;
-    let mut c = a.client().await;
     let body = fixture("logs.json");
     for auth in [
         None,
@@ -938,6 +937,9 @@ async fn a_bearer_token_is_required_when_configured() {
         Some("Basic s3cret-Token_1"),
         Some("Bearer s3cret-Token_"),
     ] {
+        // Each refusal closes its connection (so that unauthenticated
+        // clients hold no slot): a new one each time.
+        let mut c = a.client().await;
         let mut h = vec![("content-type", JSON)];
         if let Some(v) = auth {
             h.push(("authorization", v));
@@ -945,6 +947,7 @@ async fn a_bearer_token_is_required_when_configured() {
         let r = c.post("/v1/logs", &h, body.clone()).await;
         assert_eq!(r.status, 401, "{auth:?}");
         assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+        assert_eq!(r.header("connection"), Some("close"));
         assert!(
             r.message().contains("Authorization: Bearer"),
             "{}",
@@ -952,6 +955,7 @@ async fn a_bearer_token_is_required_when_configured() {
         );
     }
     assert_eq!(a.next_seq(), 0);
+    let mut c = a.client().await;
     let r = c
         .post(
             "/v1/logs",
@@ -1463,6 +1467,7 @@ async fn tls_serves_with_the_configured_certificate() {
         o.listener.tls = Some(holdfast::sources::otlp_http::TlsSettings {
             cert_file: fixture_path("tls/cert.pem"),
             key_file: fixture_path("tls/key.pem"),
+            client_ca: None,
         })
     })
     .await;
@@ -1509,6 +1514,7 @@ async fn tls_serves_with_the_configured_certificate() {
     o.listener.tls = Some(holdfast::sources::otlp_http::TlsSettings {
         cert_file: fixture_path("tls/key.pem"),
         key_file: fixture_path("tls/key.pem"),
+        client_ca: None,
     });
     let e = holdfast::sources::otlp_http::run(
         "edge".into(),

@@ -50,7 +50,7 @@ pub use sinks::{SinkLabels, SinkMetrics, SinkReasonLabels, SinkStatusLabels};
 pub use sources::{
     FileSourceMetrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels,
     OtlpSourceMetrics, ProcessedLabels, SourceLabels, SourceMetrics, SourceReasonLabels,
-    SyslogReasonLabels, SyslogSourceMetrics,
+    SyslogReasonLabels, SyslogSourceMetrics, LISTENER_CLOSE_REASONS,
 };
 
 /// The component a series is about: `source="<name>"` or `sink="<name>"`,

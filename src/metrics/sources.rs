@@ -43,8 +43,21 @@ families! {
         /// Events a processing rule marked unparsed, dropped, sampled out or redacted, by source
         /// and rule
         pub processed: Family<ProcessedLabels, Counter> = "holdfast_processed_events";
+        /// Connections a listening source (otlp_http, syslog over TCP) closed to protect its
+        /// slots, by reason (per_peer_limit, idle_evicted, tls_handshake_timeout,
+        /// tls_handshake_failed)
+        pub connections_closed: Family<SourceReasonLabels, Counter> = "holdfast_listener_closed_connections";
     }
 }
+
+/// Every `reason` of `holdfast_listener_closed_connections_total`: why
+/// `src/sources/listen/` closed a connection (`slots.rs`, `tls.rs`).
+pub const LISTENER_CLOSE_REASONS: [&str; 4] = [
+    "per_peer_limit",
+    "idle_evicted",
+    "tls_handshake_timeout",
+    "tls_handshake_failed",
+];
 
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OtlpRequestLabels {

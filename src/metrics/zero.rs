@@ -13,8 +13,9 @@ use prometheus_client::metrics::family::Family;
 
 use super::sinks::{SinkMetrics, REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
 use super::sources::{
-    FileSourceMetrics, OtlpRequestLabels, FILE_SKIP_REASONS, OTLP_REJECT_REASONS,
-    OTLP_SIGNAL_PATHS, SIGNALS, SYSLOG_CONNECTION_ERRORS, SYSLOG_DROP_REASONS,
+    FileSourceMetrics, OtlpRequestLabels, SourceReasonLabels, FILE_SKIP_REASONS,
+    LISTENER_CLOSE_REASONS, OTLP_REJECT_REASONS, OTLP_SIGNAL_PATHS, SIGNALS,
+    SYSLOG_CONNECTION_ERRORS, SYSLOG_DROP_REASONS,
 };
 use super::{
     ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
@@ -84,6 +85,7 @@ impl Metrics {
             }
             "journald" => self.declare_drops(&component, JOURNALD_SOURCE_DROP_REASONS),
             "otlp_http" => {
+                self.declare_listener(name);
                 for signal in SIGNALS {
                     let labels = OtlpSignalLabels {
                         source: name.to_string(),
@@ -118,6 +120,7 @@ impl Metrics {
                 }
             }
             "syslog" => {
+                self.declare_listener(name);
                 zero(
                     &[&self.syslog.parse_errors, &self.syslog.truncated],
                     &labels,
@@ -132,6 +135,17 @@ impl Metrics {
                 self.declare_drops(&component, SYSLOG_DROP_REASONS);
             }
             _ => {}
+        }
+    }
+
+    /// The series of a source that listens on a TCP port (`src/sources/listen/`).
+    fn declare_listener(&self, name: &str) {
+        for reason in LISTENER_CLOSE_REASONS {
+            let labels = SourceReasonLabels {
+                source: name.to_string(),
+                reason: reason.to_string(),
+            };
+            zero(&[&self.sources.connections_closed], &labels);
         }
     }
 

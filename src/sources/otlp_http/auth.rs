@@ -1,14 +1,69 @@
 /*!
-Bearer-token authentication. The token is read once at start from
+Who the client is: the subject of its verified TLS client certificate
+([`ClientSubject`]), and bearer-token authentication.
+
+The token is checked from the request's head, before any of its body is
+read or any memory budget taken; a request without it is answered 401 and
+its connection closed, so a flood of them holds no slot for long and
+cannot keep authenticated clients out.
+
+Bearer tokens: The token is read once at start from
 `bearer_token_file` (surrounding whitespace trimmed), never logged, and
 compared in constant time: how long a comparison takes depends only on the
 lengths, never on how many leading bytes matched.
 */
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use hyper::header::HeaderValue;
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+
+use crate::sources::listen::Listener;
+
+/// The subject (RFC 4514) of the client certificate the connection's TLS
+/// handshake verified, in each of its requests' extensions; stored on each
+/// log record as `tls.client.subject`.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientSubject(pub Arc<str>);
+
+/// The record attribute of [`ClientSubject`] (the OpenTelemetry
+/// semantic-convention name).
+pub(crate) const ATTR_CLIENT_SUBJECT: &str = "tls.client.subject";
+
+/// Sets `tls.client.subject` on every log record of `req` to the verified
+/// `subject`. Where the listener asks for client certificates, a value the
+/// client wrote itself is removed, verified subject or not: the attribute
+/// must only ever say what TLS verified.
+pub(crate) fn stamp_subject(
+    req: &mut ExportLogsServiceRequest,
+    listener: &Listener,
+    subject: Option<&ClientSubject>,
+) {
+    let asks = listener.tls.as_ref().is_some_and(|t| t.client_ca.is_some());
+    if !asks {
+        return;
+    }
+    for r in req
+        .resource_logs
+        .iter_mut()
+        .flat_map(|r| &mut r.scope_logs)
+        .flat_map(|s| &mut s.log_records)
+    {
+        r.attributes.retain(|kv| kv.key != ATTR_CLIENT_SUBJECT);
+        if let Some(subject) = subject {
+            r.attributes.push(KeyValue {
+                key: ATTR_CLIENT_SUBJECT.to_string(),
+                value: Some(AnyValue {
+                    value: Some(any_value::Value::StringValue(subject.0.to_string())),
+                }),
+                ..Default::default()
+            });
+        }
+    }
+}
 
 /// The token clients must send as `Authorization: Bearer <token>`.
 pub(crate) struct Token(Vec<u8>);

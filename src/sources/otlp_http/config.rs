@@ -14,7 +14,7 @@ use crate::config::environment::Env;
 use crate::config::units::{format_duration, format_size, Count, Dur, Size};
 use crate::config::SourceEnv;
 use crate::registry::{ComponentContext, Run, Source};
-use crate::sources::listen::{Listener, RawTls};
+use crate::sources::listen::{Listener, OtherAuth, RawListener, RawTls};
 use crate::sources::raw::raw_source;
 
 /// `type = "otlp_http"`: an OTLP/HTTP (protobuf or JSON) receiver.
@@ -56,6 +56,8 @@ raw_source! {
         max_body_bytes: Size,
         /// Default 256; 1 to 65536.
         max_connections: Count,
+        /// Default 32; 1 to 65536.
+        max_connections_per_peer: Count,
         /// Default `"10s"`.
         header_timeout: Dur,
         /// Default `"30s"`.
@@ -64,6 +66,8 @@ raw_source! {
         bearer_token_file: String,
         /// Never allowed: accepted here only to refuse it with the reason.
         bearer_token: IgnoredAny,
+        /// Default `"10s"`.
+        tls_handshake_timeout: Dur,
         /// Default: absent, plain HTTP.
         tls: RawTls,
         /// Default: absent, records as received (checked by `src/process/config.rs`).
@@ -117,39 +121,17 @@ impl RawOtlpHttpSource {
             );
         }
         let bearer_token_file = cx.path(&key("bearer_token_file"), self.bearer_token_file.as_ref());
-        let raw_listener = (
-            self.listen.as_ref(),
-            self.max_connections.as_ref(),
-            self.tls.as_ref(),
-        );
-        let listener = Listener::check(cx, &t.key, d::LISTEN, raw_listener);
-        let listen = listener.listen;
-        if !listen.ip().is_loopback() {
-            let problem = match (bearer_token_file.is_some(), listener.tls.is_some()) {
-                (false, false) => Some(
-                    "without TLS or a bearer token: anyone who can reach this port can write \
-                     telemetry, and it travels in clear text; set bearer_token_file and \
-                     tls.cert_file/tls.key_file, or listen on 127.0.0.1",
-                ),
-                (true, false) => Some(
-                    "without TLS: the bearer token and the telemetry travel in clear text; set \
-                     tls.cert_file and tls.key_file",
-                ),
-                (false, true) => Some(
-                    "without a bearer token: anyone who can reach this port can write telemetry; \
-                     set bearer_token_file, or make sure a firewall limits who can connect",
-                ),
-                (true, true) => None,
-            };
-            if let Some(problem) = problem {
-                let span = self.listen.as_ref().map(|v| v.span());
-                cx.warn(
-                    span,
-                    &key("listen"),
-                    format!("listens on {listen} {problem}"),
-                );
-            }
-        }
+        let raw_listener = RawListener {
+            listen: self.listen.as_ref(),
+            max_connections: self.max_connections.as_ref(),
+            max_connections_per_peer: self.max_connections_per_peer.as_ref(),
+            tls_handshake_timeout: self.tls_handshake_timeout.as_ref(),
+            tls: self.tls.as_ref(),
+        };
+        let auth = OtherAuth::Token {
+            set: bearer_token_file.is_some(),
+        };
+        let listener = Listener::check(cx, &t.key, d::LISTEN, raw_listener, auth);
         OtlpHttpSourceSettings {
             listener,
             max_body_bytes,
@@ -174,10 +156,9 @@ impl Source for OtlpHttpSourceSettings {
         writeln!(out, "    receives OTLP/HTTP on {scheme}://{}", l.listen)?;
         writeln!(
             out,
-            "    bodies up to {} (compressed and decompressed); at most {} connections; \
-             headers within {}, whole requests within {}",
+            "    bodies up to {} (compressed and decompressed); headers within {}, whole \
+             requests within {}",
             format_size(o.max_body_bytes),
-            l.max_connections,
             format_duration(o.header_timeout),
             format_duration(o.request_timeout)
         )?;
@@ -189,9 +170,7 @@ impl Source for OtlpHttpSourceSettings {
             )?,
             None => writeln!(out, "    no authentication")?,
         }
-        if let Some(tls) = &l.tls {
-            tls.describe(out)?;
-        }
+        l.describe(out)?;
         if let Some(chain) = &o.process {
             crate::process::config::describe(chain, out)?;
         }

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, warn};
 
-use super::auth::Token;
+use super::auth::{self, ClientSubject, Token};
 use super::body::{self, Budget};
 use super::decode::{self, Compression, Decoded};
 use super::json;
@@ -303,6 +303,9 @@ async fn accept(
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
             let drained = match content_length(&parts.headers) {
                 _ if expects_continue => false,
+                // Nothing more is read from an unauthenticated client, and
+                // its connection closes: a flood of them holds no slot.
+                _ if matches!(e, RequestError::Unauthorized) => false,
                 Some(n) if n > discard_limit => false,
                 _ => body::discard(&mut body, discard_limit, DISCARD_WAIT).await,
             };
@@ -312,6 +315,7 @@ async fn accept(
         }
     };
     let (signal, encoding, compression, declared) = checked;
+    let subject = parts.extensions.get::<ClientSubject>().cloned();
     let limit = src.opts.max_body_bytes;
     let deadline = started + src.opts.request_timeout;
     let mut res = src.budget.empty();
@@ -341,7 +345,7 @@ async fn accept(
         Err(e) => return (Err(e), true),
     };
     (
-        prepare_and_append(src, signal, encoding, compression, raw, res).await,
+        prepare_and_append(src, signal, encoding, compression, raw, res, subject).await,
         false,
     )
 }
@@ -403,6 +407,7 @@ fn prepare(
     compression: Compression,
     raw: bytes::Bytes,
     res: &mut body::Reservation,
+    subject: Option<ClientSubject>,
 ) -> Result<Prepared, RequestError> {
     let data = decode::decompress(raw, compression, src.opts.max_body_bytes, res)?;
     let unknown = json::UnknownKeys::default();
@@ -411,6 +416,9 @@ fn prepare(
     // will be sent; dropped records are not counted as decoded.
     if let (Some(p), Decoded::Logs(req)) = (&src.process, &mut decoded) {
         p.lock().unwrap_or_else(|e| e.into_inner()).logs(req);
+    }
+    if let Decoded::Logs(req) = &mut decoded {
+        auth::stamp_subject(req, &src.opts.listener, subject.as_ref());
     }
     if unknown.count() > 0 {
         debug!(source = %src.name, signal = signal.as_str(), count = unknown.count(),
@@ -466,6 +474,7 @@ async fn prepare_and_append(
     compression: Compression,
     raw: bytes::Bytes,
     mut res: body::Reservation,
+    subject: Option<ClientSubject>,
 ) -> Result<Accepted, RequestError> {
     let inline = match compression {
         Compression::Identity => raw.len() <= INLINE_BYTES,
@@ -473,13 +482,13 @@ async fn prepare_and_append(
     };
     let (prepared, res) = if inline {
         (
-            prepare(src, signal, encoding, compression, raw, &mut res),
+            prepare(src, signal, encoding, compression, raw, &mut res, subject),
             res,
         )
     } else {
         let s = src.clone();
         tokio::task::spawn_blocking(move || {
-            let p = prepare(&s, signal, encoding, compression, raw, &mut res);
+            let p = prepare(&s, signal, encoding, compression, raw, &mut res, subject);
             (p, res)
         })
         .await

@@ -144,7 +144,7 @@ pub(crate) async fn run_with(
         })?),
         None => None,
     };
-    let tls = opts.listener.tls_acceptor(&name)?;
+    let tls = opts.listener.server_tls(&name)?;
     let listen = opts.listener.listen;
     let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
         anyhow::anyhow!(
@@ -161,8 +161,9 @@ pub(crate) async fn run_with(
         max_body_bytes = opts.max_body_bytes,
         "OTLP/HTTP source listening"
     );
+    let slots = crate::sources::listen::Slots::new(&name, &opts.listener, &ctx.metrics);
     let src = Arc::new(handler::Source::new(ctx, opts, token));
-    server::serve(listener, tls, src, stop).await;
+    server::serve(listener, tls, slots, src, stop).await;
     info!(source = %name, "OTLP/HTTP source stopped; every request in flight was answered");
     Ok(())
 }

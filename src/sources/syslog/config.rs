@@ -12,7 +12,7 @@ use crate::config::environment::Env;
 use crate::config::units::{format_duration, format_size, Count, Dur, Size};
 use crate::config::SourceEnv;
 use crate::registry::{ComponentContext, Run, Source};
-use crate::sources::listen::{Listener, RawTls};
+use crate::sources::listen::{Listener, OtherAuth, RawListener, RawTls};
 use crate::sources::raw::raw_source;
 
 /// The transport a syslog source listens on.
@@ -62,12 +62,16 @@ raw_source! {
         listen: String,
         /// Default 256; 1 to 65536. TCP only.
         max_connections: Count,
+        /// Default 32; 1 to 65536. TCP only.
+        max_connections_per_peer: Count,
         /// Default `"64KiB"`; 480 bytes (RFC 3164's smallest) to 1 MiB.
         max_message_size: Size,
         /// Default `"10m"`. TCP only.
         idle_timeout: Dur,
         /// Default `"local"`; `"UTC"` or an offset like `"+02:00"`.
         time_zone: String,
+        /// Default `"10s"`. TCP with TLS only.
+        tls_handshake_timeout: Dur,
         /// Default: absent, plain TCP. TCP only.
         tls: RawTls,
     }
@@ -89,12 +93,20 @@ impl RawSyslogSource {
                 Transport::Tcp
             }
         };
-        let raw_listener = (
-            self.listen.as_ref(),
-            self.max_connections.as_ref(),
-            self.tls.as_ref(),
-        );
-        let listener = Listener::check(cx, &t.key, d::LISTEN, raw_listener);
+        let raw_listener = RawListener {
+            listen: self.listen.as_ref(),
+            max_connections: self.max_connections.as_ref(),
+            max_connections_per_peer: self.max_connections_per_peer.as_ref(),
+            tls_handshake_timeout: self.tls_handshake_timeout.as_ref(),
+            tls: self.tls.as_ref(),
+        };
+        // Over UDP the connection keys are refused below, and the warning
+        // about other machines is UDP's own.
+        let auth = match mode {
+            Transport::Tcp => OtherAuth::None,
+            Transport::Udp => OtherAuth::NoneOverUdp,
+        };
+        let listener = Listener::check(cx, &t.key, d::LISTEN, raw_listener, auth);
         let max_message_size = cx.size(
             &key("max_message_size"),
             self.max_message_size.as_ref(),
@@ -130,7 +142,15 @@ impl RawSyslogSource {
                     "max_connections",
                     self.max_connections.as_ref().map(|v| v.span()),
                 ),
+                (
+                    "max_connections_per_peer",
+                    self.max_connections_per_peer.as_ref().map(|v| v.span()),
+                ),
                 ("idle_timeout", self.idle_timeout.as_ref().map(|v| v.span())),
+                (
+                    "tls_handshake_timeout",
+                    self.tls_handshake_timeout.as_ref().map(|v| v.span()),
+                ),
             ] {
                 if let Some(span) = span {
                     cx.error(
@@ -181,13 +201,10 @@ impl Source for SyslogSourceSettings {
         if self.mode == Transport::Tcp {
             writeln!(
                 out,
-                "    at most {} connections; idle ones closed after {}",
-                l.max_connections,
+                "    connections silent for {} are closed",
                 format_duration(self.idle_timeout)
             )?;
-        }
-        if let Some(tls) = &l.tls {
-            tls.describe(out)?;
+            l.describe(out)?;
         }
         Ok(())
     }
@@ -197,12 +214,9 @@ impl Source for SyslogSourceSettings {
     }
 
     fn check_environment(&self, name: &str, env: &mut Env<'_>) {
-        let prefix = format!("sources.{name}");
         if self.mode == Transport::Tcp {
-            env.bindable(&format!("{prefix}.listen"), self.listener.listen);
-        }
-        if let Some(tls) = &self.listener.tls {
-            tls.check_environment(env, &prefix);
+            self.listener
+                .check_environment(env, &format!("sources.{name}"));
         }
     }
 

@@ -12,6 +12,7 @@ Parsed syslog messages → the log's format-2 events, many per append.
 | MSG | body: a string, or bytes when it is not UTF-8 |
 | not parseable | the whole message as body, `syslog.parse_error` says why |
 | cut at `max_message_size` | `log.record.truncated`, `log.record.original_bytes` |
+| TLS client certificate (verified) | `tls.client.subject` (its subject, RFC 4514) |
 
 Ids follow the `otlp_http` source: the network gives nothing to re-read,
 so each batch has one random seed in its context and an event's id is
@@ -37,6 +38,9 @@ pub const ATTR_PARSE_ERROR: &str = "syslog.parse_error";
 /// The marks of a cut message, named as the `file` source names them.
 pub const ATTR_TRUNCATED: &str = "log.record.truncated";
 pub const ATTR_ORIGINAL_BYTES: &str = "log.record.original_bytes";
+/// The subject of the client certificate the sender presented (the
+/// OpenTelemetry semantic-convention name).
+pub const ATTR_CLIENT_SUBJECT: &str = "tls.client.subject";
 
 /// OpenTelemetry severity number and the syslog keyword of severities 0-7
 /// (the OpenTelemetry log data model's syslog mapping).
@@ -56,6 +60,8 @@ const SEVERITIES: [(i32, &str); 8] = [
 pub struct Message<'a> {
     pub bytes: &'a [u8],
     pub peer: IpAddr,
+    /// The subject of the sender's verified TLS client certificate.
+    pub client_subject: Option<&'a str>,
     /// The length the sender gave or sent, when `bytes` was cut short.
     pub original_len: Option<usize>,
     pub observed_ns: u64,
@@ -154,6 +160,10 @@ impl Pending {
             self.writer.attr(ATTR_TRUNCATED, AttrValue::Bool(true));
             self.writer
                 .attr(ATTR_ORIGINAL_BYTES, AttrValue::Int(len as i64));
+        }
+        if let Some(subject) = m.client_subject {
+            self.writer
+                .attr(ATTR_CLIENT_SUBJECT, AttrValue::Str(subject));
         }
         let delta = m.observed_ns.saturating_sub(self.observed_base);
         self.writer.finish(group, delta, &mut self.framed);
@@ -330,6 +340,7 @@ mod tests {
             p.push(Message {
                 bytes: line,
                 peer,
+                client_subject: None,
                 original_len: (i == 1).then_some(9000),
                 observed_ns: t0 + i as u64,
             });

@@ -4,7 +4,7 @@ octet-counted framing, optionally inside TLS as RFC 5425 says) or UDP,
 appended to the log many at a time.
 
 ```text
- device ── TCP [TLS] ──▶ tcp.rs      listener, connection permits, idle timeout
+ device ── TCP [TLS] ──▶ tcp.rs      connections in the slots of sources/listen/, idle timeout
                           framing.rs  octet counting | newline, chosen by the first byte
  device ── UDP ────────▶ udp.rs      one datagram, one message
                           parse/      the pure parser (RFC 5424, RFC 3164 variants)
@@ -74,7 +74,7 @@ pub async fn run(ctx: ComponentContext, opts: SyslogSourceSettings) -> anyhow::R
         Transport::Tcp => {
             // TLS first: bad certificate files are named before the port is
             // taken.
-            let tls = opts.listener.tls_acceptor(&ctx.name)?;
+            let tls = opts.listener.server_tls(&ctx.name)?;
             let socket = TcpListener::bind(listen).await.map_err(cannot_bind)?;
             tcp::serve(ctx, opts, socket, tls, appender).await
         }

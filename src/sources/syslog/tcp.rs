@@ -1,36 +1,36 @@
 /*!
-The TCP listener (optionally TLS, RFC 5425) and its connections, at most
-`max_connections` at once (a semaphore: each connection's task owns its
-permit; more wait in the kernel's backlog).
+The TCP listener (optionally TLS, RFC 5425) and its connections, in the
+slots of `src/sources/listen/` (`max_connections`, per peer, and the idle
+eviction that keeps a slot from being held by a client that says nothing).
 
 A connection reads, frames and appends in turn: everything one read
 brought is one batch (split at `batch_bytes`), and the next read starts
 only once that batch is durable. So a full log under `when_full = "block"`
-stops the reads, and TCP flow control stops the sender. A connection that
-sends nothing for `idle_timeout` (a half-open one, a stuck sender) is
-closed; a TLS handshake must finish within it too.
+stops the reads, and TCP flow control stops the sender. Its slot is busy
+from a read's return to the next read, so a connection waiting on the log
+is never evicted; while it waits for the sender it is idle. A connection
+that sends nothing for `idle_timeout` (a half-open one, a stuck sender) is
+closed; so is an idle one whose slot a new connection needs, and a TLS
+handshake must finish within `tls_handshake_timeout`.
 
 On stop, the listener closes, each connection appends what it has read and
 returns; `serve` returns once every connection has.
 */
 
-use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_rustls::TlsAcceptor;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::append::{now_ns, Appender, WhenNoRoom};
 use super::framing::{Frame, Framer};
 use super::mapping::{Message, Pending};
 use super::SyslogSourceSettings;
-use crate::api::accept_with_permit;
 use crate::registry::ComponentContext;
+use crate::sources::listen::{HandshakeError, ServerTls, Slot, Slots};
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 64 << 10;
@@ -40,44 +40,29 @@ pub(super) async fn serve(
     ctx: ComponentContext,
     opts: SyslogSourceSettings,
     listener: TcpListener,
-    tls: Option<TlsAcceptor>,
+    tls: Option<ServerTls>,
     appender: Arc<Appender>,
 ) -> anyhow::Result<()> {
     let name = &ctx.name;
     let addr = listener.local_addr().unwrap_or(opts.listener.listen);
     info!(source = %name, %addr, tls = tls.is_some(), "syslog source listening on TCP");
-    let max = opts.listener.max_connections.get();
-    let permits = Arc::new(Semaphore::new(max));
+    let slots = Slots::new(name, &opts.listener, &ctx.metrics);
     let stop = ctx.stop.clone();
-    let accept_failed = |e: &io::Error| warn!(source = %name, error = %e, "syslog accept failed");
     let opts = Arc::new(opts);
-    while let Some((permit, stream, peer)) =
-        accept_with_permit(&listener, &permits, &stop, accept_failed).await
-    {
+    let tls = tls.map(Arc::new);
+    while let Some((slot, stream, peer)) = slots.accept(&listener, &stop).await {
         let conn = Connection {
             peer,
             opts: opts.clone(),
             appender: appender.clone(),
             stop: stop.clone(),
-            _permit: permit,
+            slot,
+            client_subject: None,
         };
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            match tls {
-                None => conn.run(stream).await,
-                Some(acceptor) => {
-                    let hs = tokio::time::timeout(conn.opts.idle_timeout, acceptor.accept(stream));
-                    match hs.await {
-                        Ok(Ok(s)) => conn.run(s).await,
-                        Ok(Err(e)) => conn.failed("tls", &e.to_string()),
-                        Err(_) => conn.failed("tls", "the TLS handshake timed out"),
-                    }
-                }
-            }
-        });
+        tokio::spawn(conn.start(stream, tls.clone()));
     }
     drop(listener);
-    let _ = permits.acquire_many(max as u32).await;
+    slots.drain().await;
     info!(source = %name, "syslog source stopped; every connection's messages were appended");
     Ok(())
 }
@@ -88,10 +73,29 @@ struct Connection {
     appender: Arc<Appender>,
     stop: CancellationToken,
     /// Dropped when the connection ends: frees a place for the next one.
-    _permit: OwnedSemaphorePermit,
+    slot: Slot,
+    /// The subject of the client's verified certificate.
+    client_subject: Option<String>,
 }
 
 impl Connection {
+    async fn start(mut self, stream: TcpStream, tls: Option<Arc<ServerTls>>) {
+        let Some(tls) = tls else {
+            return self.run(stream).await;
+        };
+        let timeout = self.opts.listener.tls_handshake_timeout;
+        match tls.handshake(stream, timeout, &self.slot).await {
+            Ok((s, subject)) => {
+                self.client_subject = subject;
+                self.run(s).await
+            }
+            // Its slot was needed: counted by the listener, not a failure.
+            Err(e @ HandshakeError::Evicted) => debug!(source = %self.appender.name,
+                peer = %self.peer, "{e}"),
+            Err(e) => self.failed("tls", &e.to_string()),
+        }
+    }
+
     fn failed(&self, reason: &str, why: &str) {
         debug!(source = %self.appender.name, peer = %self.peer, reason, why, "syslog connection ended early");
         self.appender.connection_error(reason);
@@ -101,6 +105,7 @@ impl Connection {
         pending.push(Message {
             bytes: &f.bytes,
             peer: self.peer.ip(),
+            client_subject: self.client_subject.as_deref(),
             original_len: f.original_len,
             observed_ns: now_ns(),
         });
@@ -111,6 +116,7 @@ impl Connection {
         let mut pending = self.appender.pending();
         let wait = WhenNoRoom::Wait;
         loop {
+            let busy = self.slot.busy();
             let mut broken = false;
             loop {
                 match framer.next_frame() {
@@ -135,10 +141,14 @@ impl Connection {
                 return;
             }
             framer.buffer().reserve(READ_CHUNK);
+            drop(busy);
             let read = tokio::select! {
                 _ = self.stop.cancelled() => None,
+                // Counted by the listener (`idle_evicted`).
+                _ = self.slot.evicted() => None,
                 r = tokio::time::timeout(self.opts.idle_timeout, io.read_buf(framer.buffer())) => Some(r),
             };
+            let _busy = self.slot.busy();
             match read {
                 Some(Ok(Ok(n))) if n > 0 => continue,
                 Some(Ok(Ok(_))) => {}

@@ -53,6 +53,7 @@ pub(super) async fn serve(
                     pending.push(Message {
                         bytes: &bytes[..bytes.len().min(max)],
                         peer: peer.ip(),
+                        client_subject: None,
                         original_len,
                         observed_ns,
                     });
