@@ -1,10 +1,13 @@
 //! What the operator's commands say when something is off (issue 27): a
 //! refused reload in the journal, `forget` for a sink still configured,
-//! `dump`/`inspect` pointed at no config or no log. Each message names the
+//! `dump`/`inspect` pointed at no config or no log, the log line of a
+//! quarantine. Each message names the
 //! problem and what to do, and nothing is queued that would be refused.
 
 #[path = "common/daemon.rs"]
 mod daemon;
+#[path = "common/receivers.rs"]
+mod receivers;
 
 use std::path::Path;
 use std::time::Duration;
@@ -165,4 +168,40 @@ fn dump_and_inspect_say_which_flag_finds_the_log() {
         "{}",
         stderr(&out)
     );
+}
+
+/// The journal line of a quarantine gives the receiver's status as the
+/// number it sent (`status=400`), not Rust's `Some(400)`, beside the
+/// receiver's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantine_logs_the_receivers_status_as_a_number() {
+    use receivers::{Api, Fault, Receiver};
+    let es = Receiver::start(Api::Elasticsearch).await;
+    es.script([Fault::status(400)]);
+    let tmp = tempfile::tempdir().unwrap();
+    let lines = tmp.path().join("app.log");
+    std::fs::write(&lines, "one line the receiver refuses\n").unwrap();
+    let mut a = Agent::new(&format!(
+        "[sources.app]\ntype = \"file\"\ninclude = [\"{}\"]\nstart_at = \"beginning\"\n\n\
+         [sinks.search]\ntype = \"elasticsearch\"\ninputs = [\"app\"]\nendpoints = [\"http://{}\"]\n\
+         batch_timeout = \"50ms\"\n",
+        lines.display(),
+        es.addr
+    ));
+    a.start();
+    a.wait_ready();
+    wait_for("the event quarantined", Duration::from_secs(30), || {
+        a.stderr()
+            .lines()
+            .find(|l| l.contains("quarantining events the receiver rejected for good"))
+            .map(str::to_owned)
+    });
+    let log = a.stderr();
+    let line = log
+        .lines()
+        .find(|l| l.contains("quarantining events the receiver rejected for good"))
+        .unwrap_or_default();
+    assert!(line.contains("status=400"), "{line}");
+    assert!(!line.contains("Some("), "{line}");
+    assert!(a.stop().success(), "{log}");
 }
