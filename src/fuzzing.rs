@@ -47,7 +47,8 @@ pub struct OtlpPrepared {
 }
 
 /// Decompresses (capped at `max_body_bytes`, within the budget a source with
-/// that cap has), decodes and splits a body the way the handler's `prepare`
+/// that cap has), bounds the decoding's memory within that budget, decodes
+/// and splits a body the way the handler's `prepare`
 /// does, for the given signal and encoding. `observed_unix_nano` replaces
 /// the clock so two calls can be compared; event ids are still random.
 /// The error is the message the client would get.
@@ -60,7 +61,7 @@ pub fn otlp_prepare(
     observed_unix_nano: u64,
 ) -> Result<OtlpPrepared, String> {
     use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
-    use crate::sources::otlp_http::{body, decode, response::Encoding, split};
+    use crate::sources::otlp_http::{body, cost, decode, response::Encoding, split};
 
     let budget = body::Budget::for_max_body(max_body_bytes);
     let mut res = budget.empty();
@@ -76,6 +77,8 @@ pub fn otlp_prepare(
     };
     let data = decode::decompress(Bytes::copy_from_slice(body), c, max_body_bytes, &mut res)
         .map_err(|e| e.to_string())?;
+    let room = budget.bytes().saturating_sub(res.held()) as u64;
+    cost::decoding_cost(signal, enc, &data, room).map_err(|e| e.to_string())?;
     let unknown = Default::default();
     let decoded = decode::decode(signal, enc, &data, &unknown).map_err(|e| e.to_string())?;
     let records = decoded.record_count();

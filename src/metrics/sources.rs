@@ -92,10 +92,10 @@ pub const OTLP_SIGNAL_PATHS: [&str; 3] = ["/v1/logs", "/v1/traces", "/v1/metrics
 /// Every `reason` of `holdfast_otlp_rejected_requests_total`: what
 /// `src/sources/otlp_http/response.rs` names its refusals.
 #[rustfmt::skip]
-pub const OTLP_REJECT_REASONS: [&str; 16] = [
+pub const OTLP_REJECT_REASONS: [&str; 17] = [
     "not_found", "method", "unauthorized", "draining", "content_type", "content_encoding",
-    "too_large", "events_too_large", "timeout", "body_read", "decompress", "decode",
-    "busy", "log_full", "log_error", "internal",
+    "too_large", "events_too_large", "decoded_too_large", "timeout", "body_read", "decompress",
+    "decode", "busy", "log_full", "log_error", "internal",
 ];
 
 families! {

@@ -4,7 +4,8 @@ the request's deadline, and inside the source-wide memory budget.
 
 The budget is a semaphore whose permits are bytes. A request reserves its
 `Content-Length` before reading (or each chunk as it arrives when the length
-is not declared), and its decompressed bytes as they are produced; the
+is not declared), its decompressed bytes as they are produced, and then
+what decoding it will allocate (bounded before decoding, `cost/`); the
 reservation is released when the request is answered. So however many
 clients send at once, and however slowly, the bodies in memory stay within
 the budget; a request that cannot get room before its deadline is answered
@@ -22,9 +23,12 @@ use tokio::time::Instant;
 
 use super::response::RequestError;
 
-/// Bodies held in memory at once, across every connection of one source.
+/// Bodies held in memory at once, and what decoding them will take (see
+/// `cost/`), across every connection of one source.
 pub(crate) struct Budget {
     sem: Arc<Semaphore>,
+    /// Its size: what one request may hold at most, alone.
+    bytes: usize,
 }
 
 impl Budget {
@@ -38,7 +42,12 @@ impl Budget {
     pub(crate) fn with_bytes(bytes: usize) -> Budget {
         Budget {
             sem: Arc::new(Semaphore::new(bytes)),
+            bytes,
         }
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
     }
 
     pub(crate) fn empty(&self) -> Reservation {
@@ -113,6 +122,11 @@ impl Reservation {
 /// 429 (its own deadline permitting).
 const BUDGET_WAIT: Duration = Duration::from_secs(2);
 
+/// The time by which a request must have room in the budget.
+pub(crate) fn room_by(deadline: Instant) -> Instant {
+    deadline.min(Instant::now() + BUDGET_WAIT)
+}
+
 /// Reads the whole body: at most `limit` bytes, before `deadline`, with
 /// room reserved in `res` for every byte held.
 pub(crate) async fn read(
@@ -123,7 +137,7 @@ pub(crate) async fn read(
     timeout: Duration,
     res: &mut Reservation,
 ) -> Result<Bytes, RequestError> {
-    let room_by = || deadline.min(Instant::now() + BUDGET_WAIT);
+    let room_by = || room_by(deadline);
     if let Some(n) = declared {
         // `declared <= limit` was checked by the caller; hyper ends the body
         // at exactly Content-Length bytes, so this covers all of it.

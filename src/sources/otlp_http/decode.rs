@@ -232,7 +232,7 @@ fn per_scope<'r, R, S: 'r>(
         .sum()
 }
 
-fn request_name(signal: Signal) -> &'static str {
+pub(crate) fn request_name(signal: Signal) -> &'static str {
     match signal {
         Signal::Logs => "ExportLogsServiceRequest",
         Signal::Traces => "ExportTraceServiceRequest",

@@ -25,6 +25,7 @@ use tracing::{debug, error, warn};
 
 use super::auth::{self, ClientSubject, Token};
 use super::body::{self, Budget};
+use super::cost;
 use super::decode::{self, Compression, Decoded};
 use super::json;
 use super::response::{self, Body, Encoding, RequestError};
@@ -345,7 +346,16 @@ async fn accept(
         Err(e) => return (Err(e), true),
     };
     (
-        prepare_and_append(src, signal, encoding, compression, raw, res, subject).await,
+        prepare_and_append(
+            src,
+            signal,
+            encoding,
+            compression,
+            raw,
+            res,
+            Caller { deadline, subject },
+        )
+        .await,
         false,
     )
 }
@@ -398,8 +408,20 @@ struct Prepared {
     unknown_keys: u64,
 }
 
-/// Decompresses, decodes and splits: CPU work, off the async workers when
-/// the body is large.
+/// How far [`prepare`] got.
+enum Step {
+    Done(Prepared),
+    /// The budget has no room for decoding yet: wait for `cost` more bytes
+    /// of it, then [`decode_and_split`] `data`.
+    Wait {
+        data: bytes::Bytes,
+        cost: u64,
+    },
+}
+
+/// Decompresses, bounds what decoding will allocate and reserves it, then
+/// decodes and splits: CPU work, off the async workers when the body is
+/// large.
 fn prepare(
     src: &Source,
     signal: Signal,
@@ -408,8 +430,24 @@ fn prepare(
     raw: bytes::Bytes,
     res: &mut body::Reservation,
     subject: Option<ClientSubject>,
-) -> Result<Prepared, RequestError> {
+) -> Result<Step, RequestError> {
     let data = decode::decompress(raw, compression, src.opts.max_body_bytes, res)?;
+    let room = src.budget.bytes().saturating_sub(res.held()) as u64;
+    let cost = cost::decoding_cost(signal, encoding, &data, room)?;
+    if !res.try_grow(cost as usize) {
+        return Ok(Step::Wait { data, cost });
+    }
+    decode_and_split(src, signal, encoding, data, subject).map(Step::Done)
+}
+
+/// Decodes and splits a body whose decoding cost is reserved.
+fn decode_and_split(
+    src: &Source,
+    signal: Signal,
+    encoding: Encoding,
+    data: bytes::Bytes,
+    subject: Option<ClientSubject>,
+) -> Result<Prepared, RequestError> {
     let unknown = json::UnknownKeys::default();
     let mut decoded: Decoded = decode::decode(signal, encoding, &data, &unknown)?;
     // Processing (issue 17): before the split, so the log stores what
@@ -467,32 +505,46 @@ fn prepare(
     })
 }
 
+/// What a request brings besides its body: the time its answer is due by
+/// (a wait for the memory budget ends there) and the client certificate's
+/// subject, if the handshake verified one.
+struct Caller {
+    deadline: Instant,
+    subject: Option<ClientSubject>,
+}
+
 async fn prepare_and_append(
     src: &Arc<Source>,
     signal: Signal,
     encoding: Encoding,
     compression: Compression,
     raw: bytes::Bytes,
-    mut res: body::Reservation,
-    subject: Option<ClientSubject>,
+    res: body::Reservation,
+    Caller { deadline, subject }: Caller,
 ) -> Result<Accepted, RequestError> {
     let inline = match compression {
         Compression::Identity => raw.len() <= INLINE_BYTES,
         _ => raw.len() <= INLINE_BYTES / 4,
     };
-    let (prepared, res) = if inline {
-        (
-            prepare(src, signal, encoding, compression, raw, &mut res, subject),
-            res,
-        )
-    } else {
-        let s = src.clone();
-        tokio::task::spawn_blocking(move || {
-            let p = prepare(&s, signal, encoding, compression, raw, &mut res, subject);
+    let s = src.clone();
+    // The subject again for a decode that had to wait for the budget.
+    let again = subject.clone();
+    let (step, mut res) = on_cpu(inline, res, move |res| {
+        prepare(&s, signal, encoding, compression, raw, res, subject)
+    })
+    .await?;
+    let (prepared, res) = match step {
+        Ok(Step::Wait { data, cost }) => {
+            res.grow(cost as usize, body::room_by(deadline)).await?;
+            let s = src.clone();
+            let (p, res) = on_cpu(inline, res, move |_| {
+                decode_and_split(&s, signal, encoding, data, again)
+            })
+            .await?;
             (p, res)
-        })
-        .await
-        .map_err(|e| RequestError::Internal(format!("decoding task failed: {e}")))?
+        }
+        Ok(Step::Done(p)) => (Ok(p), res),
+        Err(e) => (Err(e), res),
     };
     if let Err(RequestError::Internal(msg)) = &prepared {
         error!(source = %src.name, "{msg}");
@@ -526,4 +578,24 @@ async fn prepare_and_append(
             Err(RequestError::LogUnavailable)
         }
     }
+}
+
+/// Runs `f` on the connection's task when the body is small (`inline`),
+/// else on the blocking pool, so one big request does not stall the other
+/// connections of a runtime worker.
+async fn on_cpu<T: Send + 'static>(
+    inline: bool,
+    mut res: body::Reservation,
+    f: impl FnOnce(&mut body::Reservation) -> T + Send + 'static,
+) -> Result<(T, body::Reservation), RequestError> {
+    if inline {
+        let t = f(&mut res);
+        return Ok((t, res));
+    }
+    tokio::task::spawn_blocking(move || {
+        let t = f(&mut res);
+        (t, res)
+    })
+    .await
+    .map_err(|e| RequestError::Internal(format!("decoding task failed: {e}")))
 }

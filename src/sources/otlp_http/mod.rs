@@ -6,7 +6,9 @@ request's records are durable in the log.
  client ── POST /v1/{logs,traces,metrics} ──▶ server.rs   listener, connection permits, TLS
                                                handler.rs route → auth → draining? → headers
                                                body.rs    read with caps, deadline, memory budget
-                                               decode.rs  decompress (capped) → protobuf | json/
+                                               decode.rs  decompress (capped)
+                                               cost/      bound what decoding allocates, reserve it
+                                               decode.rs  protobuf | json/
                                                split.rs   one request → one Batch of Envelopes
                                                Log::append_timeout  (durable under fsync policy)
         ◀── 200 Export*ServiceResponse ─────── response.rs (or a google.rpc.Status and a status code)
@@ -28,7 +30,8 @@ request's records are durable in the log.
   400 undecodable body, 401 missing or wrong bearer token, 404/405 wrong path
   or method, 408 body not received within `request_timeout`, 413 body over
   `max_body_bytes` (by `Content-Length`, while streaming, and after
-  decompression), 415 other content types or encodings, 429 too many bodies
+  decompression) or that would take more memory to decode than the budget
+  has (see Bounds), 415 other content types or encodings, 429 too many bodies
   in memory at once, 503 log full (`when_full = "block"`), log unwritable, or
   shutting down. 429 and 503 carry `Retry-After`: SDKs retry them. Nothing a
   client should retry is ever a 500.
@@ -63,8 +66,12 @@ closes idle keep-alive connections; the whole request, body included, within
 decompression, and decompression is streamed with a hard stop one byte past
 the cap, so a gzip bomb costs one buffer. Bodies held in memory at once,
 compressed and decompressed, are bounded by a budget of
-`max(64 MiB, 2 × max_body_bytes + 1 MiB)`; requests beyond it wait until
-their deadline, then get 429.
+`max(64 MiB, 2 × max_body_bytes + 1 MiB)`, and so is what decoding them
+allocates: one pass over the decompressed body (`cost/`) bounds it before
+anything is decoded, and the request reserves the bound beside its body
+until it is answered. A request whose bound cannot fit the budget even alone
+gets 413; requests beyond the budget wait until their deadline (2 s at
+most), then get 429.
 
 # Shutdown
 
@@ -78,6 +85,7 @@ error.
 mod auth;
 pub(crate) mod body;
 mod config;
+pub(crate) mod cost;
 pub(crate) mod decode;
 mod handler;
 mod json;

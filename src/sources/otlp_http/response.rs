@@ -93,6 +93,14 @@ pub(crate) enum RequestError {
     )]
     EventsTooLarge { bytes: u64, limit: u64 },
 
+    #[error(
+        "decoding this request would take more than {bytes} bytes of memory ({records}+ \
+         records, counted before decoding), more than the {room} bytes this source's memory \
+         budget can give one request: send fewer records per request (a smaller batch size in \
+         the exporter)"
+    )]
+    DecodedTooLarge { bytes: u64, records: u64, room: u64 },
+
     /// Answered 503, not 408: OTLP clients must not retry a 408, and a body
     /// that did not arrive in time is worth sending again.
     #[error(
@@ -150,7 +158,8 @@ impl RequestError {
             DeclaredTooLarge { .. }
             | BodyTooLarge { .. }
             | DecompressedTooLarge { .. }
-            | EventsTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            | EventsTooLarge { .. }
+            | DecodedTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             BodyRead(_) | Decompress { .. } | Decode(_) => StatusCode::BAD_REQUEST,
             Busy => StatusCode::TOO_MANY_REQUESTS,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -171,6 +180,7 @@ impl RequestError {
                 "too_large"
             }
             EventsTooLarge { .. } => "events_too_large",
+            DecodedTooLarge { .. } => "decoded_too_large",
             Timeout(_) => "timeout",
             BodyRead(_) => "body_read",
             Decompress { .. } => "decompress",

@@ -67,6 +67,12 @@ pub struct Message<'a> {
     pub observed_ns: u64,
 }
 
+/// What one group of a batch holds besides its hostname (twice: the search
+/// key and the resource): the `Group` and its strings and vectors, the
+/// slot in `groups`, and the slack of both vectors: some 600 bytes by the
+/// sizes of the structs and a dozen small allocations; rounded up.
+const GROUP_BYTES: usize = 1 << 10;
+
 /// The events of one append being built.
 pub struct Pending {
     source: String,
@@ -78,6 +84,10 @@ pub struct Pending {
     /// batch, so a search beats hashing (which would copy the hostname).
     groups: Vec<(IpAddr, Vec<u8>)>,
     context: Context,
+    /// What the groups hold in memory, counted in [`Pending::bytes`] so
+    /// that the batch size bounds them too: a sender that gives every
+    /// message its own hostname fills a batch with groups, not events.
+    group_bytes: usize,
     seed: [u8; 16],
     observed_base: u64,
     writer: LogRecordWriter,
@@ -117,6 +127,7 @@ impl Pending {
             count: 0,
             groups: Vec::new(),
             context: Context::default(),
+            group_bytes: 0,
             seed: EventId::random().0,
             observed_base: 0,
             writer: LogRecordWriter::default(),
@@ -134,9 +145,10 @@ impl Pending {
         self.count == 0
     }
 
-    /// Bytes the events take so far, framing included.
+    /// Bytes the events take so far, framing included, and the groups
+    /// they share.
     pub fn bytes(&self) -> usize {
-        self.framed.len()
+        self.framed.len() + self.group_bytes
     }
 
     /// Parses `m` and adds it as one event.
@@ -203,6 +215,7 @@ impl Pending {
             ..Default::default()
         });
         self.groups.push((peer, hostname.to_vec()));
+        self.group_bytes += GROUP_BYTES + 2 * hostname.len();
         g
     }
 
@@ -217,6 +230,7 @@ impl Pending {
         self.count = 0;
         self.groups.clear();
         self.context.groups.clear();
+        self.group_bytes = 0;
         self.seed = EventId::random().0;
         ready
     }
@@ -322,6 +336,40 @@ mod tests {
             .iter()
             .find(|a| a.key == key)
             .and_then(|a| a.value.as_ref()?.value.as_ref())
+    }
+
+    /// A sender that names a new host in every message fills the batch
+    /// with groups: their memory counts toward the batch size, so it is
+    /// bounded with the events.
+    #[test]
+    fn groups_count_toward_the_batch_size() {
+        let mut p = pending();
+        let peer: IpAddr = "192.0.2.7".parse().unwrap();
+        for i in 0..100 {
+            let line = format!("<13>Feb  5 17:32:18 host{i} app: x");
+            p.push(Message {
+                bytes: line.as_bytes(),
+                peer,
+                original_len: None,
+                observed_ns: 1,
+                client_subject: None,
+            });
+        }
+        assert!(p.bytes() >= 100 * GROUP_BYTES, "{}", p.bytes());
+        let same = p.bytes();
+        p.push(Message {
+            bytes: b"<13>Feb  5 17:32:18 host7 app: again",
+            peer,
+            original_len: None,
+            observed_ns: 2,
+            client_subject: None,
+        });
+        assert!(
+            p.bytes() - same < GROUP_BYTES,
+            "a known group costs no more"
+        );
+        p.take();
+        assert_eq!(p.bytes(), 0);
     }
 
     #[test]
