@@ -399,6 +399,7 @@ fn a_misspelt_level_is_the_only_problem_and_gets_a_suggestion() {
     );
 }
 
+#[cfg(feature = "journald")]
 #[test]
 fn a_missing_journal_directory_is_a_warning_at_its_key_under_a_heading() {
     let a = Agent::new(
@@ -434,6 +435,7 @@ fn a_missing_journal_directory_is_a_warning_at_its_key_under_a_heading() {
     );
 }
 
+#[cfg(feature = "journald")]
 #[test]
 fn a_table_level_machine_warning_has_a_line_in_json() {
     // The local journal, unreadable to a test user or absent in a

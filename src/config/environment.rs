@@ -401,7 +401,8 @@ impl Env<'_> {
     }
 }
 
-#[cfg(test)]
+// Its table is a journald source.
+#[cfg(all(test, feature = "journald"))]
 mod tests {
     use super::*;
     use crate::config::Position;

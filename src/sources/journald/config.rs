@@ -38,6 +38,13 @@ one_of_newtype! {
     }
 }
 
+/// Why a build without the `journald` feature (no libsystemd) refuses a
+/// `journald` source.
+pub(super) const NOT_BUILT: &str = "this holdfast was built without the `journald` feature \
+    (no libsystemd), so it cannot read the systemd journal: use a holdfast built with default \
+    features (the .deb is), or remove this source; on a machine without systemd, read its log \
+    files with a `file` source or receive its syslog with a `syslog` source";
+
 /// Room in a segment beside an entry for its event's own fields.
 const EVENT_OVERHEAD: u64 = 8 << 10;
 
@@ -45,9 +52,10 @@ const EVENT_OVERHEAD: u64 = 8 << 10;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawJournaldSource {
-    /// `"journald"` (already read to choose this struct).
+    /// `"journald"` (already read to choose this struct); where it is
+    /// written is where a build without the feature says so.
     #[serde(rename = "type")]
-    _type: IgnoredAny,
+    type_: Spanned<IgnoredAny>,
     /// A journal directory to read instead of the system's. Default: the
     /// system and user journals this user may read.
     directory: Option<Spanned<String>>,
@@ -202,7 +210,15 @@ impl RawJournaldSource {
 impl Source for JournaldOptions {
     fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>, env: &SourceEnv<'_>) -> Option<Self> {
         let raw: RawJournaldSource = cx.deserialize(&t.key, t.value)?;
-        Some(raw.check(cx, t, env))
+        let at = raw.type_.span();
+        let options = raw.check(cx, t, env);
+        // The rest of the table is checked all the same: one pass shows
+        // every mistake, whichever build reads the file.
+        if !cfg!(feature = "journald") {
+            cx.error(Some(at), &format!("{}.type", t.key), NOT_BUILT);
+            return None;
+        }
+        Some(options)
     }
 
     fn describe(&self, out: &mut String) -> fmt::Result {
@@ -270,5 +286,35 @@ impl Source for JournaldOptions {
 
     fn hold(&self, name: &str) -> Option<String> {
         Some(super::hold_name(name))
+    }
+}
+
+#[cfg(all(test, not(feature = "journald")))]
+mod tests {
+    use crate::config::{parse, Position, Severity};
+
+    /// A build without libsystemd says so at the source's `type`, and still
+    /// reports the table's other mistakes in the same pass.
+    #[test]
+    fn a_build_without_the_feature_refuses_a_journald_source_at_its_type() {
+        let text = "[sources.journal]\ntype = \"journald\"\nmin_priority = \"warn\"\n\n\
+                    [sinks.archive]\ntype = \"file\"\ninputs = [\"journal\"]\n";
+        let e = match parse(text, "/etc/holdfast/holdfast.toml") {
+            Ok(_) => panic!("a journald source passed check in a build without the feature"),
+            Err(e) => e,
+        };
+        let found: Vec<_> = e
+            .problems()
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| (d.key.as_str(), d.position, d.message.as_str()))
+            .collect();
+        assert_eq!(found.len(), 2, "{e}");
+        assert_eq!(found[0].0, "sources.journal.type");
+        assert_eq!(found[0].1, Some(Position { line: 2, column: 8 }));
+        assert_eq!(found[0].2, super::NOT_BUILT);
+        assert!(found[0].2.contains("without the `journald` feature"));
+        // The sink naming it is not blamed; the typo is still found.
+        assert_eq!(found[1].0, "sources.journal.min_priority", "{e}");
     }
 }
