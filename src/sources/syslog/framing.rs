@@ -75,6 +75,11 @@ impl Framer {
         self.mode
     }
 
+    /// The size of the read buffer's allocation, as made.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// The buffer to read into.
     pub fn buffer(&mut self) -> &mut BytesMut {
         &mut self.buf
