@@ -80,6 +80,12 @@ impl Framer {
         self.buf.capacity()
     }
 
+    /// Whether it keeps the head of an overlong line until the line ends
+    /// (a slice of the buffer it was read into, which stays allocated).
+    pub fn holds_head(&self) -> bool {
+        matches!(self.skip, Skip::Line { .. })
+    }
+
     /// The buffer to read into.
     pub fn buffer(&mut self) -> &mut BytesMut {
         &mut self.buf

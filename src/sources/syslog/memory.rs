@@ -77,6 +77,9 @@ pub(super) struct Memory {
     /// The size of the read buffer's allocation, which grows only through
     /// [`Memory::room_to_read`].
     buffer: usize,
+    /// The framer keeps the head of an overlong line, a slice of an
+    /// earlier buffer that it keeps allocated until the line ends.
+    pinned: bool,
 }
 
 impl Memory {
@@ -86,13 +89,15 @@ impl Memory {
             waits,
             unit: unit(max_message_size),
             buffer,
+            pinned: false,
         }
     }
 
     /// What the connection must keep holding: a unit while its buffer is
-    /// past the base (the message in it is not out yet).
+    /// past the base (the message in it is not out yet) or an earlier one
+    /// is pinned by the head of an overlong line.
     fn floor(&self) -> usize {
-        if self.buffer > BASE {
+        if self.buffer > BASE || self.pinned {
             self.unit
         } else {
             0
@@ -129,8 +134,17 @@ impl Memory {
 
     /// With the batch appended (empty), makes room in `buf` for one more
     /// read, reserving before it grows; gives back what the batch held.
-    /// Returns false if the source stopped first.
-    pub async fn room_to_read(&mut self, buf: &mut BytesMut, stop: &CancellationToken) -> bool {
+    /// `pinned`: the framer holds the head of an overlong line
+    /// ([`Framer::holds_head`]). Returns false if the source stopped first.
+    ///
+    /// [`Framer::holds_head`]: super::framing::Framer::holds_head
+    pub async fn room_to_read(
+        &mut self,
+        buf: &mut BytesMut,
+        pinned: bool,
+        stop: &CancellationToken,
+    ) -> bool {
+        self.pinned = pinned;
         if buf.is_empty() && self.buffer > BASE {
             // The large message is out: back to the base, its room given back.
             *buf = BytesMut::with_capacity(BASE);
@@ -193,7 +207,7 @@ mod tests {
         let (mut one, mut two) = (memory(&b, max), memory(&b, max));
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         buf.extend_from_slice(&vec![b'x'; 3 * READ_CHUNK]);
-        assert!(one.room_to_read(&mut buf, &stop).await);
+        assert!(one.room_to_read(&mut buf, false, &stop).await);
         assert_eq!(buf.capacity(), 4 * READ_CHUNK);
         assert_eq!(b.available(), 0);
         assert!(
@@ -205,14 +219,14 @@ mod tests {
         other.extend_from_slice(&vec![b'y'; 3 * READ_CHUNK]);
         let waiting = tokio::spawn(async move {
             let ok = two
-                .room_to_read(&mut other, &CancellationToken::new())
+                .room_to_read(&mut other, false, &CancellationToken::new())
                 .await;
             (ok, two.waits.get())
         });
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
         buf.clear();
-        assert!(one.room_to_read(&mut buf, &stop).await);
+        assert!(one.room_to_read(&mut buf, false, &stop).await);
         assert_eq!((one.res.held(), buf.capacity()), (0, BASE));
         assert_eq!(waiting.await.unwrap(), (true, 1));
     }
@@ -230,7 +244,7 @@ mod tests {
         assert_eq!(m.res.held(), BATCH_STEP, "no new step while it fits");
         assert!(!m.room_for_event(1 << 20, 200));
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
-        assert!(m.room_to_read(&mut buf, &stop).await);
+        assert!(m.room_to_read(&mut buf, false, &stop).await);
         assert_eq!(b.available(), 1 << 20);
     }
 }

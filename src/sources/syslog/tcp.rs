@@ -176,7 +176,11 @@ impl Connection {
             if broken || self.stop.is_cancelled() {
                 return;
             }
-            if !memory.room_to_read(framer.buffer(), &self.stop).await {
+            let pinned = framer.holds_head();
+            if !memory
+                .room_to_read(framer.buffer(), pinned, &self.stop)
+                .await
+            {
                 return;
             }
             drop(busy);
