@@ -64,7 +64,7 @@ pub struct Framer {
 impl Framer {
     pub fn new(max: usize) -> Framer {
         Framer {
-            buf: BytesMut::with_capacity(max.min(64 << 10)),
+            buf: BytesMut::with_capacity(Framer::initial_capacity(max)),
             mode: Mode::Unknown,
             max,
             skip: Skip::None,
@@ -75,9 +75,9 @@ impl Framer {
         self.mode
     }
 
-    /// The size of the read buffer's allocation, as made.
-    pub fn capacity(&self) -> usize {
-        self.buf.capacity()
+    /// The size of the read buffer [`Framer::new`] allocates.
+    pub fn initial_capacity(max: usize) -> usize {
+        max.min(64 << 10)
     }
 
     /// Whether it keeps the head of an overlong line until the line ends

@@ -65,12 +65,11 @@ pub(super) async fn serve(
         })
         .clone();
     while let Some((slot, stream, peer)) = slots.accept(&listener, &stop).await {
-        let framer = Framer::new(opts.max_message_size);
         let memory = Memory::new(
             budget.empty(),
             waits.clone(),
             opts.max_message_size,
-            framer.capacity(),
+            Framer::initial_capacity(opts.max_message_size),
         );
         let conn = Connection {
             peer,
@@ -80,7 +79,7 @@ pub(super) async fn serve(
             slot,
             client_subject: None,
         };
-        tokio::spawn(conn.start(stream, tls.clone(), framer, memory));
+        tokio::spawn(conn.start(stream, tls.clone(), memory));
     }
     drop(listener);
     slots.drain().await;
@@ -100,21 +99,15 @@ struct Connection {
 }
 
 impl Connection {
-    async fn start(
-        mut self,
-        stream: TcpStream,
-        tls: Option<Arc<ServerTls>>,
-        framer: Framer,
-        memory: Memory,
-    ) {
+    async fn start(mut self, stream: TcpStream, tls: Option<Arc<ServerTls>>, memory: Memory) {
         let Some(tls) = tls else {
-            return self.run(stream, framer, memory).await;
+            return self.run(stream, memory).await;
         };
         let timeout = self.opts.listener.tls_handshake_timeout;
         match tls.handshake(stream, timeout, &self.slot).await {
             Ok((s, subject)) => {
                 self.client_subject = subject;
-                self.run(s, framer, memory).await
+                self.run(s, memory).await
             }
             // Its slot was needed: counted by the listener, not a failure.
             Err(e @ HandshakeError::Evicted) => debug!(source = %self.appender.name,
@@ -148,7 +141,8 @@ impl Connection {
         });
     }
 
-    async fn run<S: AsyncRead + Unpin>(self, mut io: S, mut framer: Framer, mut memory: Memory) {
+    async fn run<S: AsyncRead + Unpin>(self, mut io: S, mut memory: Memory) {
+        let mut framer = Framer::new(self.opts.max_message_size);
         let mut pending = self.appender.pending();
         let wait = WhenNoRoom::Wait;
         loop {
