@@ -157,6 +157,7 @@ fn scenario(rt: &tokio::runtime::Runtime, root: &std::path::Path, rfc5424: bool,
             tls: None,
         },
         max_message_size: 64 << 10,
+        max_buffer_size: 64 << 20,
         idle_timeout: Duration::from_secs(600),
         time_zone: TimeZone::Utc,
     };

@@ -63,7 +63,7 @@ pub fn otlp_prepare(
     use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
     use crate::sources::otlp_http::{body, cost, decode, response::Encoding, split};
 
-    let budget = body::Budget::for_max_body(max_body_bytes);
+    let budget = body::budget_for(max_body_bytes);
     let mut res = budget.empty();
     let c = match compression {
         Compression::Identity => decode::Compression::Identity,

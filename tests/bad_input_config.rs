@@ -303,6 +303,19 @@ fn rows() -> Vec<Row> {
             Run::Refused(2),
         ),
         row(
+            "a syslog max_buffer_size too small for one max_message_size",
+            &with_head(
+                "[sources.lan]\ntype = \"syslog\"\nlisten = \"127.0.0.1:0\"\n\
+                 max_message_size = \"1MiB\"\nmax_buffer_size = \"2MiB\"\n",
+            ),
+            &[
+                "{file}:8:",
+                "sources.lan.max_buffer_size",
+                "raise max_buffer_size to at least",
+            ],
+            Run::Refused(2),
+        ),
+        row(
             "a data_dir under a regular file",
             "data_dir = \"{dir}/a-file/data\"\n[api]\nlisten = \"{api}\"\n",
             &["{file}:1:12:", "data_dir", "not a directory"],

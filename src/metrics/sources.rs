@@ -180,5 +180,7 @@ families! {
         pub truncated: Family<SourceLabels, Counter> = "holdfast_syslog_truncated_messages";
         /// Syslog TCP connections ended by holdfast, by reason (idle_timeout, bad_frame, tls, read)
         pub connection_errors: Family<SyslogReasonLabels, Counter> = "holdfast_syslog_connection_errors";
+        /// Times a syslog TCP connection stopped reading until the source's max_buffer_size had room
+        pub budget_waits: Family<SourceLabels, Counter> = "holdfast_syslog_budget_waits";
     }
 }

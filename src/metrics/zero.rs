@@ -122,7 +122,11 @@ impl Metrics {
             "syslog" => {
                 self.declare_listener(name);
                 zero(
-                    &[&self.syslog.parse_errors, &self.syslog.truncated],
+                    &[
+                        &self.syslog.parse_errors,
+                        &self.syslog.truncated,
+                        &self.syslog.budget_waits,
+                    ],
                     &labels,
                 );
                 for reason in SYSLOG_CONNECTION_ERRORS {

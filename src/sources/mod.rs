@@ -16,7 +16,8 @@ append is durable.
 Each source's folder holds its own table (`config.rs`: raw keys, check,
 description); `crate::registry` lists the types. [`listen`] is what the
 sources that listen on TCP share (address, connection cap, TLS); `raw`
-declares the raw structs of their tables.
+declares the raw structs of their tables; [`budget`] is the memory budget
+`otlp_http` and `syslog` reserve from.
 */
 
 /// Whether sources append format-2 events: each event only its own fields,
@@ -28,6 +29,7 @@ declares the raw structs of their tables.
 /// Readers (the file source's recovery, sinks, `dump`) read both.
 pub const WRITE_FORMAT_2: bool = true;
 
+pub(crate) mod budget;
 pub mod file;
 pub mod journald;
 pub mod listen;

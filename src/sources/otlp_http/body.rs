@@ -12,110 +12,21 @@ the budget; a request that cannot get room before its deadline is answered
 429 and retried by the client.
 */
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::response::RequestError;
+pub(crate) use crate::sources::budget::{Budget, Reservation};
 
-/// Bodies held in memory at once, and what decoding them will take (see
-/// `cost/`), across every connection of one source.
-pub(crate) struct Budget {
-    sem: Arc<Semaphore>,
-    /// Its size: what one request may hold at most, alone.
-    bytes: usize,
-}
-
-impl Budget {
-    /// `max(64 MiB, 2 × max_body_bytes + 1 MiB)`: room for at least one
-    /// largest request, compressed and decompressed.
-    pub(crate) fn for_max_body(max_body_bytes: u64) -> Budget {
-        let bytes = (64u64 << 20).max(2 * max_body_bytes + (1 << 20));
-        Budget::with_bytes(bytes.min(u32::MAX as u64) as usize)
-    }
-
-    pub(crate) fn with_bytes(bytes: usize) -> Budget {
-        Budget {
-            sem: Arc::new(Semaphore::new(bytes)),
-            bytes,
-        }
-    }
-
-    pub(crate) fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    pub(crate) fn empty(&self) -> Reservation {
-        Reservation {
-            sem: self.sem.clone(),
-            permit: None,
-        }
-    }
-
-    #[cfg(test)]
-    fn available(&self) -> usize {
-        self.sem.available_permits()
-    }
-}
-
-/// Bytes of the budget one request holds; given back on drop.
-pub(crate) struct Reservation {
-    sem: Arc<Semaphore>,
-    permit: Option<OwnedSemaphorePermit>,
-}
-
-impl Reservation {
-    pub(crate) fn held(&self) -> usize {
-        self.permit.as_ref().map_or(0, |p| p.num_permits())
-    }
-
-    fn add(&mut self, p: OwnedSemaphorePermit) {
-        match &mut self.permit {
-            Some(held) => held.merge(p),
-            None => self.permit = Some(p),
-        }
-    }
-
-    /// Waits until `n` more bytes fit the budget, or fails with `Busy` at
-    /// `deadline`.
-    pub(crate) async fn grow(&mut self, n: usize, deadline: Instant) -> Result<(), RequestError> {
-        if n == 0 {
-            return Ok(());
-        }
-        let n = u32::try_from(n).map_err(|_| RequestError::Busy)?;
-        let acquire = self.sem.clone().acquire_many_owned(n);
-        match tokio::time::timeout_at(deadline, acquire).await {
-            Ok(Ok(p)) => {
-                self.add(p);
-                Ok(())
-            }
-            // Timed out, or the semaphore was closed (never done).
-            _ => Err(RequestError::Busy),
-        }
-    }
-
-    /// Takes `n` more bytes if they fit now; for synchronous code
-    /// (decompression) that must not wait.
-    pub(crate) fn try_grow(&mut self, n: usize) -> bool {
-        if n == 0 {
-            return true;
-        }
-        let Ok(n) = u32::try_from(n) else {
-            return false;
-        };
-        match self.sem.clone().try_acquire_many_owned(n) {
-            Ok(p) => {
-                self.add(p);
-                true
-            }
-            Err(_) => false,
-        }
-    }
+/// A source's budget: `max(64 MiB, 2 × max_body_bytes + 1 MiB)`, room for
+/// at least one largest request, compressed and decompressed.
+pub(crate) fn budget_for(max_body_bytes: u64) -> Budget {
+    let bytes = (64u64 << 20).max(2 * max_body_bytes + (1 << 20));
+    Budget::with_bytes(bytes.min(u32::MAX as u64) as usize)
 }
 
 /// How long a request waits for room in the budget before it is answered
@@ -202,27 +113,5 @@ pub(crate) async fn discard(body: &mut Incoming, limit: u64, wait: Duration) -> 
             }
             _ => return false,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn reservations_come_back_when_dropped() {
-        let b = Budget::with_bytes(100);
-        let mut r = b.empty();
-        let soon = Instant::now() + Duration::from_millis(50);
-        r.grow(60, soon).await.unwrap();
-        assert_eq!(b.available(), 40);
-        assert!(r.try_grow(40));
-        assert!(!r.try_grow(1));
-        let mut other = b.empty();
-        assert!(matches!(other.grow(1, soon).await, Err(RequestError::Busy)));
-        drop(r);
-        assert_eq!(b.available(), 100);
-        other.grow(100, soon).await.unwrap();
-        assert_eq!(other.held(), 100);
     }
 }

@@ -179,7 +179,7 @@ impl Source {
         });
         Source {
             process,
-            budget: Budget::for_max_body(opts.max_body_bytes),
+            budget: body::budget_for(opts.max_body_bytes),
             name,
             opts,
             log,

@@ -293,6 +293,13 @@ pub(crate) fn error(err: &RequestError, encoding: Option<Encoding>, close: bool)
     r
 }
 
+/// No room in the source's memory budget: the client retries later.
+impl From<crate::sources::budget::NoRoom> for RequestError {
+    fn from(_: crate::sources::budget::NoRoom) -> RequestError {
+        RequestError::Busy
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

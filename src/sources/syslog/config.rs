@@ -40,6 +40,9 @@ pub struct SyslogSourceSettings {
     pub listener: Listener,
     /// Longest message kept whole; longer ones keep their start.
     pub max_message_size: usize,
+    /// TCP: what all connections' batches and large read buffers may hold
+    /// at once (`memory.rs`).
+    pub max_buffer_size: usize,
     /// A TCP connection that sends nothing for this long is closed.
     pub idle_timeout: Duration,
     /// The zone of RFC 3164 timestamps.
@@ -50,6 +53,7 @@ mod syslog_defaults {
     use super::*;
     pub const LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 5514));
     pub const MAX_MESSAGE_SIZE: u64 = 64 << 10;
+    pub const MAX_BUFFER_SIZE: u64 = 64 << 20;
     pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 }
 
@@ -66,6 +70,10 @@ raw_source! {
         max_connections_per_peer: Count,
         /// Default `"64KiB"`; 480 bytes (RFC 3164's smallest) to 1 MiB.
         max_message_size: Size,
+        /// Default `"64MiB"`; at least what one connection needs for a
+        /// message of `max_message_size` (about 4 × it), at most 4 GiB.
+        /// TCP only.
+        max_buffer_size: Size,
         /// Default `"10m"`. TCP only.
         idle_timeout: Dur,
         /// Default `"local"`; `"UTC"` or an offset like `"+02:00"`.
@@ -114,6 +122,7 @@ impl RawSyslogSource {
             480,
             1 << 20,
         ) as usize;
+        let max_buffer_size = self.check_buffer(cx, &key("max_buffer_size"), max_message_size);
         let idle_timeout = cx.duration(
             &key("idle_timeout"),
             self.idle_timeout.as_ref(),
@@ -148,6 +157,10 @@ impl RawSyslogSource {
                 ),
                 ("idle_timeout", self.idle_timeout.as_ref().map(|v| v.span())),
                 (
+                    "max_buffer_size",
+                    self.max_buffer_size.as_ref().map(|v| v.span()),
+                ),
+                (
                     "tls_handshake_timeout",
                     self.tls_handshake_timeout.as_ref().map(|v| v.span()),
                 ),
@@ -168,9 +181,39 @@ impl RawSyslogSource {
             mode,
             listener,
             max_message_size,
+            max_buffer_size,
             idle_timeout,
             time_zone,
         }
+    }
+
+    /// `max_buffer_size`: room for at least one connection with a message
+    /// of `max_message_size`, or none could ever be read.
+    fn check_buffer(&self, cx: &mut Checker<'_>, key: &str, max_message_size: usize) -> usize {
+        let least = super::memory::unit(max_message_size) as u64;
+        let raw = self.max_buffer_size.as_ref();
+        let bytes = cx.size(
+            key,
+            raw,
+            syslog_defaults::MAX_BUFFER_SIZE,
+            1,
+            u32::MAX as u64,
+        );
+        if bytes < least {
+            cx.error(
+                raw.map(|v| v.span()),
+                key,
+                format!(
+                    "{} cannot hold one connection's message of max_message_size ({}): a \
+                     connection needs {} for it; raise max_buffer_size to at least that, or \
+                     lower max_message_size",
+                    format_size(bytes),
+                    format_size(max_message_size as u64),
+                    format_size(least)
+                ),
+            );
+        }
+        bytes as usize
     }
 }
 
@@ -201,8 +244,10 @@ impl Source for SyslogSourceSettings {
         if self.mode == Transport::Tcp {
             writeln!(
                 out,
-                "    connections silent for {} are closed",
-                format_duration(self.idle_timeout)
+                "    connections silent for {} are closed; their batches and large buffers \
+                 share {}",
+                format_duration(self.idle_timeout),
+                format_size(self.max_buffer_size as u64)
             )?;
             l.describe(out)?;
         }

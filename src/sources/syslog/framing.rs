@@ -64,7 +64,7 @@ pub struct Framer {
 impl Framer {
     pub fn new(max: usize) -> Framer {
         Framer {
-            buf: BytesMut::with_capacity(max.min(64 << 10)),
+            buf: BytesMut::with_capacity(Framer::initial_capacity(max)),
             mode: Mode::Unknown,
             max,
             skip: Skip::None,
@@ -73,6 +73,17 @@ impl Framer {
 
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// The size of the read buffer [`Framer::new`] allocates.
+    pub fn initial_capacity(max: usize) -> usize {
+        max.min(64 << 10)
+    }
+
+    /// Whether it keeps the head of an overlong line until the line ends
+    /// (a slice of the buffer it was read into, which stays allocated).
+    pub fn holds_head(&self) -> bool {
+        matches!(self.skip, Skip::Line { .. })
     }
 
     /// The buffer to read into.

@@ -71,7 +71,7 @@ pub struct Message<'a> {
 /// key and the resource): the `Group` and its strings and vectors, the
 /// slot in `groups`, and the slack of both vectors: some 600 bytes by the
 /// sizes of the structs and a dozen small allocations; rounded up.
-const GROUP_BYTES: usize = 1 << 10;
+pub(super) const GROUP_BYTES: usize = 1 << 10;
 
 /// The events of one append being built.
 pub struct Pending {

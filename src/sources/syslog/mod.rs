@@ -9,6 +9,7 @@ appended to the log many at a time.
  device ── UDP ────────▶ udp.rs      one datagram, one message
                           parse/      the pure parser (RFC 5424, RFC 3164 variants)
                           mapping.rs  parsed message → format-2 event, one batch per read
+                          memory.rs   the source's budget: batches and large buffers
                           append.rs   Log::append_timeout, retries, counts
 ```
 
@@ -49,6 +50,7 @@ mod append;
 mod config;
 mod framing;
 mod mapping;
+mod memory;
 pub mod parse;
 mod tcp;
 mod udp;

@@ -13,6 +13,11 @@ that sends nothing for `idle_timeout` (a half-open one, a stuck sender) is
 closed; so is an idle one whose slot a new connection needs, and a TLS
 handshake must finish within `tls_handshake_timeout`.
 
+What a connection holds (its batch, and its read buffer past a small base)
+comes out of one budget for the whole source, `max_buffer_size`
+(`memory.rs`): a connection that finds none appends what it has and waits
+for room before it reads again, and its sender waits with it.
+
 On stop, the listener closes, each connection appends what it has read and
 returns; `serve` returns once every connection has.
 */
@@ -28,12 +33,12 @@ use tracing::{debug, info};
 use super::append::{now_ns, Appender, WhenNoRoom};
 use super::framing::{Frame, Framer};
 use super::mapping::{Message, Pending};
+use super::memory::Memory;
 use super::SyslogSourceSettings;
+use crate::metrics::SourceLabels;
 use crate::registry::ComponentContext;
+use crate::sources::budget::Budget;
 use crate::sources::listen::{HandshakeError, ServerTls, Slot, Slots};
-
-/// Bytes asked of the socket per read.
-const READ_CHUNK: usize = 64 << 10;
 
 /// Serves `listener` (with `tls` if set) until the source's stop.
 pub(super) async fn serve(
@@ -50,7 +55,22 @@ pub(super) async fn serve(
     let stop = ctx.stop.clone();
     let opts = Arc::new(opts);
     let tls = tls.map(Arc::new);
+    let budget = Budget::with_bytes(opts.max_buffer_size);
+    let waits = ctx
+        .metrics
+        .syslog
+        .budget_waits
+        .get_or_create(&SourceLabels {
+            source: name.clone(),
+        })
+        .clone();
     while let Some((slot, stream, peer)) = slots.accept(&listener, &stop).await {
+        let memory = Memory::new(
+            budget.empty(),
+            waits.clone(),
+            opts.max_message_size,
+            Framer::initial_capacity(opts.max_message_size),
+        );
         let conn = Connection {
             peer,
             opts: opts.clone(),
@@ -59,7 +79,7 @@ pub(super) async fn serve(
             slot,
             client_subject: None,
         };
-        tokio::spawn(conn.start(stream, tls.clone()));
+        tokio::spawn(conn.start(stream, tls.clone(), memory));
     }
     drop(listener);
     slots.drain().await;
@@ -79,15 +99,15 @@ struct Connection {
 }
 
 impl Connection {
-    async fn start(mut self, stream: TcpStream, tls: Option<Arc<ServerTls>>) {
+    async fn start(mut self, stream: TcpStream, tls: Option<Arc<ServerTls>>, memory: Memory) {
         let Some(tls) = tls else {
-            return self.run(stream).await;
+            return self.run(stream, memory).await;
         };
         let timeout = self.opts.listener.tls_handshake_timeout;
         match tls.handshake(stream, timeout, &self.slot).await {
             Ok((s, subject)) => {
                 self.client_subject = subject;
-                self.run(s).await
+                self.run(s, memory).await
             }
             // Its slot was needed: counted by the listener, not a failure.
             Err(e @ HandshakeError::Evicted) => debug!(source = %self.appender.name,
@@ -101,7 +121,17 @@ impl Connection {
         self.appender.connection_error(reason);
     }
 
-    fn push(&self, pending: &mut Pending, f: Frame) {
+    /// Adds `f` to the batch once the budget has room for it, appending
+    /// the batch first if it has not.
+    async fn push(&self, pending: &mut Pending, memory: &mut Memory, f: Frame) {
+        if !memory.room_for_event(pending.bytes(), f.bytes.len()) {
+            self.appender
+                .flush(pending, WhenNoRoom::Wait, &self.stop)
+                .await;
+            // Stopping: the message is kept all the same (the last append
+            // takes it or counts it lost).
+            memory.wait_for_event(f.bytes.len(), &self.stop).await;
+        }
         pending.push(Message {
             bytes: &f.bytes,
             peer: self.peer.ip(),
@@ -111,7 +141,7 @@ impl Connection {
         });
     }
 
-    async fn run<S: AsyncRead + Unpin>(self, mut io: S) {
+    async fn run<S: AsyncRead + Unpin>(self, mut io: S, mut memory: Memory) {
         let mut framer = Framer::new(self.opts.max_message_size);
         let mut pending = self.appender.pending();
         let wait = WhenNoRoom::Wait;
@@ -120,12 +150,12 @@ impl Connection {
             let mut broken = false;
             loop {
                 match framer.next_frame() {
-                    Ok(Some(f)) => self.push(&mut pending, f),
+                    Ok(Some(f)) => self.push(&mut pending, &mut memory, f).await,
                     Ok(None) => break,
                     Err(e) => {
                         self.failed("bad_frame", &e.to_string());
                         if let Some(rest) = framer.rest() {
-                            self.push(&mut pending, rest);
+                            self.push(&mut pending, &mut memory, rest).await;
                         }
                         broken = true;
                         break;
@@ -140,7 +170,13 @@ impl Connection {
             if broken || self.stop.is_cancelled() {
                 return;
             }
-            framer.buffer().reserve(READ_CHUNK);
+            let pinned = framer.holds_head();
+            if !memory
+                .room_to_read(framer.buffer(), pinned, &self.stop)
+                .await
+            {
+                return;
+            }
             drop(busy);
             let read = tokio::select! {
                 _ = self.stop.cancelled() => None,
@@ -159,7 +195,7 @@ impl Connection {
             // The end of the stream (or of our patience): what is left is
             // the last message.
             if let Some(f) = framer.finish() {
-                self.push(&mut pending, f);
+                self.push(&mut pending, &mut memory, f).await;
             }
             self.appender.flush(&mut pending, wait, &self.stop).await;
             return;
