@@ -68,8 +68,8 @@ mod config;
 mod discovery;
 mod encode;
 mod identity;
-mod lines;
-mod multiline;
+pub(crate) mod lines;
+pub(crate) mod multiline;
 mod recovery;
 mod tailer;
 
