@@ -3,12 +3,13 @@
 //!
 //! ```text
 //! cargo bench --bench json_step
+//! HOLDFAST_BENCH_QUICK=1 cargo bench --bench json_step --profile dev  # one run per row, debug build
 //! ```
 //!
-//! Every row holds the same members (short keys, 60-byte strings and
-//! integers), about 800 KB of JSON in all. `flat` has them all at the top;
-//! `nested N` spreads them evenly over N levels, each level one object
-//! member (`"n"`) deeper than the last. Each row is timed over repeated
+//! Every row holds the same 45 arrays of six-digit integers, about 800 KB
+//! of JSON in all. `flat` has them all at the top; `nested N` spreads them
+//! evenly over N levels, each level one object member (`"n"`) deeper than
+//! the last. Each row is timed over repeated
 //! runs of the step and `record::encode` (the bytes the file source
 //! appends), and reported as seconds per line and against `flat`. Target:
 //! nested at most 3× flat. `nested 45` is past the step's `max_depth` (32,
@@ -22,29 +23,31 @@ use holdfast::process::parse::{json, Format, Parser};
 use holdfast::process::{record, Chain, Event, Kind, Labels, Step, ATTR_UNPARSED};
 
 const LINE_BYTES: usize = 800_000;
+const ARRAYS: usize = 45;
 const TARGET_RATIO: f64 = 3.0;
 
-/// About `LINE_BYTES` of JSON: the members spread over `depth` levels.
+/// About `LINE_BYTES` of JSON: `ARRAYS` arrays of small integers (many
+/// small values, as a metrics or sensor dump has), spread over `depth`
+/// levels, each level one object member (`"n"`) deeper than the last.
 fn line(depth: usize) -> String {
-    let member = |i: usize| {
-        if i.is_multiple_of(2) {
-            format!(r#""k{i}":"{}""#, "x".repeat(60))
-        } else {
-            format!(r#""k{i}":{i}"#)
-        }
-    };
-    let per_member = member(0).len() / 2 + member(1).len() / 2 + 1;
-    let members = LINE_BYTES / per_member;
-    let per_level = members.div_ceil(depth);
+    let per_array = LINE_BYTES / ARRAYS / 7;
+    let array: Vec<String> = (0..per_array).map(|i| (100_000 + i).to_string()).collect();
+    let array = format!("[{}]", array.join(","));
+    let per_level = ARRAYS.div_ceil(depth);
     let mut out = String::with_capacity(LINE_BYTES + 8 * depth);
     for level in 0..depth {
         out.push('{');
         let first = level * per_level;
-        let last = members.min(first + per_level);
-        let body: Vec<String> = (first..last).map(member).collect();
-        out.push_str(&body.join(","));
+        let last = ARRAYS.min(first + per_level);
+        let members: Vec<String> = (first..last)
+            .map(|j| format!(r#""d{j}":{array}"#))
+            .collect();
+        out.push_str(&members.join(","));
         if level + 1 < depth {
-            out.push_str(r#","n":"#);
+            if last > first {
+                out.push(',');
+            }
+            out.push_str(r#""n":"#);
         }
     }
     out.push_str(&"}".repeat(depth));
@@ -74,10 +77,12 @@ fn time(chain: &Chain, line: &str) -> (f64, bool) {
     let mut parsed = false;
     let mut counts = vec![0; chain.steps.len()];
     let mut out = Vec::with_capacity(2 * line.len());
-    for _ in 0..5 {
+    let quick = std::env::var_os("HOLDFAST_BENCH_QUICK").is_some();
+    let (rounds, min_runs) = if quick { (1, 1) } else { (5, 3) };
+    for _ in 0..rounds {
         let start = Instant::now();
         let mut runs = 0u32;
-        while runs < 3 || start.elapsed() < Duration::from_millis(500) {
+        while runs < min_runs || (!quick && start.elapsed() < Duration::from_millis(500)) {
             let mut ev = Event::new(line, EventId([0; 16]));
             chain.run(&mut ev, &mut counts);
             out.clear();
