@@ -20,6 +20,13 @@ pub mod process_parse {
     const REGEX: &str = r"^(?P<key>[a-z]+)=(?P<value>\S*)(?: (?P<rest>.*))?$";
     const DEPTHS: [usize; 4] = [1, 2, 8, 32];
 
+    /// The pattern, compiled once per process (compiling it per input
+    /// would cost more than the step).
+    fn regex() -> &'static regex::Regex {
+        static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+        RE.get_or_init(|| regex::Regex::new(REGEX).expect("a valid pattern"))
+    }
+
     /// Objects and arrays nested in `v` (a scalar is 0).
     fn depth(v: &serde_json::Value) -> usize {
         match v {
@@ -54,7 +61,7 @@ pub mod process_parse {
         };
         let input = String::from_utf8_lossy(rest);
         let max_depth = DEPTHS[usize::from(sel / 8 % 4)];
-        let regex = regex::Regex::new(REGEX).expect("a valid pattern");
+        let regex = regex();
         let format = match sel % 4 {
             0 => Format::Json { max_depth },
             1 => Format::Logfmt,
@@ -361,9 +368,12 @@ pub mod file_lines {
             }
         }
 
-        let pattern = if b / 32 % 2 == 0 { r"^\S" } else { r"^\d{4}-" };
-        let re = regex::Regex::new(pattern).expect("a valid pattern");
-        let events = join_multiline(&want, &re, keep);
+        static PATTERNS: std::sync::OnceLock<[regex::Regex; 2]> = std::sync::OnceLock::new();
+        let patterns = PATTERNS.get_or_init(|| {
+            [r"^\S", r"^\d{4}-"].map(|p| regex::Regex::new(p).expect("a valid pattern"))
+        });
+        let re = &patterns[usize::from(b / 32 % 2)];
+        let events = join_multiline(&want, re, keep);
         // Independently: an event starts at the first line and at each
         // line the pattern matches; the others join the one before.
         let mut groups: Vec<Vec<&FileLine>> = Vec::new();
