@@ -104,7 +104,9 @@ fn chain() -> holdfast::process::Chain {
             Step {
                 name: "json".into(),
                 kind: Kind::Parse(Parser {
-                    format: Format::Json,
+                    format: Format::Json {
+                        max_depth: holdfast::process::parse::json::MAX_DEPTH,
+                    },
                     field: None,
                     body_key: Some("msg".into()),
                 }),

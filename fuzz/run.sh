@@ -16,6 +16,10 @@ seglog_block) dict=dicts/seglog.dict max_len=4096 ;;
 otlp_decode) dict=dicts/otlp_decode.dict max_len=16384 ;;
 config_parse) dict=dicts/config_parse.dict max_len=8192 ;;
 syslog) dict=dicts/syslog.dict max_len=4096 ;;
+process_parse) dict=dicts/process_parse.dict max_len=4096 ;;
+journald_mapping) dict=dicts/journald_mapping.dict max_len=4096 ;;
+file_lines) dict=dicts/file_lines.dict max_len=4096 ;;
+quarantine_ndjson) dict=dicts/quarantine_ndjson.dict max_len=8192 ;;
 *) echo "unknown target $target (try: cargo +nightly fuzz list)" >&2; exit 2 ;;
 esac
 mkdir -p "corpus/$target"

@@ -101,3 +101,116 @@ pub fn otlp_prepare(
         protobuf,
     })
 }
+
+/// One file line as the file source's splitter or multiline join hands it
+/// out: its kept bytes, where it starts and where the next begins, and its
+/// full length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileLine {
+    pub bytes: Vec<u8>,
+    pub start: u64,
+    pub end: u64,
+    pub len: u64,
+}
+
+impl FileLine {
+    fn of(l: crate::sources::file::lines::Line<'_>) -> FileLine {
+        FileLine {
+            bytes: l.bytes.to_vec(),
+            start: l.start,
+            end: l.end,
+            len: l.len,
+        }
+    }
+}
+
+/// The file source's line splitting: `data` read from offset 0 in reads of
+/// `step` bytes, at most `keep` bytes kept of a line that spans reads, and
+/// the unfinished last line flushed at the end (the file went idle).
+pub fn split_lines(data: &[u8], step: usize, keep: usize) -> Vec<FileLine> {
+    let mut s = crate::sources::file::lines::Splitter::default();
+    let mut out = Vec::new();
+    let mut at = 0u64;
+    for chunk in data.chunks(step.max(1)) {
+        s.feed(chunk, at, keep, |l| out.push(FileLine::of(l)));
+        at += chunk.len() as u64;
+    }
+    s.flush(|l| out.push(FileLine::of(l)));
+    out
+}
+
+/// The file source's multiline join over `lines`, with `start_pattern`,
+/// at most `keep` bytes per event; the pending event handed out at the end
+/// (the file closed for good).
+pub fn join_multiline(
+    lines: &[FileLine],
+    start_pattern: &regex::Regex,
+    keep: usize,
+) -> Vec<FileLine> {
+    use crate::sources::file::lines::Line;
+    let ml = crate::sources::file::Multiline {
+        start_pattern: start_pattern.clone(),
+        timeout: std::time::Duration::from_secs(1),
+    };
+    let now = std::time::Instant::now();
+    let mut group = None;
+    let mut out = Vec::new();
+    for l in lines {
+        let line = Line {
+            bytes: &l.bytes,
+            start: l.start,
+            end: l.end,
+            len: l.len,
+        };
+        crate::sources::file::multiline::push(&ml, &mut group, line, keep, now, |e| {
+            out.push(FileLine::of(e))
+        });
+    }
+    if let Some(g) = group {
+        out.push(FileLine::of(g.as_line()));
+    }
+    out
+}
+
+/// One journal entry as the journald reader copies it out of sd-journal.
+#[derive(Debug, Clone, Default)]
+pub struct JournalEntry {
+    pub cursor: String,
+    pub realtime_us: u64,
+    /// `NAME=value` fields, in the journal's order; the mapping keeps the
+    /// last of a name, as the reader's copy does.
+    pub fields: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// The journald source's mapping of `entries` into one batch, as its
+/// reader runs it: the events framed for `Batch::from_framed` (each its
+/// length, then its bytes), the batch's context and each entry's id.
+/// `extra` are the configured `fields`.
+pub fn journald_batch(
+    entries: &[JournalEntry],
+    extra: &[String],
+    observed_ns: u64,
+) -> (Vec<u8>, Vec<u8>, Vec<crate::event::EventId>) {
+    use crate::sources::journald::mapping::{entry_id, BatchEncoder, Fields};
+    let mut fields = Fields::new(extra);
+    let mut enc = BatchEncoder::new("journal", observed_ns);
+    let mut framed = Vec::new();
+    let mut ids = Vec::new();
+    for e in entries {
+        fields.clear();
+        fields.realtime_us = e.realtime_us;
+        for (name, value) in &e.fields {
+            if let Some(slot) = fields.slot(name) {
+                fields.set(slot, value);
+            }
+        }
+        let id = entry_id(&e.cursor, || {
+            fields.boot_id().map(|b| (b.to_vec(), e.realtime_us))
+        });
+        enc.encode(&fields, &id, &mut framed);
+        ids.push(id);
+    }
+    (framed, enc.context(), ids)
+}
+
+pub use crate::sources::journald::mapping::DEFAULT_FIELDS as JOURNALD_DEFAULT_FIELDS;

@@ -35,6 +35,8 @@ Components:
 * [`process`] — a source's processing chain (parse, timestamp, severity,
   label, filter, sample, redact), run before the append so the log stores
   what will be sent.
+* [`syslog_format`] — the syslog wire-format kit (one severity table for
+  every reader of syslog priorities), below the components that use it.
 * [`pool`] — bounded reuse of the data path's large buffers (chunks,
   blocks, request bodies), so they neither fault in fresh pages nor leave
   holes in the heap.
@@ -55,3 +57,4 @@ pub mod registry;
 pub mod seglog;
 pub mod sinks;
 pub mod sources;
+pub mod syslog_format;

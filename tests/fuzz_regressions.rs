@@ -8,6 +8,8 @@
 
 #[path = "../fuzz/src/checks.rs"]
 mod checks;
+#[path = "../fuzz/src/readers.rs"]
+mod readers;
 
 use std::path::{Path, PathBuf};
 
@@ -71,6 +73,26 @@ fn otlp_decode() {
 #[test]
 fn config_parse() {
     replay("config_parse", checks::config_parse::check);
+}
+
+#[test]
+fn process_parse() {
+    replay("process_parse", readers::process_parse::check);
+}
+
+#[test]
+fn journald_mapping() {
+    replay("journald_mapping", readers::journald_mapping::check);
+}
+
+#[test]
+fn file_lines() {
+    replay("file_lines", readers::file_lines::check);
+}
+
+#[test]
+fn quarantine_ndjson() {
+    replay("quarantine_ndjson", readers::quarantine_ndjson::check);
 }
 
 #[test]

@@ -474,6 +474,134 @@ timezone = "UTC"
     assert!(a.stop().success());
 }
 
+/// `{"a":{"a":...{"a":1}...}}` with `depth` objects in all.
+fn nested_json(depth: usize) -> String {
+    format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth))
+}
+
+/// `holdfast dump`'s lines as text: values nested past serde_json's own
+/// recursion limit cannot be read as `Value`s.
+fn dump_lines(a: &Agent) -> Vec<String> {
+    let out = holdfast(&["dump", "--config", a.config_arg()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A line nested deeper than the `json` step's `max_depth` (32 by default,
+/// the most a protobuf decoder takes) is kept whole, marked and counted;
+/// one within it is stored to its last level (the step once cut a 60-deep
+/// value to 9 levels ending in `{}`, unmarked and uncounted).
+#[test]
+fn json_step_keeps_lines_past_max_depth_whole() {
+    let mut a = Agent::new("");
+    let dir = a.path("in");
+    fs::create_dir_all(&dir).unwrap();
+    let lines = [
+        nested_json(8),
+        nested_json(32),
+        nested_json(33),
+        nested_json(60),
+    ];
+    fs::write(dir.join("app.json"), lines.join("\n") + "\n").unwrap();
+    let d = dir.display();
+    let cfg = format!(
+        r#"
+[sources.dflt]
+type = "file"
+include = ["{d}/app.json"]
+start_at = "beginning"
+
+[[sources.dflt.process.steps]]
+type = "json"
+name = "deep"
+
+[sources.narrow]
+type = "file"
+include = ["{d}/app.json"]
+start_at = "beginning"
+
+[[sources.narrow.process.steps]]
+type = "json"
+name = "deep"
+max_depth = 8
+"#
+    );
+    let mut f = fs::OpenOptions::new().append(true).open(&a.config).unwrap();
+    f.write_all(cfg.as_bytes()).unwrap();
+    a.start();
+    a.wait_ready();
+    wait_all(&a, "dflt", lines.len());
+    wait_all(&a, "narrow", lines.len());
+    let dumped = dump_lines(&a);
+    let unparsed = r#"{"key":"holdfast.unparsed","value":{"stringValue":"deep"}}"#;
+    for (source, parsed) in [("dflt", 2), ("narrow", 1)] {
+        let events: Vec<&String> = dumped
+            .iter()
+            .filter(|l| l.contains(&format!(r#""source":"{source}""#)))
+            .collect();
+        assert_eq!(events.len(), lines.len(), "{source}");
+        for (i, (e, line)) in events.iter().zip(&lines).enumerate() {
+            if i < parsed {
+                // Every level there, the last one holding its 1.
+                let depth = line.matches('{').count();
+                assert_eq!(e.matches("kvlistValue").count(), depth - 1, "{e}");
+                assert!(e.contains(r#"{"key":"a","value":{"intValue":"1"}}"#), "{e}");
+                assert!(!e.contains("holdfast.unparsed"), "{e}");
+            } else {
+                assert!(!e.contains("kvlistValue"), "{e}");
+                assert!(e.contains(unparsed), "{e}");
+                let want = serde_json::to_string(line).unwrap();
+                assert!(
+                    e.contains(&format!(r#""body":{{"stringValue":{want}}}"#)),
+                    "{e}"
+                );
+            }
+        }
+        assert_eq!(
+            metric_sum(
+                &a,
+                "holdfast_processed_events_total",
+                &[
+                    &format!("source=\"{source}\""),
+                    "rule=\"deep\"",
+                    "outcome=\"unparsed\""
+                ],
+            ),
+            (lines.len() - parsed) as f64,
+            "{source}"
+        );
+    }
+    assert!(a.stop().success());
+}
+
+#[test]
+fn json_max_depth_past_what_protobuf_decodes_is_a_config_error() {
+    let (ok, _, err) = check(
+        r#"[sources.app]
+type = "file"
+include = ["/var/log/app.log"]
+
+[[sources.app.process.steps]]
+type = "json"
+max_depth = 64
+"#,
+        &[],
+    );
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("sources.app.process.steps[0].max_depth"),
+        "{err}"
+    );
+    assert!(err.contains("from 1 to 32"), "{err}");
+}
+
 /// Promise 4 with sampling on: a line re-read after kill -9 gets the same
 /// id and the same decision, so the log holds exactly the lines the rule
 /// keeps (some perhaps twice, never a different one, never one missing).

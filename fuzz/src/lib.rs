@@ -1,3 +1,4 @@
 //! Shared code of the holdfast fuzz targets; see `docs/fuzzing.md`.
 
 pub mod checks;
+pub mod readers;

@@ -128,7 +128,15 @@ mod tests {
         let chain = Chain {
             labels: Default::default(),
             steps: vec![
-                step("json", parse(Format::Json, Some("msg"))),
+                step(
+                    "json",
+                    parse(
+                        Format::Json {
+                            max_depth: crate::process::parse::json::MAX_DEPTH,
+                        },
+                        Some("msg"),
+                    ),
+                ),
                 step(
                     "no_drop_me",
                     drop_when(Condition {

@@ -29,7 +29,7 @@ use toml::de::DeValue;
 use toml::Spanned;
 
 use super::filter::{Action, Condition, FieldTest, Filter};
-use super::parse::{regex::RegexParser, Format, Parser};
+use super::parse::{json, regex::RegexParser, Format, Parser};
 use super::redact::Redact;
 use super::sample::Sample;
 use super::severity::{self, Severity};
@@ -67,6 +67,9 @@ raw_table! {
         field: String,
         /// Parse: the key whose value becomes the body. Default: none.
         body_key: String,
+        /// JSON parse: how deep objects and arrays may nest (the line's
+        /// object is 1), at most and by default 32; a deeper line is unparsed.
+        max_depth: i64,
         /// Regex parse and redact: the regex.
         pattern: String,
         /// Timestamp: `"rfc3339"`, `"unix"`, `"unix_ms"` or a strptime pattern.
@@ -102,7 +105,7 @@ const CONDITION: &[&str] = &[
 
 /// Every step type and the keys it takes besides `type` and `name`.
 const TYPES: &[(&str, &[&str])] = &[
-    ("json", &["field", "body_key"]),
+    ("json", &["field", "body_key", "max_depth"]),
     ("regex", &["field", "body_key", "pattern"]),
     ("logfmt", &["field", "body_key"]),
     ("syslog", &["field", "timezone"]),
@@ -311,7 +314,9 @@ impl RawStep {
         let kind = match *ty {
             "json" | "regex" | "logfmt" | "syslog" => {
                 let format = match *ty {
-                    "json" => Format::Json,
+                    "json" => Format::Json {
+                        max_depth: json_depth(cx, &self.max_depth, &k("max_depth")),
+                    },
                     "syslog" => Format::Syslog(zone(cx, &self.timezone, &k("timezone"))),
                     "logfmt" => Format::Logfmt,
                     _ => {
@@ -545,7 +550,9 @@ pub fn describe(chain: &Chain, out: &mut String) -> fmt::Result {
         let what = match &s.kind {
             Kind::Parse(p) => {
                 let format = match &p.format {
-                    Format::Json => "JSON".to_string(),
+                    Format::Json { max_depth } => {
+                        format!("JSON (objects and arrays at most {max_depth} deep)")
+                    }
                     Format::Logfmt => "logfmt".to_string(),
                     Format::Regex(r) => format!("regex '{}'", r.regex.as_str()),
                     Format::Syslog(zone) => {
@@ -613,6 +620,27 @@ pub fn describe(chain: &Chain, out: &mut String) -> fmt::Result {
 }
 
 /// `timezone` of a timestamp or syslog step: UTC unless set.
+/// A `json` step's `max_depth`: 1 to [`json::MAX_DEPTH`], its default.
+fn json_depth(cx: &mut Checker<'_>, v: &Option<Spanned<i64>>, key: &str) -> usize {
+    let Some(d) = v else {
+        return json::MAX_DEPTH;
+    };
+    match usize::try_from(*d.get_ref()) {
+        Ok(n) if (1..=json::MAX_DEPTH).contains(&n) => n,
+        _ => {
+            cx.error(
+                Some(d.span()),
+                key,
+                format!(
+                    "max_depth is how deep objects and arrays may nest (the line's object is 1), from 1 to {max}, default {max}: a deeper value could not be read back from the log nor decoded by a backend (protobuf's limit of 100 nested messages)",
+                    max = json::MAX_DEPTH
+                ),
+            );
+            json::MAX_DEPTH
+        }
+    }
+}
+
 fn zone(cx: &mut Checker<'_>, v: &Option<Spanned<String>>, key: &str) -> TimeZone {
     match v {
         None => TimeZone::Utc,

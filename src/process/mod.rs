@@ -70,6 +70,20 @@ impl Value {
             Value::Any(_) => return None,
         })
     }
+
+    /// The value as OTLP's `AnyValue`, built straight from its parts: a
+    /// nested value is moved, never encoded and decoded again.
+    pub fn into_any(self) -> AnyValue {
+        use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
+        let v = match self {
+            Value::Str(s) => V::StringValue(s),
+            Value::Int(i) => V::IntValue(i),
+            Value::Double(d) => V::DoubleValue(d),
+            Value::Bool(b) => V::BoolValue(b),
+            Value::Any(a) => return a,
+        };
+        AnyValue { value: Some(v) }
+    }
 }
 
 /// One event going through the chain: the parts a step may change.

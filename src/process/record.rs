@@ -76,12 +76,10 @@ fn put_any(v: &Value, out: &mut Vec<u8>) {
     }
 }
 
-/// The inverse, for tests and `holdfast check --sample`: an `AnyValue` of
-/// a [`Value`].
+/// An `AnyValue` of a borrowed [`Value`] (a copy; [`Value::into_any`]
+/// moves), for an OTLP record's attributes and `holdfast check --sample`.
 pub fn to_any(v: &Value) -> AnyValue {
-    let mut b = Vec::new();
-    put_any(v, &mut b);
-    AnyValue::decode(b.as_slice()).unwrap_or_default()
+    v.clone().into_any()
 }
 
 #[cfg(test)]

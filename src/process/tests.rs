@@ -23,7 +23,15 @@ fn json_then_severity_then_filter() {
             attributes: vec![("site".into(), "berlin".into())],
         },
         steps: vec![
-            step("json", parse(Format::Json, Some("msg"))),
+            step(
+                "json",
+                parse(
+                    Format::Json {
+                        max_depth: crate::process::parse::json::MAX_DEPTH,
+                    },
+                    Some("msg"),
+                ),
+            ),
             step(
                 "level",
                 Kind::Severity(severity::Severity {
@@ -110,7 +118,12 @@ fn a_label_only_chain_leaves_events_alone() {
 
 fn any_step() -> impl Strategy<Value = Kind> {
     prop_oneof![
-        Just(parse(Format::Json, Some("msg"))),
+        Just(parse(
+            Format::Json {
+                max_depth: crate::process::parse::json::MAX_DEPTH
+            },
+            Some("msg")
+        )),
         Just(parse(Format::Logfmt, Some("msg"))),
         Just(Kind::Severity(severity::Severity {
             field: "level".into(),

@@ -368,20 +368,29 @@ impl Quarantine {
     }
 }
 
-/// Reads the records of one file; lines that are not records are returned
-/// as errors with their line number, never trusted.
+/// Reads the records of one file; lines that are not records (not JSON,
+/// not a record, not even UTF-8) are returned as errors with their line
+/// number, never trusted, and never hide the records around them.
 pub fn read_records(path: &Path) -> io::Result<Vec<Result<Record, String>>> {
     let f = File::open(path)?;
     let mut out = Vec::new();
-    for (i, line) in BufReader::new(f).lines().enumerate() {
+    for (i, line) in BufReader::new(f).split(b'\n').enumerate() {
         let line = line?;
-        if line.trim().is_empty() {
+        let line = line.strip_suffix(b"\r").unwrap_or(&line);
+        let not_a_record = |e: &dyn std::fmt::Display| {
+            format!("{}:{}: not a quarantine record: {e}", path.display(), i + 1)
+        };
+        let text = match std::str::from_utf8(line) {
+            Ok(t) => t,
+            Err(e) => {
+                out.push(Err(not_a_record(&e)));
+                continue;
+            }
+        };
+        if text.trim().is_empty() {
             continue;
         }
-        out.push(
-            serde_json::from_str::<Record>(&line)
-                .map_err(|e| format!("{}:{}: not a quarantine record: {e}", path.display(), i + 1)),
-        );
+        out.push(serde_json::from_str::<Record>(text).map_err(|e| not_a_record(&e)));
     }
     Ok(out)
 }
@@ -437,6 +446,28 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::{open, record, temp_root};
     use super::*;
+
+    /// One line that is not UTF-8 once made the whole file unreadable
+    /// (`lines()` fails on it), hiding the records around it.
+    #[test]
+    fn a_line_that_is_not_utf8_hides_no_record() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = record("es", "aa", "rejected", 1);
+        let line = serde_json::to_string(&r).unwrap();
+        let path = tmp.path().join("mixed.ndjson");
+        let mut body = format!("{line}\r\n\n").into_bytes();
+        body.extend_from_slice(b"\xff\xfe\n");
+        body.extend_from_slice(line.as_bytes());
+        fs::write(&path, body).unwrap();
+        let got = read_records(&path).unwrap();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].as_ref().unwrap(), &r);
+        assert!(got[1]
+            .as_ref()
+            .unwrap_err()
+            .contains(":3: not a quarantine record"));
+        assert_eq!(got[2].as_ref().unwrap(), &r);
+    }
 
     #[test]
     fn records_are_private_durable_files_that_round_trip() {

@@ -129,6 +129,23 @@ mod tests {
         assert_eq!(text(&ev, "syslog.msg_id"), Some("ID7"));
     }
 
+    /// The step, the `syslog` source and the `journald` source share one
+    /// table (the sources once said 24/23/22 and 21/19/18 for the same
+    /// emerg/alert/crit).
+    #[test]
+    fn severities_are_the_data_model_appendix_ones() {
+        for (pri, want) in [(8, 21), (9, 19), (10, 18), (11, 17), (15, 5)] {
+            let line = format!("<{pri}>1 2026-12-02T05:17:20Z gw app - - - m");
+            let ev = parsed(&line);
+            assert_eq!(ev.severity_number, want, "<{pri}>");
+            assert_eq!(
+                Some((ev.severity_number, ev.severity_text.as_ref())),
+                crate::syslog_format::severity::otel(pri & 7),
+                "<{pri}>"
+            );
+        }
+    }
+
     #[test]
     fn a_line_that_is_not_syslog_is_kept_whole() {
         let line = "127.0.0.1 - - [02/Dec/2026:05:17:20 +0000] \"GET / HTTP/1.1\" 200";

@@ -24,9 +24,8 @@ mod d {
     use super::super::*;
     pub const SCAN_INTERVAL: Duration = DEFAULT_SCAN_INTERVAL;
     pub const FINGERPRINT_BYTES: u64 = DEFAULT_FINGERPRINT_BYTES as u64;
-    /// The range `fingerprint_bytes` may be set in: 16 B to 1 MiB.
-    pub const FINGERPRINT_BYTES_MIN: u64 = 16;
-    pub const FINGERPRINT_BYTES_MAX: u64 = 1 << 20;
+    pub const FINGERPRINT_BYTES_MIN: u64 = *FINGERPRINT_BYTES_RANGE.start() as u64;
+    pub const FINGERPRINT_BYTES_MAX: u64 = *FINGERPRINT_BYTES_RANGE.end() as u64;
     pub const ROTATE_WAIT: Duration = DEFAULT_ROTATE_WAIT;
     pub const IDLE_CLOSE: Duration = DEFAULT_IDLE_CLOSE;
     pub const MAX_LINE_BYTES: u64 = DEFAULT_MAX_LINE_BYTES as u64;

@@ -74,8 +74,8 @@ mod config;
 mod discovery;
 mod encode;
 mod identity;
-mod lines;
-mod multiline;
+pub(crate) mod lines;
+pub(crate) mod multiline;
 mod open;
 mod recovery;
 mod tailer;
@@ -103,6 +103,11 @@ pub use open::{FollowSymlinks, Skip};
 
 /// Defaults, for `config.rs` and for tests.
 pub const DEFAULT_FINGERPRINT_BYTES: usize = 1024;
+/// The range `fingerprint_bytes` may be set in: 16 B to 1 MiB. Fewer
+/// than 16 bytes tell too few files apart (two logs that start with the
+/// same timestamp would be one file); checked by the config and again,
+/// with the same bounds, by [`run`] for options built in code.
+pub const FINGERPRINT_BYTES_RANGE: std::ops::RangeInclusive<usize> = 16..=(1 << 20);
 pub const DEFAULT_MAX_LINE_BYTES: usize = 256 << 10;
 pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_secs(10);
 pub const DEFAULT_ROTATE_WAIT: Duration = Duration::from_secs(5);
@@ -186,8 +191,13 @@ impl FileSourceOptions {
         if self.include.is_empty() {
             bail!("include lists no pattern");
         }
-        if self.fingerprint_bytes == 0 || self.fingerprint_bytes > 1 << 20 {
-            bail!("fingerprint_bytes must be between 1 and 1 MiB");
+        if !FINGERPRINT_BYTES_RANGE.contains(&self.fingerprint_bytes) {
+            bail!(
+                "fingerprint_bytes is {}: it must be between {} B and {} B",
+                self.fingerprint_bytes,
+                FINGERPRINT_BYTES_RANGE.start(),
+                FINGERPRINT_BYTES_RANGE.end()
+            );
         }
         if self.max_line_bytes == 0 {
             bail!("max_line_bytes must be greater than zero");

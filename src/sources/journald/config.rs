@@ -237,7 +237,7 @@ impl Source for JournaldOptions {
             only.push(format!("units {}", s.units.join(", ")));
         }
         if let Some(p) = s.min_priority {
-            let (_, name) = super::mapping::severity(p).unwrap_or((0, "?"));
+            let (_, name) = crate::syslog_format::severity::otel(p).unwrap_or((0, "?"));
             only.push(format!("priority {name} or more severe"));
         }
         if !s.matches.is_empty() {

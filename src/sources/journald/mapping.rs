@@ -30,6 +30,7 @@ use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, Wi
 use prost::Message;
 
 use crate::event::{Context, EventId, Group};
+use crate::syslog_format::severity;
 
 /// The instrumentation scope name of journal records.
 pub const SCOPE_NAME: &str = "holdfast.sources.journald";
@@ -129,21 +130,6 @@ pub fn entry_id(cursor: &str, mono: impl FnOnce() -> Option<(Vec<u8>, u64)>) -> 
     EventId(xxhash_rust::xxh3::xxh3_128(&input).to_le_bytes())
 }
 
-/// OpenTelemetry severity number and text of a syslog priority.
-pub fn severity(priority: u8) -> Option<(i32, &'static str)> {
-    Some(match priority {
-        0 => (21, "emerg"),
-        1 => (19, "alert"),
-        2 => (18, "crit"),
-        3 => (17, "err"),
-        4 => (13, "warning"),
-        5 => (10, "notice"),
-        6 => (9, "info"),
-        7 => (5, "debug"),
-        _ => return None,
-    })
-}
-
 /// The fields of one entry that the mapping reads, copied out of
 /// sd-journal's buffers (valid only until the next field is read) into
 /// buffers kept from entry to entry.
@@ -230,7 +216,8 @@ impl Fields {
 
     fn severity(&self) -> Option<(i32, &'static str)> {
         let p = std::str::from_utf8(self.get(PRIORITY)?).ok()?;
-        severity(p.parse().ok()?)
+        // A syslog severity: the table every syslog reader shares.
+        severity::otel(p.parse().ok()?)
     }
 }
 

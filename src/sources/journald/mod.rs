@@ -58,7 +58,7 @@ crash are appended again (as for files).
 
 mod checkpoint;
 mod config;
-mod mapping;
+pub(crate) mod mapping;
 mod reader;
 
 use std::collections::HashSet;

@@ -31,6 +31,7 @@ use prost::Message as _;
 use super::parse::{self, Format, ParseOptions, Parsed};
 use crate::event::{AttrValue, Context, EventId, Group, LogFields, LogRecordWriter};
 use crate::seglog::Batch;
+use crate::syslog_format::severity;
 
 /// The instrumentation scope name of syslog records.
 pub const SCOPE_NAME: &str = "holdfast.sources.syslog";
@@ -41,19 +42,6 @@ pub const ATTR_ORIGINAL_BYTES: &str = "log.record.original_bytes";
 /// The subject of the client certificate the sender presented (the
 /// OpenTelemetry semantic-convention name).
 pub const ATTR_CLIENT_SUBJECT: &str = "tls.client.subject";
-
-/// OpenTelemetry severity number and the syslog keyword of severities 0-7
-/// (the OpenTelemetry log data model's syslog mapping).
-const SEVERITIES: [(i32, &str); 8] = [
-    (24, "emerg"),
-    (23, "alert"),
-    (22, "crit"),
-    (17, "err"),
-    (13, "warning"),
-    (10, "notice"),
-    (9, "info"),
-    (5, "debug"),
-];
 
 /// One message as received.
 #[derive(Debug, Clone, Copy)]
@@ -263,8 +251,7 @@ pub fn record(p: &Parsed<'_>) -> LogRecord {
 /// `key` is a buffer for structured-data attribute names.
 pub fn write(p: &Parsed<'_>, out: &mut impl LogFields, key: &mut String) {
     out.time(p.timestamp_ns.map_or(0, |t| t.max(0) as u64));
-    if let Some(s) = p.severity {
-        let (n, t) = SEVERITIES[usize::from(s & 7)];
+    if let Some((n, t)) = p.severity.and_then(severity::otel) {
         out.severity(n, t);
     }
     out.body(p.message);

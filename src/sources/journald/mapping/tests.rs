@@ -121,7 +121,7 @@ fn ids_and_positions() {
     assert!(!p("s=a;i=2").holds("s=a;i=3"));
     assert!(!p("s=a;i=2").holds("s=b;i=1"));
     assert!(p("x").holds("x"));
-    assert_eq!(severity(8), None);
+    assert_eq!(severity::otel(8), None);
     let f = fields(&["_PID", "MESSAGE", "X"], &[]);
     assert_eq!(f.attrs.len(), DEFAULT_FIELDS.len() + 1);
     assert_eq!(f.slot(b"X"), Some(FIRST_ATTR + DEFAULT_FIELDS.len()));
