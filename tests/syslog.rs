@@ -105,6 +105,41 @@ fn logger(args: &[&str]) {
     );
 }
 
+/// The most severe priorities get the OpenTelemetry log data model's
+/// numbers (appendix B), the same the journald source and the `syslog`
+/// parse step give: emerg 21, alert 19, crit 18 (this source once gave
+/// 24/23/22, so one message had two severities depending on how it came).
+#[test]
+fn the_most_severe_priorities_follow_the_data_model() {
+    let tcp = free_port();
+    let mut a = Agent::new(&format!(
+        "[sources.tcp]\ntype = \"syslog\"\nlisten = \"127.0.0.1:{tcp}\"\n"
+    ));
+    a.start();
+    a.wait_ready();
+    let port = tcp.to_string();
+    for level in ["emerg", "alert", "crit"] {
+        let text = format!("a {level} message");
+        logger(&[
+            "-n",
+            "127.0.0.1",
+            "-P",
+            &port,
+            "-T",
+            "--rfc5424",
+            "-p",
+            &format!("user.{level}"),
+            &text,
+        ]);
+    }
+    let evs = wait_events(&a, "tcp", 3);
+    for (level, number) in [("emerg", 21), ("alert", 19), ("crit", 18)] {
+        let e = find(&evs, &format!("a {level} message"));
+        assert_eq!(e["record"]["severityNumber"], number, "{level}: {e:#}");
+    }
+    assert!(a.stop().success());
+}
+
 #[test]
 fn logger_over_tcp_and_udp_in_both_formats() {
     let (tcp, udp) = (free_port(), free_udp_port());
