@@ -364,6 +364,7 @@ struct Walk {
 }
 
 impl Walk {
+    #[inline(always)]
     fn add(&mut self, n: u64) -> Result<(), WalkError> {
         self.bound.bytes = self.bound.bytes.saturating_add(n);
         if self.bound.bytes > self.limit {
@@ -444,7 +445,21 @@ impl Walk {
     }
 }
 
+/// Tags, lengths and most scalars of a request fit in one byte: that case
+/// is the walk's hot path, kept inline and branch-light.
+#[inline(always)]
 fn varint(buf: &mut &[u8]) -> Result<u64, WalkError> {
+    if let Some((&b, rest)) = buf.split_first() {
+        if b < 0x80 {
+            *buf = rest;
+            return Ok(u64::from(b));
+        }
+    }
+    varint_long(buf)
+}
+
+#[inline(never)]
+fn varint_long(buf: &mut &[u8]) -> Result<u64, WalkError> {
     let mut v = 0u64;
     for i in 0..10 {
         let Some((&b, rest)) = buf.split_first() else {
@@ -459,6 +474,7 @@ fn varint(buf: &mut &[u8]) -> Result<u64, WalkError> {
     Err(WalkError::Malformed("invalid varint"))
 }
 
+#[inline(always)]
 fn length_delimited<'a>(buf: &mut &'a [u8]) -> Result<&'a [u8], WalkError> {
     let len = varint(buf)?;
     let len = usize::try_from(len).map_err(|_| WalkError::Malformed("buffer underflow"))?;
@@ -470,6 +486,7 @@ fn length_delimited<'a>(buf: &mut &'a [u8]) -> Result<&'a [u8], WalkError> {
     Ok(inner)
 }
 
+#[inline(always)]
 fn take(buf: &mut &[u8], n: usize) -> Result<(), WalkError> {
     if n > buf.len() {
         return Err(WalkError::Malformed("buffer underflow"));
@@ -479,6 +496,7 @@ fn take(buf: &mut &[u8], n: usize) -> Result<(), WalkError> {
 }
 
 /// Skips one field's value as prost does, groups included.
+#[inline]
 fn skip(buf: &mut &[u8], wire: u8, number: u32, depth: u32) -> Result<(), WalkError> {
     match wire {
         0 => varint(buf).map(drop),
