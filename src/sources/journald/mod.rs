@@ -198,26 +198,20 @@ fn unreadable(opts: &JournaldOptions, name: &str) -> Option<String> {
 
 /// A `*.journal` file in `dir` or its subdirectories, readable or not.
 fn has_journal(dir: &Path, depth: u32) -> bool {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    rd.flatten().any(|e| {
-        let p = e.path();
-        let is_journal = p
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.ends_with(".journal") || n.ends_with(".journal~"));
-        match e.file_type() {
-            Ok(t) if t.is_dir() && depth > 0 => has_journal(&p, depth - 1),
-            Ok(_) => is_journal,
-            _ => false,
-        }
-    })
+    any_journal(dir, depth, &|_, _| true)
 }
 
 /// A `*.journal` file we can open in `dir` or its subdirectories (journald
 /// keeps them in `<dir>/<machine id>/`).
 fn has_readable_journal(dir: &Path, depth: u32) -> bool {
+    any_journal(dir, depth, &|p, t| {
+        t.is_file() && std::fs::File::open(p).is_ok()
+    })
+}
+
+/// Whether a `*.journal` (or `*.journal~`) entry under `dir`, at most
+/// `depth` directories down, is one `accept` takes.
+fn any_journal(dir: &Path, depth: u32, accept: &dyn Fn(&Path, std::fs::FileType) -> bool) -> bool {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return false;
     };
@@ -228,8 +222,8 @@ fn has_readable_journal(dir: &Path, depth: u32) -> bool {
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.ends_with(".journal") || n.ends_with(".journal~"));
         match e.file_type() {
-            Ok(t) if t.is_dir() && depth > 0 => has_readable_journal(&p, depth - 1),
-            Ok(t) if t.is_file() && is_journal => std::fs::File::open(&p).is_ok(),
+            Ok(t) if t.is_dir() && depth > 0 => any_journal(&p, depth - 1, accept),
+            Ok(t) => is_journal && accept(&p, t),
             _ => false,
         }
     })
