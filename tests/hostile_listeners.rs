@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use daemon::{free_port, holdfast, wait_for, Agent};
+use daemon::{free_port, free_ports, holdfast, wait_for, Agent};
 use identity::Pki;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -242,7 +242,7 @@ tls = {{ cert_file = "{cert}", key_file = "{key}" }}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_address_cannot_open_more_than_its_share() {
-    let (syslog_port, otlp_port) = (free_port(), free_port());
+    let [syslog_port, otlp_port] = free_ports();
     let a = start(&format!(
         r#"
 [sources.lan]
@@ -404,7 +404,7 @@ async fn client_certificates_required_and_optional() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::new(dir.path());
     let (cert, key) = pki.client("client", 2);
-    let (syslog_port, optional_port, otlp_port) = (free_port(), free_port(), free_port());
+    let [syslog_port, optional_port, otlp_port] = free_ports();
     let tls = |extra: &str| {
         format!(
             r#"tls = {{ cert_file = "{}", key_file = "{}", client_ca_file = "{}"{extra} }}"#,

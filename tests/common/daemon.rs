@@ -39,6 +39,16 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// `N` distinct free loopback ports: all are held until all are chosen, so
+/// the kernel cannot hand the same one out twice (as two `free_port()`
+/// calls in a row may).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    std::array::from_fn(|i| held[i].local_addr().unwrap().port())
+}
+
 /// Runs `holdfast ARGS…` to completion.
 pub fn holdfast(args: &[&str]) -> Output {
     Command::new(BIN)
