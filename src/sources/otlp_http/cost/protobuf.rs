@@ -66,6 +66,39 @@ struct Desc {
     /// Whether each element is one record of the request (a log record, a
     /// span, a data point).
     record: bool,
+    /// For each field number below `INDEXED`, its place in `fields` plus
+    /// one (0: a field that allocates nothing), so the walk finds a field
+    /// without searching.
+    index: [u8; INDEXED],
+}
+
+/// Every field that allocates has a number below this (checked by a test).
+const INDEXED: usize = 16;
+
+impl Desc {
+    const fn new(size: u64, fields: &'static [(u32, Field)], record: bool) -> Desc {
+        let mut index = [0u8; INDEXED];
+        let mut i = 0;
+        while i < fields.len() {
+            let n = fields[i].0 as usize;
+            assert!(n < INDEXED && fields.len() < 32);
+            index[n] = i as u8 + 1;
+            i += 1;
+        }
+        Desc {
+            size,
+            fields,
+            record,
+            index,
+        }
+    }
+
+    #[inline(always)]
+    fn field(&self, number: u32) -> Option<(usize, Field)> {
+        let k = *self.index.get(number as usize)? as usize;
+        let i = k.checked_sub(1)?;
+        self.fields.get(i).map(|&(_, f)| (i, f))
+    }
 }
 
 const fn sz<T>() -> u64 {
@@ -75,85 +108,85 @@ const fn sz<T>() -> u64 {
 const STRING: u64 = sz::<String>();
 const SCALAR: u64 = 8;
 
-static ANY_VALUE: Desc = Desc {
-    size: sz::<common::AnyValue>(),
-    fields: &[
+static ANY_VALUE: Desc = Desc::new(
+    sz::<common::AnyValue>(),
+    &[
         (1, Field::Bytes(No)),
         (5, Field::Message(&ARRAY_VALUE, No)),
         (6, Field::Message(&KEY_VALUE_LIST, No)),
         (7, Field::Bytes(No)),
     ],
-    record: false,
-};
-static ARRAY_VALUE: Desc = Desc {
-    size: sz::<common::ArrayValue>(),
-    fields: &[(1, Field::Message(&ANY_VALUE, Yes))],
-    record: false,
-};
-static KEY_VALUE_LIST: Desc = Desc {
-    size: sz::<common::KeyValueList>(),
-    fields: &[(1, Field::Message(&KEY_VALUE, Yes))],
-    record: false,
-};
-static KEY_VALUE: Desc = Desc {
-    size: sz::<common::KeyValue>(),
-    fields: &[(1, Field::Bytes(No)), (2, Field::Message(&ANY_VALUE, No))],
-    record: false,
-};
-static SCOPE: Desc = Desc {
-    size: sz::<common::InstrumentationScope>(),
-    fields: &[
+    false,
+);
+static ARRAY_VALUE: Desc = Desc::new(
+    sz::<common::ArrayValue>(),
+    &[(1, Field::Message(&ANY_VALUE, Yes))],
+    false,
+);
+static KEY_VALUE_LIST: Desc = Desc::new(
+    sz::<common::KeyValueList>(),
+    &[(1, Field::Message(&KEY_VALUE, Yes))],
+    false,
+);
+static KEY_VALUE: Desc = Desc::new(
+    sz::<common::KeyValue>(),
+    &[(1, Field::Bytes(No)), (2, Field::Message(&ANY_VALUE, No))],
+    false,
+);
+static SCOPE: Desc = Desc::new(
+    sz::<common::InstrumentationScope>(),
+    &[
         (1, Field::Bytes(No)),
         (2, Field::Bytes(No)),
         (3, Field::Message(&KEY_VALUE, Yes)),
     ],
-    record: false,
-};
-static ENTITY_REF: Desc = Desc {
-    size: sz::<common::EntityRef>(),
-    fields: &[
+    false,
+);
+static ENTITY_REF: Desc = Desc::new(
+    sz::<common::EntityRef>(),
+    &[
         (1, Field::Bytes(No)),
         (2, Field::Bytes(No)),
         (3, Field::Bytes(Yes)),
         (4, Field::Bytes(Yes)),
     ],
-    record: false,
-};
-static RESOURCE: Desc = Desc {
-    size: sz::<resource::Resource>(),
-    fields: &[
+    false,
+);
+static RESOURCE: Desc = Desc::new(
+    sz::<resource::Resource>(),
+    &[
         (1, Field::Message(&KEY_VALUE, Yes)),
         (3, Field::Message(&ENTITY_REF, Yes)),
     ],
-    record: false,
-};
+    false,
+);
 
-static LOGS_REQUEST: Desc = Desc {
-    size: sz::<ExportLogsServiceRequest>(),
-    fields: &[(1, Field::Message(&RESOURCE_LOGS, Yes))],
-    record: false,
-};
-static RESOURCE_LOGS: Desc = Desc {
-    size: sz::<logs::ResourceLogs>(),
-    fields: &[
+static LOGS_REQUEST: Desc = Desc::new(
+    sz::<ExportLogsServiceRequest>(),
+    &[(1, Field::Message(&RESOURCE_LOGS, Yes))],
+    false,
+);
+static RESOURCE_LOGS: Desc = Desc::new(
+    sz::<logs::ResourceLogs>(),
+    &[
         (1, Field::Message(&RESOURCE, No)),
         (2, Field::Message(&SCOPE_LOGS, Yes)),
         (3, Field::Bytes(No)),
     ],
-    record: false,
-};
-static SCOPE_LOGS: Desc = Desc {
-    size: sz::<logs::ScopeLogs>(),
-    fields: &[
+    false,
+);
+static SCOPE_LOGS: Desc = Desc::new(
+    sz::<logs::ScopeLogs>(),
+    &[
         (1, Field::Message(&SCOPE, No)),
         (2, Field::Message(&LOG_RECORD, Yes)),
         (3, Field::Bytes(No)),
     ],
-    record: false,
-};
-static LOG_RECORD: Desc = Desc {
-    size: sz::<logs::LogRecord>(),
-    fields: &[
+    false,
+);
+static LOG_RECORD: Desc = Desc::new(
+    sz::<logs::LogRecord>(),
+    &[
         (3, Field::Bytes(No)),
         (5, Field::Message(&ANY_VALUE, No)),
         (6, Field::Message(&KEY_VALUE, Yes)),
@@ -161,35 +194,35 @@ static LOG_RECORD: Desc = Desc {
         (10, Field::Bytes(No)),
         (12, Field::Bytes(No)),
     ],
-    record: true,
-};
+    true,
+);
 
-static TRACE_REQUEST: Desc = Desc {
-    size: sz::<ExportTraceServiceRequest>(),
-    fields: &[(1, Field::Message(&RESOURCE_SPANS, Yes))],
-    record: false,
-};
-static RESOURCE_SPANS: Desc = Desc {
-    size: sz::<trace::ResourceSpans>(),
-    fields: &[
+static TRACE_REQUEST: Desc = Desc::new(
+    sz::<ExportTraceServiceRequest>(),
+    &[(1, Field::Message(&RESOURCE_SPANS, Yes))],
+    false,
+);
+static RESOURCE_SPANS: Desc = Desc::new(
+    sz::<trace::ResourceSpans>(),
+    &[
         (1, Field::Message(&RESOURCE, No)),
         (2, Field::Message(&SCOPE_SPANS, Yes)),
         (3, Field::Bytes(No)),
     ],
-    record: false,
-};
-static SCOPE_SPANS: Desc = Desc {
-    size: sz::<trace::ScopeSpans>(),
-    fields: &[
+    false,
+);
+static SCOPE_SPANS: Desc = Desc::new(
+    sz::<trace::ScopeSpans>(),
+    &[
         (1, Field::Message(&SCOPE, No)),
         (2, Field::Message(&SPAN, Yes)),
         (3, Field::Bytes(No)),
     ],
-    record: false,
-};
-static SPAN: Desc = Desc {
-    size: sz::<trace::Span>(),
-    fields: &[
+    false,
+);
+static SPAN: Desc = Desc::new(
+    sz::<trace::Span>(),
+    &[
         (1, Field::Bytes(No)),
         (2, Field::Bytes(No)),
         (3, Field::Bytes(No)),
@@ -200,55 +233,51 @@ static SPAN: Desc = Desc {
         (13, Field::Message(&SPAN_LINK, Yes)),
         (15, Field::Message(&SPAN_STATUS, No)),
     ],
-    record: true,
-};
-static SPAN_EVENT: Desc = Desc {
-    size: sz::<trace::span::Event>(),
-    fields: &[(2, Field::Bytes(No)), (3, Field::Message(&KEY_VALUE, Yes))],
-    record: false,
-};
-static SPAN_LINK: Desc = Desc {
-    size: sz::<trace::span::Link>(),
-    fields: &[
+    true,
+);
+static SPAN_EVENT: Desc = Desc::new(
+    sz::<trace::span::Event>(),
+    &[(2, Field::Bytes(No)), (3, Field::Message(&KEY_VALUE, Yes))],
+    false,
+);
+static SPAN_LINK: Desc = Desc::new(
+    sz::<trace::span::Link>(),
+    &[
         (1, Field::Bytes(No)),
         (2, Field::Bytes(No)),
         (3, Field::Bytes(No)),
         (4, Field::Message(&KEY_VALUE, Yes)),
     ],
-    record: false,
-};
-static SPAN_STATUS: Desc = Desc {
-    size: sz::<trace::Status>(),
-    fields: &[(2, Field::Bytes(No))],
-    record: false,
-};
+    false,
+);
+static SPAN_STATUS: Desc = Desc::new(sz::<trace::Status>(), &[(2, Field::Bytes(No))], false);
 
-static METRICS_REQUEST: Desc = Desc {
-    size: sz::<ExportMetricsServiceRequest>(),
-    fields: &[(1, Field::Message(&RESOURCE_METRICS, Yes))],
-    record: false,
-};
-static RESOURCE_METRICS: Desc = Desc {
-    size: sz::<metrics::ResourceMetrics>(),
-    fields: &[
+static METRICS_REQUEST: Desc = Desc::new(
+    sz::<ExportMetricsServiceRequest>(),
+    &[(1, Field::Message(&RESOURCE_METRICS, Yes))],
+    false,
+);
+static RESOURCE_METRICS: Desc = Desc::new(
+    sz::<metrics::ResourceMetrics>(),
+    &[
         (1, Field::Message(&RESOURCE, No)),
         (2, Field::Message(&SCOPE_METRICS, Yes)),
         (3, Field::Bytes(No)),
     ],
-    record: false,
-};
-static SCOPE_METRICS: Desc = Desc {
-    size: sz::<metrics::ScopeMetrics>(),
-    fields: &[
+    false,
+);
+static SCOPE_METRICS: Desc = Desc::new(
+    sz::<metrics::ScopeMetrics>(),
+    &[
         (1, Field::Message(&SCOPE, No)),
         (2, Field::Message(&METRIC, Yes)),
         (3, Field::Bytes(No)),
     ],
-    record: false,
-};
-static METRIC: Desc = Desc {
-    size: sz::<metrics::Metric>(),
-    fields: &[
+    false,
+);
+static METRIC: Desc = Desc::new(
+    sz::<metrics::Metric>(),
+    &[
         (1, Field::Bytes(No)),
         (2, Field::Bytes(No)),
         (3, Field::Bytes(No)),
@@ -259,84 +288,69 @@ static METRIC: Desc = Desc {
         (11, Field::Message(&SUMMARY, No)),
         (12, Field::Message(&KEY_VALUE, Yes)),
     ],
-    record: false,
-};
+    false,
+);
 /// A gauge or a sum: their data points are the same message.
-static GAUGE: Desc = Desc {
-    size: 0,
-    fields: &[(1, Field::Message(&NUMBER_POINT, Yes))],
-    record: false,
-};
-static HISTOGRAM: Desc = Desc {
-    size: 0,
-    fields: &[(1, Field::Message(&HISTOGRAM_POINT, Yes))],
-    record: false,
-};
-static EXPONENTIAL_HISTOGRAM: Desc = Desc {
-    size: 0,
-    fields: &[(1, Field::Message(&EXPONENTIAL_POINT, Yes))],
-    record: false,
-};
-static SUMMARY: Desc = Desc {
-    size: 0,
-    fields: &[(1, Field::Message(&SUMMARY_POINT, Yes))],
-    record: false,
-};
-static NUMBER_POINT: Desc = Desc {
-    size: sz::<metrics::NumberDataPoint>(),
-    fields: &[
+static GAUGE: Desc = Desc::new(0, &[(1, Field::Message(&NUMBER_POINT, Yes))], false);
+static HISTOGRAM: Desc = Desc::new(0, &[(1, Field::Message(&HISTOGRAM_POINT, Yes))], false);
+static EXPONENTIAL_HISTOGRAM: Desc =
+    Desc::new(0, &[(1, Field::Message(&EXPONENTIAL_POINT, Yes))], false);
+static SUMMARY: Desc = Desc::new(0, &[(1, Field::Message(&SUMMARY_POINT, Yes))], false);
+static NUMBER_POINT: Desc = Desc::new(
+    sz::<metrics::NumberDataPoint>(),
+    &[
         (5, Field::Message(&EXEMPLAR, Yes)),
         (7, Field::Message(&KEY_VALUE, Yes)),
     ],
-    record: true,
-};
-static HISTOGRAM_POINT: Desc = Desc {
-    size: sz::<metrics::HistogramDataPoint>(),
-    fields: &[
+    true,
+);
+static HISTOGRAM_POINT: Desc = Desc::new(
+    sz::<metrics::HistogramDataPoint>(),
+    &[
         (6, Field::Scalars { min_wire: 8 }),
         (7, Field::Scalars { min_wire: 8 }),
         (8, Field::Message(&EXEMPLAR, Yes)),
         (9, Field::Message(&KEY_VALUE, Yes)),
     ],
-    record: true,
-};
-static EXPONENTIAL_POINT: Desc = Desc {
-    size: sz::<metrics::ExponentialHistogramDataPoint>(),
-    fields: &[
+    true,
+);
+static EXPONENTIAL_POINT: Desc = Desc::new(
+    sz::<metrics::ExponentialHistogramDataPoint>(),
+    &[
         (1, Field::Message(&KEY_VALUE, Yes)),
         (8, Field::Message(&BUCKETS, No)),
         (9, Field::Message(&BUCKETS, No)),
         (11, Field::Message(&EXEMPLAR, Yes)),
     ],
-    record: true,
-};
-static BUCKETS: Desc = Desc {
-    size: sz::<metrics::exponential_histogram_data_point::Buckets>(),
-    fields: &[(2, Field::Scalars { min_wire: 1 })],
-    record: false,
-};
-static SUMMARY_POINT: Desc = Desc {
-    size: sz::<metrics::SummaryDataPoint>(),
-    fields: &[
+    true,
+);
+static BUCKETS: Desc = Desc::new(
+    sz::<metrics::exponential_histogram_data_point::Buckets>(),
+    &[(2, Field::Scalars { min_wire: 1 })],
+    false,
+);
+static SUMMARY_POINT: Desc = Desc::new(
+    sz::<metrics::SummaryDataPoint>(),
+    &[
         (6, Field::Message(&VALUE_AT_QUANTILE, Yes)),
         (7, Field::Message(&KEY_VALUE, Yes)),
     ],
-    record: true,
-};
-static VALUE_AT_QUANTILE: Desc = Desc {
-    size: sz::<metrics::summary_data_point::ValueAtQuantile>(),
-    fields: &[],
-    record: false,
-};
-static EXEMPLAR: Desc = Desc {
-    size: sz::<metrics::Exemplar>(),
-    fields: &[
+    true,
+);
+static VALUE_AT_QUANTILE: Desc = Desc::new(
+    sz::<metrics::summary_data_point::ValueAtQuantile>(),
+    &[],
+    false,
+);
+static EXEMPLAR: Desc = Desc::new(
+    sz::<metrics::Exemplar>(),
+    &[
         (4, Field::Bytes(No)),
         (5, Field::Bytes(No)),
         (7, Field::Message(&KEY_VALUE, Yes)),
     ],
-    record: false,
-};
+    false,
+);
 
 /// prost refuses messages nested deeper than this (its recursion limit).
 const MAX_DEPTH: u32 = 100;
@@ -392,11 +406,7 @@ impl Walk {
             if number == 0 {
                 return Err(WalkError::Malformed("field number 0"));
             }
-            let known = desc
-                .fields
-                .iter()
-                .position(|(n, _)| *n == number)
-                .map(|i| (i, desc.fields[i].1));
+            let known = desc.field(number);
             let mut first = |i: usize| {
                 let bit = 1u32 << (i % 32);
                 let was = started & bit == 0;
@@ -415,7 +425,13 @@ impl Walk {
                                     self.bound.records += 1;
                                 }
                             }
-                            self.message(inner, d, depth + 1)?;
+                            match shortcut(inner, d) {
+                                Some(cost) => self.add(cost)?,
+                                None if std::ptr::eq(d, &LOG_RECORD) => {
+                                    self.log_record(inner, depth + 1)?
+                                }
+                                None => self.message(inner, d, depth + 1)?,
+                            }
                         }
                         Field::Bytes(rep) => {
                             if rep == Yes {
@@ -442,6 +458,98 @@ impl Walk {
             }
         }
         Ok(())
+    }
+}
+
+impl Walk {
+    /// `message` over a `LogRecord`, the message a logs request is mostly
+    /// made of, with its fields known when compiled (a jump on the field
+    /// number instead of a table lookup) and its sums added once per record
+    /// and before each descent. The same sums as `message` with
+    /// `LOG_RECORD` (a test compares them).
+    fn log_record(&mut self, mut buf: &[u8], depth: u32) -> Result<(), WalkError> {
+        if depth > MAX_DEPTH {
+            return Err(WalkError::Malformed(
+                "recursion limit reached: messages nested too deeply",
+            ));
+        }
+        let mut cost = 0u64;
+        let mut attributes = false;
+        while !buf.is_empty() {
+            let key = varint(&mut buf)?;
+            let number = u32::try_from(key >> 3).map_err(|_| WalkError::Malformed("bad tag"))?;
+            let wire = (key & 7) as u8;
+            if number == 0 {
+                return Err(WalkError::Malformed("field number 0"));
+            }
+            if wire != 2 || !matches!(number, 3 | 5 | 6 | 9 | 10 | 12) {
+                skip(&mut buf, wire, number, depth)?;
+                continue;
+            }
+            let inner = length_delimited(&mut buf)?;
+            match number {
+                5 => match lone_string(inner) {
+                    Some(c) => cost += c,
+                    None => {
+                        self.add(std::mem::take(&mut cost))?;
+                        self.message(inner, &ANY_VALUE, depth + 1)?;
+                    }
+                },
+                6 => {
+                    let elems = if attributes { 2 } else { 6 };
+                    attributes = true;
+                    cost += elems * KEY_VALUE.size;
+                    match shortcut(inner, &KEY_VALUE) {
+                        Some(c) => cost += c,
+                        None => {
+                            self.add(std::mem::take(&mut cost))?;
+                            self.message(inner, &KEY_VALUE, depth + 1)?;
+                        }
+                    }
+                }
+                _ => cost += inner.len() as u64 + 8,
+            }
+        }
+        self.add(cost)
+    }
+}
+
+/// The cost of the two messages most of a request is made of, read
+/// without a call when they take their common shape: an `AnyValue` holding
+/// one string, and a `KeyValue` whose value is one (every attribute with a
+/// string value). The same sums as `Walk::message`; `None` for any other
+/// shape, which the general walk takes.
+#[inline(always)]
+fn shortcut(inner: &[u8], d: &'static Desc) -> Option<u64> {
+    if std::ptr::eq(d, &ANY_VALUE) {
+        lone_string(inner)
+    } else if std::ptr::eq(d, &KEY_VALUE) {
+        // Key (field 1), then value (field 2), each with a one-byte length.
+        match inner {
+            [0x0a, k, rest @ ..] if *k < 0x80 && rest.len() > usize::from(*k) => {
+                match &rest[usize::from(*k)..] {
+                    [0x12, v, value @ ..] if *v < 0x80 && value.len() == usize::from(*v) => {
+                        Some(u64::from(*k) + 8 + lone_string(value)?)
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    } else {
+        None
+    }
+}
+
+/// An `AnyValue` that is one `string_value` (field 1) with a one-byte
+/// length and nothing else: the string's bytes and the smallest buffer.
+#[inline(always)]
+fn lone_string(any: &[u8]) -> Option<u64> {
+    match any {
+        [0x0a, len, s @ ..] if *len < 0x80 && s.len() == usize::from(*len) => {
+            Some(s.len() as u64 + 8)
+        }
+        _ => None,
     }
 }
 
@@ -580,6 +688,124 @@ mod tests {
             b.bytes
         );
         assert_eq!(ExportLogsServiceRequest::decode(&body[..]).unwrap(), req);
+    }
+
+    /// The general walk alone over one message.
+    fn walked(inner: &[u8], d: &Desc) -> Result<u64, WalkError> {
+        let mut w = Walk {
+            bound: Bound::default(),
+            limit: u64::MAX,
+        };
+        w.message(inner, d, 1)?;
+        Ok(w.bound.bytes)
+    }
+
+    #[test]
+    fn the_shortcuts_sum_what_the_general_walk_sums() {
+        let s = |v: &str| AnyValue {
+            value: Some(any_value::Value::StringValue(v.into())),
+        };
+        let kv = |k: &str, v: Option<AnyValue>| KeyValue {
+            key: k.into(),
+            value: v,
+            ..Default::default()
+        };
+        let anys = [
+            s(""),
+            s("x"),
+            s(&"y".repeat(127)),
+            s(&"z".repeat(128)),
+            AnyValue {
+                value: Some(any_value::Value::IntValue(7)),
+            },
+            AnyValue::default(),
+        ];
+        let mut taken = 0;
+        for a in &anys {
+            let body = a.encode_to_vec();
+            if let Some(c) = shortcut(&body, &ANY_VALUE) {
+                taken += 1;
+                assert_eq!(Ok(c), walked(&body, &ANY_VALUE), "{a:?}");
+            }
+            for key in ["", "k", &"k".repeat(127), &"k".repeat(128)] {
+                for v in [Some(a.clone()), None] {
+                    let kv = kv(key, v);
+                    let body = kv.encode_to_vec();
+                    if let Some(c) = shortcut(&body, &KEY_VALUE) {
+                        taken += 1;
+                        assert_eq!(Ok(c), walked(&body, &KEY_VALUE), "{kv:?}");
+                    }
+                }
+            }
+        }
+        assert_eq!(taken, 7, "the short forms were not all taken");
+        // A string with a field after it, or cut short, is the general
+        // walk's to judge.
+        assert_eq!(shortcut(&[0x0a, 1, b'a', 0x18, 1], &ANY_VALUE), None);
+        assert_eq!(shortcut(&[0x0a, 2, b'a'], &ANY_VALUE), None);
+        assert_eq!(
+            shortcut(&[0x0a, 1, b'k', 0x12, 3, 0x0a, 1], &KEY_VALUE),
+            None
+        );
+    }
+
+    #[test]
+    fn the_log_record_walk_sums_what_the_general_walk_sums() {
+        let kvlist = AnyValue {
+            value: Some(any_value::Value::KvlistValue(
+                opentelemetry_proto::tonic::common::v1::KeyValueList {
+                    values: record(4).attributes,
+                },
+            )),
+        };
+        let mut odd = record(2);
+        odd.body = Some(kvlist.clone());
+        odd.attributes.push(KeyValue {
+            key: "nested".into(),
+            value: Some(kvlist),
+            ..Default::default()
+        });
+        odd.attributes.push(KeyValue::default());
+        odd.severity_text = "WARN".into();
+        odd.event_name = "x".repeat(300);
+        let mut with_unknown = record(1).encode_to_vec();
+        // Unknown varint, fixed64 and length-delimited fields, and field 5
+        // as a varint (a wire type prost refuses for it: nothing counted).
+        with_unknown.extend_from_slice(&[0x98, 0x06, 0x01, 0x21, 0, 0, 0, 0, 0, 0, 0, 0]);
+        with_unknown.extend_from_slice(&[0xa2, 0x06, 0x02, b'h', b'i', 0x28, 0x05]);
+        let bodies = [
+            record(0).encode_to_vec(),
+            record(5).encode_to_vec(),
+            record(40).encode_to_vec(),
+            LogRecord::default().encode_to_vec(),
+            odd.encode_to_vec(),
+            with_unknown,
+        ];
+        for body in &bodies {
+            let mut w = Walk {
+                bound: Bound::default(),
+                limit: u64::MAX,
+            };
+            w.log_record(body, 3).unwrap();
+            assert_eq!(Ok(w.bound.bytes), walked(body, &LOG_RECORD));
+        }
+        // Cut short: both refuse it alike.
+        let cut = &bodies[1][..bodies[1].len() - 3];
+        let mut w = Walk {
+            bound: Bound::default(),
+            limit: u64::MAX,
+        };
+        assert_eq!(w.log_record(cut, 3), walked(cut, &LOG_RECORD).map(drop));
+    }
+
+    #[test]
+    fn every_field_that_allocates_is_found_by_its_number() {
+        for d in [&LOG_RECORD, &SPAN, &METRIC, &EXPONENTIAL_POINT, &ANY_VALUE] {
+            for (i, &(n, _)) in d.fields.iter().enumerate() {
+                assert_eq!(d.field(n).map(|(j, _)| j), Some(i));
+            }
+            assert!(d.field(0).is_none() && d.field(99).is_none());
+        }
     }
 
     #[test]
