@@ -35,14 +35,19 @@ Components:
 * [`process`] — a source's processing chain (parse, timestamp, severity,
   label, filter, sample, redact), run before the append so the log stores
   what will be sent.
-* [`syslog_format`] — the syslog wire-format kit (one severity table for
-  every reader of syslog priorities), below the components that use it.
+* [`syslog_format`] — the syslog wire-format kit: the RFC 5424 / 3164
+  parser, the mapping of a parsed message onto a log record, and one
+  severity table for every reader of syslog priorities; below the
+  components that use it.
+* [`calendar`] — dates and time zones: the syslog parser's timestamps, the
+  `timestamp` step's patterns, the sinks' `{date}` templates.
 * [`pool`] — bounded reuse of the data path's large buffers (chunks,
   blocks, request bodies), so they neither fault in fresh pages nor leave
   holes in the heap.
 */
 
 pub mod api;
+pub mod calendar;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -11,12 +11,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 use super::mapping::Pending;
-use super::parse::ParseOptions;
 use super::SyslogSourceSettings;
 use crate::metrics::{Metrics, SourceLabels, SyslogReasonLabels};
 use crate::registry::ComponentContext;
 use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use crate::seglog::{Log, LogError};
+use crate::syslog_format::parse::ParseOptions;
 
 /// How long a TCP append waits for room before it tries again (and
 /// checks for shutdown).
