@@ -39,6 +39,9 @@ Components:
   parser, the mapping of a parsed message onto a log record, and one
   severity table for every reader of syslog priorities; below the
   components that use it.
+* [`state_file`] — the checksummed, crash-safe state file (a `file`
+  source's checkpoint, a `journald` source's cursor), written through the
+  log's file-system seam.
 * [`calendar`] — dates and time zones: the syslog parser's timestamps, the
   `timestamp` step's patterns, the sinks' `{date}` templates.
 * [`pool`] — bounded reuse of the data path's large buffers (chunks,
@@ -62,4 +65,5 @@ pub mod registry;
 pub mod seglog;
 pub mod sinks;
 pub mod sources;
+pub mod state_file;
 pub mod syslog_format;

@@ -53,7 +53,8 @@ use tracing::{error, info, warn};
 use super::checkpoint::{self, Checkpoint, Record};
 use super::discovery::Wake;
 use super::tailer::protocol::{Chunk, Counters, StreamId, Update};
-use crate::seglog::{Batch, Hold, Log, LogError, SeqRange};
+use crate::seglog::{Batch, Fs, Hold, Log, LogError, SeqRange};
+use crate::state_file;
 
 /// Appends in flight at once.
 pub const MAX_IN_FLIGHT: usize = 4;
@@ -591,9 +592,14 @@ impl Appender {
 /// old one, so a crash of the process leaves the old or the new, never a
 /// mix; nothing is synced.
 fn save_recent(dir: &std::path::Path, ck: &Checkpoint) -> std::io::Result<()> {
-    let tmp = dir.join(RECENT_TMP);
-    crate::seglog::write_private(&tmp, &checkpoint::encode(ck))?;
-    std::fs::rename(&tmp, dir.join(RECENT_FILE))
+    state_file::replace(
+        &Fs::default(),
+        dir,
+        RECENT_TMP,
+        RECENT_FILE,
+        &checkpoint::encode(ck),
+        state_file::Sync::ProcessCrash,
+    )
 }
 
 /// The checkpoint to start from: `durable` (from `checkpoint.json`), or
