@@ -42,6 +42,10 @@ Components:
 * [`state_file`] — the checksummed, crash-safe state file (a `file`
   source's checkpoint, a `journald` source's cursor), written through the
   log's file-system seam.
+* [`backoff`] — the wait between retries (exponential, capped, reset on
+  success; full jitter for the sinks), for every retry loop.
+* [`append_retry`] — what a refused append means for a source, and the
+  loop that retries it (`journald`, `syslog`; `file` uses its verdicts).
 * [`calendar`] — dates and time zones: the syslog parser's timestamps, the
   `timestamp` step's patterns, the sinks' `{date}` templates.
 * [`pool`] — bounded reuse of the data path's large buffers (chunks,
@@ -50,6 +54,8 @@ Components:
 */
 
 pub mod api;
+pub mod append_retry;
+pub mod backoff;
 pub mod calendar;
 pub mod cli;
 pub mod config;
