@@ -46,6 +46,8 @@ Components:
   success; full jitter for the sinks), for every retry loop.
 * [`append_retry`] — what a refused append means for a source, and the
   loop that retries it (`journald`, `syslog`; `file` uses its verdicts).
+* [`tls_material`] — PEM certificates and keys, and following their files
+  when they rotate, for the listeners' and the sinks' TLS.
 * [`calendar`] — dates and time zones: the syslog parser's timestamps, the
   `timestamp` step's patterns, the sinks' `{date}` templates.
 * [`pool`] — bounded reuse of the data path's large buffers (chunks,
@@ -73,3 +75,4 @@ pub mod sinks;
 pub mod sources;
 pub mod state_file;
 pub mod syslog_format;
+pub mod tls_material;
