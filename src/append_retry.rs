@@ -136,6 +136,83 @@ pub async fn append(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::seglog::{IoHook, LogOptions};
+    use std::path::Path;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// A disk that refuses the next `fail` writes (ENOSPC).
+    #[derive(Debug, Default)]
+    struct FullDisk {
+        fail: AtomicU32,
+    }
+
+    impl IoHook for FullDisk {
+        fn allow_write(&self, _: &Path, _: u64, len: usize) -> std::io::Result<usize> {
+            let left = self.fail.load(Ordering::SeqCst);
+            if left == 0 {
+                return Ok(len);
+            }
+            self.fail.store(left - 1, Ordering::SeqCst);
+            Err(std::io::Error::from_raw_os_error(28))
+        }
+    }
+
+    fn one_event() -> Batch {
+        let mut b = Batch::new();
+        b.push(b"event");
+        b
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+    const RETRY: Retry = Retry {
+        wait_for_room: None,
+        retry: true,
+        back_off_when_full: true,
+    };
+
+    /// A failing disk is waited out with the backoff, growing, and the
+    /// batch lands once the disk works; the backoff starts over.
+    #[tokio::test]
+    async fn io_errors_are_retried_with_a_growing_wait_until_the_append_lands() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Arc::new(FullDisk::default());
+        let log = crate::seglog::Log::open(
+            dir.path(),
+            LogOptions {
+                io_hook: Some(disk.clone()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        disk.fail.store(3, Ordering::SeqCst);
+        let mut backoff = Backoff::new(MS, 4 * MS);
+        let waits = Mutex::new(Vec::new());
+        let stop = CancellationToken::new();
+        let r = append(&log, one_event, RETRY, &mut backoff, &stop, |e, wait| {
+            assert_eq!(Refusal::of(e), Refusal::Io, "{e}");
+            waits.lock().unwrap().push(wait);
+        })
+        .await;
+        assert!(matches!(r, Appended::Done(_)), "{r:?}");
+        assert_eq!(*waits.lock().unwrap(), [MS, 2 * MS, 4 * MS]);
+        assert!(backoff.is_first());
+
+        // Stopping gives up on a refused batch, saying which refusal.
+        disk.fail.store(u32::MAX, Ordering::SeqCst);
+        stop.cancel();
+        let r = append(&log, one_event, RETRY, &mut backoff, &stop, |_, _| {}).await;
+        assert!(matches!(r, Appended::GaveUp(Refusal::Io, _)), "{r:?}");
+        let no_retry = Retry {
+            retry: false,
+            ..RETRY
+        };
+        let r = append(&log, one_event, no_retry, &mut backoff, &stop, |_, _| {
+            panic!("no retry, no wait")
+        })
+        .await;
+        assert!(matches!(r, Appended::GaveUp(Refusal::Io, _)), "{r:?}");
+    }
 
     /// The verdicts the three sources acted on before they shared them.
     #[test]
