@@ -24,11 +24,11 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use holdfast::calendar::TimeZone;
 use holdfast::metrics::Metrics;
 use holdfast::registry::ComponentContext;
 use holdfast::seglog::{FsyncPolicy, Log, LogOptions, WhenFull};
 use holdfast::sources::listen::Listener;
-use holdfast::sources::syslog::parse::TimeZone;
 use holdfast::sources::syslog::{SyslogSourceSettings, Transport};
 use tokio_util::sync::CancellationToken;
 

@@ -35,14 +35,30 @@ Components:
 * [`process`] — a source's processing chain (parse, timestamp, severity,
   label, filter, sample, redact), run before the append so the log stores
   what will be sent.
-* [`syslog_format`] — the syslog wire-format kit (one severity table for
-  every reader of syslog priorities), below the components that use it.
+* [`syslog_format`] — the syslog wire-format kit: the RFC 5424 / 3164
+  parser, the mapping of a parsed message onto a log record, and one
+  severity table for every reader of syslog priorities; below the
+  components that use it.
+* [`state_file`] — the checksummed, crash-safe state file (a `file`
+  source's checkpoint, a `journald` source's cursor), written through the
+  log's file-system seam.
+* [`backoff`] — the wait between retries (exponential, capped, reset on
+  success; full jitter for the sinks), for every retry loop.
+* [`append_retry`] — what a refused append means for a source, and the
+  loop that retries it (`journald`, `syslog`; `file` uses its verdicts).
+* [`tls_material`] — PEM certificates and keys, and following their files
+  when they rotate, for the listeners' and the sinks' TLS.
+* [`calendar`] — dates and time zones: the syslog parser's timestamps, the
+  `timestamp` step's patterns, the sinks' `{date}` templates.
 * [`pool`] — bounded reuse of the data path's large buffers (chunks,
   blocks, request bodies), so they neither fault in fresh pages nor leave
   holes in the heap.
 */
 
 pub mod api;
+pub mod append_retry;
+pub mod backoff;
+pub mod calendar;
 pub mod cli;
 pub mod config;
 pub mod daemon;
@@ -57,4 +73,6 @@ pub mod registry;
 pub mod seglog;
 pub mod sinks;
 pub mod sources;
+pub mod state_file;
 pub mod syslog_format;
+pub mod tls_material;

@@ -215,6 +215,7 @@ fn describe(op: &IoOp<'_>) -> String {
         IoOp::Create { path } => format!("create {}", name_of(path)),
         IoOp::Remove { path } => format!("remove {}", name_of(path)),
         IoOp::SetLen { path, len } => format!("set_len {} {len}", name_of(path)),
+        IoOp::Rename { from, to } => format!("rename {} {}", name_of(from), name_of(to)),
     }
 }
 
@@ -314,6 +315,12 @@ impl IoHook for Recorder {
             IoOp::Remove { path } => {
                 s.live.remove(&name_of(path));
                 s.dir_pending.push(DirOp::Remove(name_of(path)));
+            }
+            IoOp::Rename { from, .. } => {
+                panic!(
+                    "the log renamed {}: the model knows no renames",
+                    from.display()
+                )
             }
         }
     }

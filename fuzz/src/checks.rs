@@ -976,12 +976,15 @@ pub mod config_parse {
 // ------------------------------------------------------------------ syslog
 
 pub mod syslog {
-    //! The syslog parser and TCP framing (`holdfast::sources::syslog`)
+    //! The syslog parser (`holdfast::syslog_format`) and TCP framing
+    //! (`holdfast::sources::syslog`)
     //! over arbitrary bytes: never a panic, parts within bounds, framing
     //! independent of how the stream is cut into reads.
 
-    use holdfast::sources::syslog::parse::{parse, Format, ParseOptions, TimeZone};
-    use holdfast::sources::syslog::{record, Frame, Framer};
+    use holdfast::calendar::TimeZone;
+    use holdfast::sources::syslog::{Frame, Framer};
+    use holdfast::syslog_format::parse::{parse, Format, ParseOptions};
+    use holdfast::syslog_format::record::record;
 
     /// Frames `data` fed in pieces of `step` bytes, with the rest after a
     /// framing error and what the end of the stream leaves.

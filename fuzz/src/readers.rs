@@ -10,10 +10,10 @@ pub mod process_parse {
 
     use std::borrow::Cow;
 
+    use holdfast::calendar::TimeZone;
     use holdfast::event::EventId;
     use holdfast::process::parse::regex::RegexParser;
     use holdfast::process::parse::{Format, Parser};
-    use holdfast::process::timestamp::TimeZone;
     use holdfast::process::{Event, Flow, Value};
     use holdfast::syslog_format::severity;
 

@@ -11,9 +11,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 
 use crate::event::Envelope;
+use crate::seglog::sync_dir;
 use crate::sinks::quarantine::{
-    dir_entries, encode_lines, files, private_dir, read_records, sync_dir, write_file, Record,
-    INBOX, INBOX_PREFIX, QUARANTINE_PREFIX,
+    dir_entries, encode_lines, files, private_dir, read_records, write_file, Record, INBOX,
+    INBOX_PREFIX, QUARANTINE_PREFIX,
 };
 
 /// Which records an operator command applies to. Every field that is set

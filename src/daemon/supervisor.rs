@@ -11,11 +11,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::api::Health;
+use crate::backoff::Backoff;
 use crate::metrics::{ComponentLabels, Metrics};
 use crate::registry::{ComponentContext, Run};
 
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A failed task starts again after 1 s, doubling up to 60 s.
+const RESTART_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 /// A task that ran this long before failing starts again from the first backoff.
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
 
@@ -38,7 +39,7 @@ where
     Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
 {
     tokio::spawn(async move {
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = RESTART_BACKOFF;
         let mut failing = false;
         loop {
             let started = Instant::now();
@@ -66,11 +67,11 @@ where
                     "it ended on its own".to_string()
                 }
                 Ok(Err(e)) => {
-                    error!(task = %name, error = format!("{e:#}"), "task failed; starting it again in {backoff:?}");
+                    error!(task = %name, error = format!("{e:#}"), "task failed; starting it again in {:?}", backoff.current());
                     format!("{e:#}")
                 }
                 Err(e) => {
-                    error!(task = %name, error = %e, "task panicked; starting it again in {backoff:?}");
+                    error!(task = %name, error = %e, "task panicked; starting it again in {:?}", backoff.current());
                     format!("it panicked: {e}")
                 }
             };
@@ -79,17 +80,17 @@ where
                 failing = true;
             }
             if started.elapsed() >= HEALTHY_RUN {
-                backoff = FIRST_BACKOFF;
+                backoff.reset();
             }
             metrics
                 .task_restarts
                 .get_or_create(&ComponentLabels::of(&name))
                 .inc();
             tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
+                _ = tokio::time::sleep(backoff.current()) => {}
                 _ = stop.cancelled() => return,
             }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            backoff.grow();
             info!(task = %name, "restarting task");
         }
     })

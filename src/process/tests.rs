@@ -132,7 +132,7 @@ fn any_step() -> impl Strategy<Value = Kind> {
         Just(Kind::Timestamp(timestamp::Timestamp {
             field: "ts".into(),
             format: timestamp::TimeFormat::Rfc3339,
-            zone: timestamp::TimeZone::Utc,
+            zone: crate::calendar::TimeZone::Utc,
         })),
         Just(Kind::Redact(redact::Redact {
             pattern: regex::Regex::new("[0-9]{4}").expect("regex"),

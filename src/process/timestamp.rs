@@ -12,8 +12,8 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{Event, Flow, Value};
-use crate::sources::syslog::parse::time::days_from_civil;
-pub use crate::sources::syslog::parse::TimeZone;
+use crate::calendar::days_from_civil;
+use crate::calendar::TimeZone;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Item {

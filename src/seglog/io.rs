@@ -26,6 +26,13 @@
 //! [`private_file`] and [`write_private`] serve the state files written
 //! outside the log. What an older holdfast (or a looser umask) left behind
 //! is tightened once at start-up by [`tighten_tree`].
+//!
+//! # State outside the log
+//!
+//! The state files (`src/state_file.rs`), the quarantine and a `file`
+//! sink's output use the same seam for their writes, syncs and renames, so
+//! there is one `sync_dir` in the program ([`sync_dir`]: the seam's,
+//! without a hook).
 
 use std::fmt::Debug;
 use std::fs::{DirBuilder, File, OpenOptions, Permissions};
@@ -57,6 +64,13 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     private_file(OpenOptions::new().write(true).create(true).truncate(true))
         .open(path)?
         .write_all(bytes)
+}
+
+/// Makes creations, renames and removals in `dir` durable: [`Fs::sync_dir`]
+/// without a hook, for the state kept outside the log (state files, the
+/// quarantine, a `file` sink's output).
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    Fs::default().sync_dir(dir)
 }
 
 /// Takes the group's and others' bits off every directory and file below
@@ -123,6 +137,9 @@ pub enum IoOp<'a> {
     Create { path: &'a Path },
     /// A file unlinked.
     Remove { path: &'a Path },
+    /// `from` renamed over `to` (the state files' last step; the log
+    /// itself renames nothing).
+    Rename { from: &'a Path, to: &'a Path },
     /// A file cut (or extended) to `len` bytes.
     SetLen { path: &'a Path, len: u64 },
 }
@@ -258,6 +275,11 @@ impl Fs {
 
     pub fn remove(&self, path: &Path) -> io::Result<()> {
         self.around(IoOp::Remove { path }, || std::fs::remove_file(path))
+    }
+
+    /// Renames `from` over `to`; durable once their directory is synced.
+    pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.around(IoOp::Rename { from, to }, || std::fs::rename(from, to))
     }
 
     pub fn set_len(&self, file: &File, path: &Path, len: u64) -> io::Result<()> {

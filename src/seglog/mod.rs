@@ -145,9 +145,13 @@ use tokio::sync::{oneshot, watch};
 pub use consumer::{Consumer, Event, StartAt};
 pub use error::{LogError, Result};
 pub use hold::Hold;
+/// The file-system seam, for the state files outside the log
+/// (`src/state_file.rs`).
+pub use io::Fs;
 /// Creating state under `data_dir` private whatever the umask (`io.rs`).
 pub use io::{
-    create_private_dir_all, private_file, tighten_tree, write_private, PRIVATE_DIR, PRIVATE_FILE,
+    create_private_dir_all, private_file, sync_dir, tighten_tree, write_private, PRIVATE_DIR,
+    PRIVATE_FILE,
 };
 #[doc(hidden)]
 pub use io::{IoHook, IoOp};

@@ -5,10 +5,10 @@
 //! certificates rotate without a restart.
 //!
 //! Rotation: before each request the sink calls
-//! [`ClientIdentity::refresh`], which compares the files' stamps (inode,
-//! size, modification time) at most every [`CHECK_INTERVAL`]. A changed
-//! pair is loaded and checked (both parse, the key fits the certificate)
-//! before it replaces the current one. A bad pair — often a rotation caught
+//! [`ClientIdentity::refresh`], which follows the files as the TLS kit does
+//! for both sides (`src/tls_material.rs`: stamps compared at most every
+//! second). A changed pair is loaded and checked (both parse, the key fits
+//! the certificate) before it replaces the current one. A bad pair — often a rotation caught
 //! halfway, the certificate written and the key not yet — keeps the current
 //! one, is logged with the reason, and is tried again when a file changes
 //! again. A new pair bumps the generation, so that the HTTP client starts
@@ -20,64 +20,20 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::Context;
 use tokio_rustls::rustls::client::{ResolvesClientCert, Resumption};
-use tokio_rustls::rustls::crypto::{self, CryptoProvider};
-use tokio_rustls::rustls::pki_types::pem::{self, PemObject};
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::CertificateDer;
 use tokio_rustls::rustls::sign::CertifiedKey;
 use tokio_rustls::rustls::{ClientConfig, RootCertStore, SignatureScheme};
 
-/// How often, at most, the certificate files are looked at: two `stat`
-/// calls, cheap enough to keep rotation quick.
-pub(crate) const CHECK_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Why a certificate/key pair cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum PairError {
-    #[error("reading the certificate chain {path} (PEM): {source}")]
-    Cert { path: PathBuf, source: pem::Error },
-    #[error("{0} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")]
-    NoCert(PathBuf),
-    #[error("reading the private key {path} (PEM: PKCS#8, PKCS#1 or SEC1): {source}")]
-    Key { path: PathBuf, source: pem::Error },
-    #[error("the key {key} does not fit the certificate {cert}: {reason}")]
-    Mismatch {
-        cert: PathBuf,
-        key: PathBuf,
-        reason: tokio_rustls::rustls::Error,
-    },
-}
-
-/// The provider is named, so that TLS never depends on a process-wide
-/// default being installed.
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(crypto::ring::default_provider())
-}
-
-/// A PEM certificate chain (leaf first) and its PEM private key.
-pub(crate) fn read_pair(
-    cert: &Path,
-    key: &Path,
-) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), PairError> {
-    let certs = CertificateDer::pem_file_iter(cert)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|source| PairError::Cert {
-            path: cert.to_path_buf(),
-            source,
-        })?;
-    if certs.is_empty() {
-        return Err(PairError::NoCert(cert.to_path_buf()));
-    }
-    let private = PrivateKeyDer::from_pem_file(key).map_err(|source| PairError::Key {
-        path: key.to_path_buf(),
-        source,
-    })?;
-    Ok((certs, private))
-}
+pub use crate::tls_material::PairError;
+#[cfg(test)]
+use crate::tls_material::CHECK_INTERVAL;
+use crate::tls_material::{provider, read_pair, Refreshed, Reloading};
 
 /// [`read_pair`], with the key loaded and checked against the certificate.
 pub(crate) fn load_pair(cert: &Path, key: &Path) -> Result<CertifiedKey, PairError> {
@@ -96,41 +52,12 @@ pub(crate) fn load_pair(cert: &Path, key: &Path) -> Result<CertifiedKey, PairErr
     Ok(pair)
 }
 
-/// What identifies a file's content without reading it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp {
-    inode: u64,
-    len: u64,
-    modified: Option<SystemTime>,
-}
-
-/// `None` for a file that cannot be looked at now (mid-rotation, say).
-fn stamp(path: &Path) -> Option<Stamp> {
-    use std::os::unix::fs::MetadataExt;
-    // Follows links: a rotation that swaps a link (Kubernetes secrets, a
-    // `current` link in a certificate store) changes the target's inode.
-    let m = std::fs::metadata(path).ok()?;
-    Some(Stamp {
-        inode: m.ino(),
-        len: m.len(),
-        modified: m.modified().ok(),
-    })
-}
-
-/// When the files were last looked at, and what they looked like.
-struct Watch {
-    checked: Instant,
-    seen: (Option<Stamp>, Option<Stamp>),
-}
-
 /// The client certificate a sink presents; see the module docs.
 pub(crate) struct ClientIdentity {
     cert_file: PathBuf,
     key_file: PathBuf,
     /// Read at each TLS handshake; replaced only by a pair that loaded.
-    current: RwLock<Arc<CertifiedKey>>,
-    /// Held by the one request that looks at the files.
-    watch: Mutex<Watch>,
+    pair: Reloading<Arc<CertifiedKey>>,
     /// Counts the pairs loaded since start (0 for the first).
     generation: AtomicU64,
 }
@@ -149,18 +76,12 @@ impl ClientIdentity {
     /// Loads the pair; an error here stops the sink from starting (there is
     /// no older pair to keep).
     pub(crate) fn load(cert_file: &Path, key_file: &Path) -> Result<ClientIdentity, PairError> {
-        // Stamped before reading, so that a write racing the read is seen
-        // at the next check.
-        let seen = (stamp(cert_file), stamp(key_file));
-        let pair = load_pair(cert_file, key_file)?;
+        let files = vec![cert_file.to_path_buf(), key_file.to_path_buf()];
+        let pair = Reloading::load(files, || load_pair(cert_file, key_file).map(Arc::new))?;
         Ok(ClientIdentity {
             cert_file: cert_file.to_path_buf(),
             key_file: key_file.to_path_buf(),
-            current: RwLock::new(Arc::new(pair)),
-            watch: Mutex::new(Watch {
-                checked: Instant::now(),
-                seen,
-            }),
+            pair,
             generation: AtomicU64::new(0),
         })
     }
@@ -176,22 +97,10 @@ impl ClientIdentity {
     }
 
     fn refresh_at(&self, now: Instant) -> u64 {
-        let Ok(mut w) = self.watch.try_lock() else {
-            // Another request is looking at the files right now.
-            return self.generation();
-        };
-        if now.duration_since(w.checked) < CHECK_INTERVAL {
-            return self.generation();
-        }
-        w.checked = now;
-        let seen = (stamp(&self.cert_file), stamp(&self.key_file));
-        if seen == w.seen {
-            return self.generation();
-        }
-        w.seen = seen;
-        match load_pair(&self.cert_file, &self.key_file) {
-            Ok(pair) => {
-                *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(pair);
+        let load = || load_pair(&self.cert_file, &self.key_file).map(Arc::new);
+        match self.pair.refresh_at(now, load) {
+            Refreshed::Same => self.generation(),
+            Refreshed::Loaded => {
                 let g = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
                 tracing::info!(
                     cert = %self.cert_file.display(),
@@ -199,7 +108,7 @@ impl ClientIdentity {
                 );
                 g
             }
-            Err(e) => {
+            Refreshed::Kept(e) => {
                 tracing::warn!(
                     "keeping the current client certificate: the changed files cannot be used \
                      ({e}); they are tried again when they change"
@@ -212,12 +121,7 @@ impl ClientIdentity {
 
 impl ResolvesClientCert for ClientIdentity {
     fn resolve(&self, _hints: &[&[u8]], _schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
-        Some(
-            self.current
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
-        )
+        Some(self.pair.current())
     }
 
     fn has_certs(&self) -> bool {

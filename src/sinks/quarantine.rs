@@ -51,9 +51,9 @@ quarantined again). With the daemon stopped, the files simply wait for the
 next start.
 */
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, DirBuilder, File};
+use std::io::{self, BufRead, BufReader};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -64,6 +64,8 @@ use serde::{Deserialize, Serialize};
 
 use super::options::{QuarantineFull, QuarantineOptions};
 use crate::event::Stored;
+use crate::seglog::{sync_dir, Fs};
+use crate::state_file;
 
 /// The version of the record layout.
 pub const FORMAT_VERSION: u32 = 1;
@@ -187,10 +189,6 @@ pub(crate) fn private_dir(dir: &Path) -> io::Result<()> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
 }
 
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A new file name: time, process and a counter, so names never repeat.
@@ -208,21 +206,7 @@ fn new_name(prefix: &str) -> String {
 /// Writes `lines` as a new file in `dir`, crash-safely, mode 0600.
 pub(crate) fn write_file(dir: &Path, prefix: &str, lines: &[u8]) -> io::Result<PathBuf> {
     let name = new_name(prefix);
-    let tmp = dir.join(format!(".tmp-{name}"));
-    let path = dir.join(&name);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    let r = f.write_all(lines).and_then(|_| f.sync_data());
-    if let Err(e) = r {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    fs::rename(&tmp, &path)?;
-    sync_dir(dir)?;
-    Ok(path)
+    state_file::create_whole(&Fs::default(), dir, &format!(".tmp-{name}"), &name, lines)
 }
 
 pub(crate) fn encode_lines(records: &[Record]) -> Vec<u8> {

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
 
+use crate::calendar::Civil;
 use crate::event::{Context, Record, Stored};
 
 /// What a missing or empty field renders.
@@ -303,46 +304,6 @@ pub(crate) fn event_time(ev: &Stored) -> u64 {
     }
 }
 
-/// A UTC date and time of day.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Civil {
-    pub year: i64,
-    pub month: u32,
-    pub day: u32,
-    pub hour: u32,
-    pub minute: u32,
-    pub second: u32,
-    pub nanos: u32,
-}
-
-impl Civil {
-    /// Howard Hinnant's `civil_from_days`, valid for every u64 nanosecond
-    /// count.
-    pub fn from_unix_nanos(nanos: u64) -> Civil {
-        let secs = nanos / 1_000_000_000;
-        let days = (secs / 86_400) as i64;
-        let rem = secs % 86_400;
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z - era * 146_097;
-        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-        let y = yoe + era * 400;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-        let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-        Civil {
-            year: if m <= 2 { y + 1 } else { y },
-            month: m,
-            day: d,
-            hour: (rem / 3600) as u32,
-            minute: (rem % 3600 / 60) as u32,
-            second: (rem % 60) as u32,
-            nanos: (nanos % 1_000_000_000) as u32,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,20 +324,6 @@ mod tests {
             })),
             ..Default::default()
         })
-    }
-
-    #[test]
-    fn dates_are_utc_civil_dates() {
-        let c = Civil::from_unix_nanos(0);
-        assert_eq!((c.year, c.month, c.day, c.hour), (1970, 1, 1, 0));
-        // 2024-02-29T23:59:59.5Z, a leap day.
-        let c = Civil::from_unix_nanos(1_709_251_199_500_000_000);
-        assert_eq!(
-            (c.year, c.month, c.day, c.hour, c.minute, c.second, c.nanos),
-            (2024, 2, 29, 23, 59, 59, 500_000_000)
-        );
-        let c = Civil::from_unix_nanos(1_735_689_600_000_000_000);
-        assert_eq!((c.year, c.month, c.day), (2025, 1, 1));
     }
 
     #[test]

@@ -1,11 +1,15 @@
 //! The syslog wire-format kit: what every reader of syslog priorities and
 //! messages shares, below the components that read them (the `syslog` and
-//! `journald` sources, the `syslog` parse step). Imports nothing of
-//! holdfast's.
+//! `journald` sources, the `syslog` parse step). Imports only the other
+//! bottom-layer rooms: `calendar` (timestamps) and `event` (the record
+//! fields a message maps onto).
 //!
+//! * `parse/` — RFC 5424 / 3164 messages → their parts: a pure function,
+//!   no I/O, fuzzed.
+//! * `record.rs` — a parsed message → log record fields, one mapping for
+//!   the source's batches and the parse step's values.
 //! * `severity.rs` — a syslog severity (0-7) as an OpenTelemetry severity.
-//!
-//! Issue 28 moves the RFC 5424 / 3164 parser here from
-//! `sources/syslog/parse/`.
 
+pub mod parse;
+pub mod record;
 pub mod severity;

@@ -26,7 +26,7 @@ pub enum Format {
     Regex(regex::RegexParser),
     Logfmt,
     /// RFC 5424 / RFC 3164; zoneless 3164 times read in this zone.
-    Syslog(super::timestamp::TimeZone),
+    Syslog(crate::calendar::TimeZone),
 }
 
 /// A parse step.

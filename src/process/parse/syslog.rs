@@ -1,5 +1,5 @@
 //! The `syslog` parse step: a line read by the `syslog` source's own parser
-//! and mapped as that source maps a message (`sources::syslog::record`), so
+//! and mapped as that source maps a message (`syslog_format::record`), so
 //! a syslog file relayed to disk and a message received over the network
 //! become the same record: `syslog.*` attributes, structured data as
 //! `syslog.sd.<id>.<param>`, the time, the severity, and the MSG part as
@@ -12,10 +12,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::Sink;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue};
 
-use crate::process::timestamp::TimeZone;
+use crate::calendar::TimeZone;
 use crate::process::Value;
-use crate::sources::syslog::parse::{parse_logged, Format, ParseOptions};
-use crate::sources::syslog::record;
+use crate::syslog_format::parse::{parse_logged, Format, ParseOptions};
+use crate::syslog_format::record::record;
 
 /// Reads `input` as a syslog line (with `<PRI>`, or as syslog daemons
 /// write files: from the timestamp on); `false` (the line kept whole) when
@@ -71,9 +71,9 @@ fn value(v: AnyValue) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use crate::calendar::TimeZone;
     use crate::event::EventId;
     use crate::process::parse::{Format, Parser};
-    use crate::process::timestamp::TimeZone;
     use crate::process::{Event, Flow, Value};
 
     fn run(line: &str) -> (Flow, Event<'_>) {

@@ -16,8 +16,8 @@
 
 use std::sync::Arc;
 
+use crate::calendar::Civil;
 use crate::event::{Context, Signal, Stored};
-use crate::sinks::template::Civil;
 
 use super::{head, kvs, Obj};
 

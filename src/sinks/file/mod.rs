@@ -83,9 +83,7 @@ fn list(dir: &Path) -> anyhow::Result<Vec<(u64, PathBuf, u64)>> {
 }
 
 fn sync_dir(dir: &Path) -> anyhow::Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("syncing directory {}", dir.display()))
+    crate::seglog::sync_dir(dir).with_context(|| format!("syncing directory {}", dir.display()))
 }
 
 /// Cuts a partial last line off `path` and returns the `seq` of the last

@@ -53,7 +53,10 @@ use tracing::{error, info, warn};
 use super::checkpoint::{self, Checkpoint, Record};
 use super::discovery::Wake;
 use super::tailer::protocol::{Chunk, Counters, StreamId, Update};
-use crate::seglog::{Batch, Hold, Log, LogError, SeqRange};
+use crate::append_retry::Refusal;
+use crate::backoff::Backoff;
+use crate::seglog::{Batch, Fs, Hold, Log, LogError, SeqRange};
+use crate::state_file;
 
 /// Appends in flight at once.
 pub const MAX_IN_FLIGHT: usize = 4;
@@ -78,8 +81,9 @@ const RECENT_TMP: &str = "checkpoint.recent.tmp";
 /// channel is closed from this end, so the stop stays prompt (its unsent
 /// lines are read again at the next start).
 const TAILER_STOP_GRACE: Duration = Duration::from_secs(5);
-const RETRY_MIN: Duration = Duration::from_millis(50);
-const RETRY_MAX: Duration = Duration::from_secs(2);
+/// A refused append (or a failed barrier checkpoint) is tried again after
+/// 50 ms, doubling up to 2 s.
+const RETRY_BACKOFF: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
 
 type AppendFuture = Pin<Box<dyn Future<Output = Result<SeqRange, LogError>> + Send>>;
 
@@ -94,9 +98,10 @@ enum State {
 /// ending the source: the log is full (`block`), or writing to the disk
 /// failed (full, or failing for now). Nothing of a refused append was
 /// acknowledged. Anything else (the log closed, a chunk too large) is not
-/// going to get better by waiting.
+/// going to get better by waiting: the source ends (a chunk never exceeds
+/// what one append takes, so too large is a bug, not input).
 fn retryable(e: &LogError) -> bool {
-    matches!(e, LogError::Full { .. } | LogError::Io { .. })
+    Refusal::of(e).is_retryable()
 }
 
 struct Pending {
@@ -128,7 +133,7 @@ pub struct Appender {
     recent_dirty: bool,
     last_recent: Instant,
     last_checkpoint: Instant,
-    backoff: Duration,
+    backoff: Backoff,
     full_since: Option<Instant>,
 }
 
@@ -182,7 +187,7 @@ impl Appender {
             recent_dirty: false,
             last_recent: Instant::now(),
             last_checkpoint: Instant::now(),
-            backoff: RETRY_MIN,
+            backoff: RETRY_BACKOFF,
             full_since: None,
         }
     }
@@ -244,7 +249,7 @@ impl Appender {
             }
             let can_take = open && !blocked && self.queue.len() < MAX_IN_FLIGHT;
             let tick = CHECKPOINT_INTERVAL.saturating_sub(self.last_checkpoint.elapsed());
-            let backoff = self.backoff;
+            let backoff = self.backoff.current();
             let dirty = self.dirty;
             let front = match self.queue.front_mut() {
                 Some(Pending {
@@ -349,7 +354,7 @@ impl Appender {
                     });
                 }
                 Event::Retry => {
-                    self.backoff = (self.backoff * 2).min(RETRY_MAX);
+                    self.backoff.grow();
                     let p = self.queue.front().expect("a refused append is queued");
                     let (framed, context, events) =
                         (p.framed.clone(), p.context.clone(), p.chunk.events);
@@ -368,7 +373,7 @@ impl Appender {
     /// are appended, retrying while it fails (a full disk) instead of ending
     /// the source; gives up only when the source is stopping.
     async fn checkpoint_barrier(&mut self, stop: &CancellationToken) -> anyhow::Result<()> {
-        let mut wait = RETRY_MIN;
+        let mut wait = RETRY_BACKOFF;
         loop {
             let e = match self.checkpoint().await {
                 Ok(()) => return Ok(()),
@@ -379,15 +384,15 @@ impl Appender {
                     "a new file's identity must be checkpointed before its lines are appended",
                 );
             }
-            if wait == RETRY_MIN {
+            if wait.is_first() {
                 error!(source = %self.name, error = format!("{e:#}"),
                     "cannot write the checkpoint a new file needs before its lines are appended (is the disk full?); retrying");
             }
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep(wait.current()) => {}
                 _ = stop.cancelled() => {}
             }
-            wait = (wait * 2).min(RETRY_MAX);
+            wait.grow();
         }
     }
 
@@ -429,7 +434,7 @@ impl Appender {
 
     /// An append succeeded: if reading was paused, it resumes.
     fn resumed(&mut self) {
-        self.backoff = RETRY_MIN;
+        self.backoff.reset();
         if let Some(since) = self.full_since.take() {
             info!(source = %self.name, waited_ms = since.elapsed().as_millis() as u64,
                 "appends succeed again; reading resumes");
@@ -591,9 +596,14 @@ impl Appender {
 /// old one, so a crash of the process leaves the old or the new, never a
 /// mix; nothing is synced.
 fn save_recent(dir: &std::path::Path, ck: &Checkpoint) -> std::io::Result<()> {
-    let tmp = dir.join(RECENT_TMP);
-    crate::seglog::write_private(&tmp, &checkpoint::encode(ck))?;
-    std::fs::rename(&tmp, dir.join(RECENT_FILE))
+    state_file::replace(
+        &Fs::default(),
+        dir,
+        RECENT_TMP,
+        RECENT_FILE,
+        &checkpoint::encode(ck),
+        state_file::Sync::ProcessCrash,
+    )
 }
 
 /// The checkpoint to start from: `durable` (from `checkpoint.json`), or

@@ -27,26 +27,23 @@
 //! operator, reported, and the source rebuilds what it can from the log.
 //!
 //! The framing, the crash-safe store, the load and the setting aside of a
-//! damaged file are [`StateFile`]'s, which the `journald` source's
-//! checkpoint uses too (with its own magic word and file name).
+//! damaged file are the state-file kit's ([`StateFile`], `src/state_file.rs`),
+//! which the `journald` source's checkpoint uses too (with its own magic
+//! word and file name).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::seglog::{create_private_dir_all, private_file};
+pub use crate::state_file::Loaded;
+use crate::state_file::{SourceState, StateFile};
 
 pub const FILE: &str = "checkpoint.json";
 const TMP: &str = "checkpoint.json.tmp";
 pub const DAMAGED: &str = "checkpoint.json.damaged";
 const MAGIC: &str = "holdfast-file-checkpoint";
 pub const VERSION: u32 = 1;
-/// Far above any real checkpoint (10,000 files make about 3 MiB); a header
-/// claiming more is damage, not a reason to allocate.
-const MAX_BODY: usize = 256 << 20;
 
 /// The last bytes read before a stream's position, kept for streams that no
 /// longer have a file, so a copy of their file can be recognised.
@@ -104,19 +101,6 @@ pub struct Checkpoint {
     pub records: Vec<Record>,
 }
 
-/// What was found on disk.
-#[derive(Debug)]
-pub enum Loaded<T = Checkpoint> {
-    /// No checkpoint: a first start (or one deleted by hand).
-    Missing,
-    Found(T),
-    /// A checkpoint that cannot be trusted; why, and where it was moved.
-    Damaged {
-        reason: String,
-        moved_to: PathBuf,
-    },
-}
-
 mod hex64 {
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -148,28 +132,6 @@ pub fn from_hex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// A checksummed state file of one source: a header line (`magic`, format
-/// version, CRC-32 and length of the body), then the state as JSON, so a
-/// damaged or cut file is recognised and never trusted, and an operator can
-/// read it.
-#[derive(Debug, Clone, Copy)]
-pub struct StateFile {
-    /// The file's name in the source's checkpoint directory.
-    pub file: &'static str,
-    /// Where the next version is written before it is renamed over `file`.
-    pub tmp: &'static str,
-    /// Where a damaged file is moved for the operator.
-    pub damaged: &'static str,
-    pub magic: &'static str,
-    pub version: u32,
-}
-
-/// A source's state: it names its source, so that a file copied from
-/// another source's directory is not trusted.
-pub trait SourceState: Serialize + DeserializeOwned {
-    fn source(&self) -> &str;
-}
-
 impl SourceState for Checkpoint {
     fn source(&self) -> &str {
         &self.source
@@ -185,136 +147,6 @@ pub const STATE: StateFile = StateFile {
     version: VERSION,
 };
 
-impl StateFile {
-    /// The bytes of the file holding `state`.
-    pub fn encode<T: SourceState>(&self, state: &T) -> Vec<u8> {
-        let body = serde_json::to_vec(state).expect("a checkpoint always serializes");
-        let mut out = format!(
-            "{} v{} crc32={:08x} len={}\n",
-            self.magic,
-            self.version,
-            crc32fast::hash(&body),
-            body.len()
-        )
-        .into_bytes();
-        out.extend_from_slice(&body);
-        out
-    }
-
-    /// Parses and checks a file's bytes.
-    pub fn decode<T: SourceState>(&self, bytes: &[u8], source: &str) -> Result<T, String> {
-        let magic = self.magic;
-        let nl = bytes
-            .iter()
-            .position(|&b| b == b'\n')
-            .filter(|&n| n < 200)
-            .ok_or("no header line")?;
-        let header = std::str::from_utf8(&bytes[..nl]).map_err(|_| "header is not text")?;
-        let mut words = header.split(' ');
-        if words.next() != Some(magic) {
-            return Err(format!("header {header:?} does not start with {magic}"));
-        }
-        let version = words
-            .next()
-            .and_then(|v| v.strip_prefix('v'))
-            .and_then(|v| v.parse::<u32>().ok())
-            .ok_or_else(|| format!("header {header:?} has no version"))?;
-        if version != self.version {
-            return Err(format!(
-                "format version {version} is not supported (this holdfast reads version {})",
-                self.version
-            ));
-        }
-        let crc = words
-            .next()
-            .and_then(|w| w.strip_prefix("crc32="))
-            .and_then(|w| u32::from_str_radix(w, 16).ok())
-            .ok_or_else(|| format!("header {header:?} has no crc32"))?;
-        let len = words
-            .next()
-            .and_then(|w| w.strip_prefix("len="))
-            .and_then(|w| w.parse::<usize>().ok())
-            .filter(|&l| l <= MAX_BODY)
-            .ok_or_else(|| format!("header {header:?} has no valid len"))?;
-        let body = &bytes[nl + 1..];
-        if body.len() != len {
-            return Err(format!("body is {} bytes, header says {len}", body.len()));
-        }
-        let actual = crc32fast::hash(body);
-        if actual != crc {
-            return Err(format!(
-                "checksum mismatch: header says {crc:08x}, body has {actual:08x}"
-            ));
-        }
-        let state: T = serde_json::from_slice(body).map_err(|e| format!("body: {e}"))?;
-        if state.source() != source {
-            return Err(format!(
-                "it belongs to source {:?}, not {source:?}",
-                state.source()
-            ));
-        }
-        Ok(state)
-    }
-
-    /// Reads the file in `dir`. A damaged one is moved aside and reported
-    /// in the result; only I/O errors (other than its absence) are errors.
-    pub fn load<T: SourceState>(&self, dir: &Path, source: &str) -> io::Result<Loaded<T>> {
-        let path = dir.join(self.file);
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
-            Err(e) => return Err(e),
-        };
-        match self.decode(&bytes, source) {
-            Ok(state) => Ok(Loaded::Found(state)),
-            Err(reason) => {
-                let moved_to = dir.join(self.damaged);
-                fs::rename(&path, &moved_to)?;
-                sync_dir(dir)?;
-                Ok(Loaded::Damaged { reason, moved_to })
-            }
-        }
-    }
-
-    /// [`StateFile::load`] on a blocking thread, for a source starting: the
-    /// error names the source and the directory.
-    pub async fn load_at_start<T: SourceState + Send + 'static>(
-        &'static self,
-        dir: &Path,
-        source: &str,
-    ) -> anyhow::Result<Loaded<T>> {
-        let (d, s) = (dir.to_path_buf(), source.to_string());
-        let loaded = tokio::task::spawn_blocking(move || self.load(&d, &s)).await?;
-        anyhow::Context::with_context(loaded, || {
-            format!(
-                "source {source}: reading the checkpoint in {}",
-                dir.display()
-            )
-        })
-    }
-
-    /// Writes the file crash-safely (see the module doc).
-    pub fn save<T: SourceState>(&self, dir: &Path, state: &T) -> io::Result<()> {
-        if !dir.exists() {
-            create_private_dir_all(dir)?;
-            if let Some(parent) = dir.parent() {
-                sync_dir(parent)?;
-            }
-        }
-        let tmp = dir.join(self.tmp);
-        let mut f = private_file(&mut OpenOptions::new())
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(&self.encode(state))?;
-        f.sync_data()?;
-        drop(f);
-        fs::rename(&tmp, dir.join(self.file))?;
-        sync_dir(dir)
-    }
-}
-
 /// The bytes of a checkpoint file.
 pub fn encode(ck: &Checkpoint) -> Vec<u8> {
     STATE.encode(ck)
@@ -325,12 +157,8 @@ pub fn decode(bytes: &[u8], source: &str) -> Result<Checkpoint, String> {
     STATE.decode(bytes, source)
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 /// Reads the checkpoint in `dir` (see [`StateFile::load`]).
-pub fn load(dir: &Path, source: &str) -> io::Result<Loaded> {
+pub fn load(dir: &Path, source: &str) -> io::Result<Loaded<Checkpoint>> {
     STATE.load(dir, source)
 }
 
@@ -342,6 +170,7 @@ pub fn save(dir: &Path, ck: &Checkpoint) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn sample() -> Checkpoint {
         Checkpoint {

@@ -4,7 +4,7 @@
 //!
 //! One file, `<data_dir>/checkpoints/<source>/journald.json`, framed, stored
 //! and checked as the `file` source's checkpoint is
-//! ([`StateFile`](crate::sources::file::checkpoint::StateFile): a header
+//! ([`StateFile`](crate::state_file::StateFile): a header
 //! line with a CRC-32 and the length of the JSON body, a damaged file moved
 //! to `journald.json.damaged` and reported, never trusted; written through a
 //! temporary file, `fdatasync`, rename, directory sync):
@@ -22,9 +22,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sources::file::checkpoint::{SourceState, StateFile};
-
-pub use crate::sources::file::checkpoint::Loaded;
+pub use crate::state_file::Loaded;
+use crate::state_file::{SourceState, StateFile};
 
 pub const STATE: StateFile = StateFile {
     file: "journald.json",
@@ -85,7 +84,11 @@ mod tests {
         let other = STATE.decode::<Checkpoint>(&good, "other").unwrap_err();
         assert!(other.contains("belongs to"), "{other}");
         // The file source's checkpoint is not this source's.
-        let file = crate::sources::file::checkpoint::STATE.encode(&ck);
+        let file_source = StateFile {
+            magic: "holdfast-file-checkpoint",
+            ..STATE
+        };
+        let file = file_source.encode(&ck);
         let err = STATE.decode::<Checkpoint>(&file, "journal").unwrap_err();
         assert!(err.contains("does not start with"), "{err}");
         std::fs::write(d.join(STATE.file), &good[..20]).unwrap();

@@ -70,6 +70,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use tracing::{error, info, warn};
 
+use crate::append_retry::{self, Appended, Retry};
+use crate::backoff::Backoff;
 use crate::event::{Decoder, EventId};
 use crate::registry::ComponentContext;
 use crate::seglog::{Batch, Hold, Log, LogError};
@@ -84,8 +86,14 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 /// Batches waiting between the reader thread and the appender: one, while
 /// the one before it is appended.
 const CHANNEL_DEPTH: usize = 1;
-const RETRY_MIN: Duration = Duration::from_millis(50);
-const RETRY_MAX: Duration = Duration::from_secs(2);
+/// A refused append is tried again after 50 ms, doubling up to 2 s.
+const RETRY_BACKOFF: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+/// Full log or failing disk: retried until the source stops.
+const RETRY: Retry = Retry {
+    wait_for_room: None,
+    retry: true,
+    back_off_when_full: true,
+};
 
 /// Where to start on the very first start (no checkpoint).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,38 +385,42 @@ async fn append_loop(
             }
             continue;
         }
-        let mut wait = RETRY_MIN;
-        let range = loop {
-            let batch = Batch::from_framed(chunk.framed.clone(), chunk.events)
-                .map(|b| b.with_context(chunk.context.clone()));
-            let Some(batch) = batch else {
-                return Ended::Failed(anyhow!("source {name}: a batch was framed wrongly"));
-            };
-            match ctx.log.append(batch).await {
-                Ok(r) => break Some(r),
-                Err(LogError::TooLarge { bytes, max }) => {
-                    ctx.metrics.drop_events(
-                        &format!("source:{name}"),
-                        "too_large",
-                        chunk.events as u64,
-                    );
-                    error!(source = %name, bytes, max, events = chunk.events,
-                        "journal entries too large for one log append were dropped; lower max_entry_bytes or raise log.segment_size");
-                    break None;
-                }
-                Err(e @ (LogError::Full { .. } | LogError::Io { .. })) => {
-                    // Keep the batch and stop reading: the channel fills and
-                    // the reader thread blocks on it (when_full = "block").
-                    warn!(source = %name, error = %e, "the log refused an append; journal reading paused, retrying in {wait:?}");
-                    tokio::select! {
-                        _ = ctx.stop.cancelled() => return Ended::Stopped,
-                        _ = tokio::time::sleep(wait) => {}
-                    }
-                    wait = (wait * 2).min(RETRY_MAX);
-                }
-                Err(e) => {
-                    return Ended::Failed(anyhow!(e).context(format!("source {name}: appending")))
-                }
+        if Batch::from_framed(chunk.framed.clone(), chunk.events).is_none() {
+            return Ended::Failed(anyhow!("source {name}: a batch was framed wrongly"));
+        }
+        // Checked above: the same bytes need no walk for each try.
+        let batch = || {
+            Batch::from_framed_trusted(chunk.framed.clone(), chunk.events)
+                .with_context(chunk.context.clone())
+        };
+        // Keep the batch and stop reading while the log refuses it: the
+        // channel fills and the reader thread blocks on it (when_full =
+        // "block").
+        let mut backoff = RETRY_BACKOFF;
+        let appended =
+            append_retry::append(&ctx.log, batch, RETRY, &mut backoff, &ctx.stop, |e, wait| {
+                warn!(source = %name, error = %e, "the log refused an append; journal reading paused, retrying in {wait:?}");
+            })
+            .await;
+        let range = match appended {
+            Appended::Done(r) => Some(r),
+            Appended::TooLarge(e) => {
+                ctx.metrics.drop_events(
+                    &format!("source:{name}"),
+                    "too_large",
+                    chunk.events as u64,
+                );
+                let (bytes, max) = match e {
+                    LogError::TooLarge { bytes, max } => (bytes, max),
+                    _ => (0, 0),
+                };
+                error!(source = %name, bytes, max, events = chunk.events,
+                    "journal entries too large for one log append were dropped; lower max_entry_bytes or raise log.segment_size");
+                None
+            }
+            Appended::GaveUp(..) => return Ended::Stopped,
+            Appended::Failed(e) => {
+                return Ended::Failed(anyhow!(e).context(format!("source {name}: appending")))
             }
         };
         let seq = match range {

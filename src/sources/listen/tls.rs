@@ -6,9 +6,9 @@ must be signed by (`tls.client_ca_file`, with `tls.client_auth` =
 server never depends on a process-wide default.
 
 The files follow rotation without a restart, as the sinks' client
-certificates do (`src/sinks/client_tls.rs`): before a handshake,
-[`ServerTls::acceptor`] compares the files' stamps (inode, size,
-modification time) at most every [`CHECK_INTERVAL`]. Changed files are
+certificates do, through the TLS kit (`src/tls_material.rs`): before a
+handshake, [`ServerTls::acceptor`] compares the files' stamps (inode, size,
+modification time) at most every second. Changed files are
 loaded and checked before they replace the current ones; files that do not
 load (often a rotation caught halfway) keep the current ones, are logged
 with the reason, and are tried again when a file changes again.
@@ -17,16 +17,16 @@ with the reason, and are tried again when a file changes again.
 use std::fmt::{self, Write};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail, Context};
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::pki_types::CertificateDer;
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
-use tokio_rustls::rustls::{crypto, RootCertStore, ServerConfig};
+use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 use toml::Spanned;
@@ -38,9 +38,7 @@ use crate::config::check::Checker;
 use crate::config::environment::Env;
 use crate::config::units::format_duration;
 use crate::config::Severity;
-
-/// How often, at most, the TLS files are looked at: three `stat` calls.
-pub(crate) const CHECK_INTERVAL: Duration = Duration::from_secs(1);
+use crate::tls_material::{provider, read_pair, Refreshed, Reloading};
 
 /// Whether a client must present a certificate signed by the client CA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,32 +242,6 @@ impl TlsSettings {
     }
 }
 
-/// What identifies a file's content without reading it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp {
-    inode: u64,
-    len: u64,
-    modified: Option<SystemTime>,
-}
-
-/// `None` for a file that cannot be looked at now (mid-rotation, say).
-fn stamp(path: &Path) -> Option<Stamp> {
-    use std::os::unix::fs::MetadataExt;
-    // Follows links: a rotation that swaps a link changes the target's inode.
-    let m = std::fs::metadata(path).ok()?;
-    Some(Stamp {
-        inode: m.ino(),
-        len: m.len(),
-        modified: m.modified().ok(),
-    })
-}
-
-/// When the files were last looked at, and what they looked like.
-struct Watch {
-    checked: Instant,
-    seen: Vec<Option<Stamp>>,
-}
-
 /// Why a TLS handshake did not give a connection.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum HandshakeError {
@@ -286,32 +258,24 @@ pub(crate) struct ServerTls {
     source: String,
     settings: TlsSettings,
     /// Cloned for each handshake; replaced only by files that loaded.
-    current: RwLock<TlsAcceptor>,
-    /// Held by the one handshake that looks at the files.
-    watch: Mutex<Watch>,
+    acceptor: Reloading<TlsAcceptor>,
 }
 
 impl ServerTls {
     /// Loads the files; an error here stops the source from starting
     /// (there is nothing older to keep), naming the keys to look at.
     pub(crate) fn load(source: &str, settings: &TlsSettings) -> anyhow::Result<ServerTls> {
-        // Stamped before reading, so that a write racing the read is seen
-        // at the next check.
-        let seen = stamps(settings);
-        let acceptor = acceptor(settings).with_context(|| {
-            format!(
-                "setting up TLS for source {source} (sources.{source}.tls.cert_file, \
+        let acceptor =
+            Reloading::load(files(settings), || acceptor(settings)).with_context(|| {
+                format!(
+                    "setting up TLS for source {source} (sources.{source}.tls.cert_file, \
                  sources.{source}.tls.key_file and sources.{source}.tls.client_ca_file)"
-            )
-        })?;
+                )
+            })?;
         Ok(ServerTls {
             source: source.to_string(),
             settings: settings.clone(),
-            current: RwLock::new(acceptor),
-            watch: Mutex::new(Watch {
-                checked: Instant::now(),
-                seen,
-            }),
+            acceptor,
         })
     }
 
@@ -319,32 +283,19 @@ impl ServerTls {
     /// changed.
     fn acceptor(&self) -> TlsAcceptor {
         self.refresh();
-        self.current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.acceptor.current()
     }
 
     fn refresh(&self) {
-        // Another handshake is looking: it will see the same files.
-        let Ok(mut w) = self.watch.try_lock() else {
-            return;
-        };
-        if w.checked.elapsed() < CHECK_INTERVAL {
-            return;
-        }
-        w.checked = Instant::now();
-        let seen = stamps(&self.settings);
-        if seen == w.seen {
-            return;
-        }
-        w.seen = seen;
-        match acceptor(&self.settings) {
-            Ok(a) => {
-                *self.current.write().unwrap_or_else(PoisonError::into_inner) = a;
+        match self
+            .acceptor
+            .refresh_at(Instant::now(), || acceptor(&self.settings))
+        {
+            Refreshed::Same => {}
+            Refreshed::Loaded => {
                 info!(source = %self.source, "TLS files changed: new handshakes use the new certificate, key and client CA");
             }
-            Err(e) => warn!(
+            Refreshed::Kept(e) => warn!(
                 source = %self.source,
                 error = format!("{e:#}"),
                 "TLS files changed but cannot be used (a rotation caught halfway?): keeping the \
@@ -391,10 +342,11 @@ impl ServerTls {
     }
 }
 
-fn stamps(s: &TlsSettings) -> Vec<Option<Stamp>> {
-    let mut files = vec![stamp(&s.cert_file), stamp(&s.key_file)];
+/// The files a listener's TLS follows.
+fn files(s: &TlsSettings) -> Vec<PathBuf> {
+    let mut files = vec![s.cert_file.clone(), s.key_file.clone()];
     if let Some((ca, _)) = &s.client_ca {
-        files.push(stamp(ca));
+        files.push(ca.clone());
     }
     files
 }
@@ -421,27 +373,11 @@ fn client_roots(ca: &Path) -> anyhow::Result<RootCertStore> {
 }
 
 pub(crate) fn acceptor(tls: &TlsSettings) -> anyhow::Result<TlsAcceptor> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&tls.cert_file)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .with_context(|| {
-            format!(
-                "reading the certificate chain {} (PEM)",
-                tls.cert_file.display()
-            )
-        })?;
-    if certs.is_empty() {
-        bail!(
-            "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-            tls.cert_file.display()
-        );
-    }
-    let key = PrivateKeyDer::from_pem_file(&tls.key_file).with_context(|| {
-        format!(
-            "reading the private key {} (PEM: PKCS#8, PKCS#1 or SEC1)",
-            tls.key_file.display()
-        )
-    })?;
-    let provider = Arc::new(crypto::ring::default_provider());
+    // The pair's error as one message: its text already ends with the
+    // PEM reader's cause.
+    let (certs, key) =
+        read_pair(&tls.cert_file, &tls.key_file).map_err(|e| anyhow!(e.to_string()))?;
+    let provider = provider();
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .context("choosing TLS versions")?;

@@ -11,18 +11,21 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 use super::mapping::Pending;
-use super::parse::ParseOptions;
 use super::SyslogSourceSettings;
+use crate::append_retry::{self, Appended, Refusal, Retry};
+use crate::backoff::Backoff;
 use crate::metrics::{Metrics, SourceLabels, SyslogReasonLabels};
 use crate::registry::ComponentContext;
 use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use crate::seglog::{Log, LogError};
+use crate::syslog_format::parse::ParseOptions;
 
 /// How long a TCP append waits for room before it tries again (and
 /// checks for shutdown).
 const APPEND_WAIT: Duration = Duration::from_secs(1);
-/// How long after a failed write (disk full) the next try waits.
-const ERROR_BACKOFF: Duration = Duration::from_secs(1);
+/// How long after a failed write (disk full) the next try waits: always
+/// one second.
+const ERROR_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(1));
 /// At most one warning per source about a full or failing log this often.
 const WARN_EVERY_MS: u64 = 10_000;
 
@@ -107,57 +110,67 @@ impl Appender {
         self.truncated.inc_by(std::mem::take(&mut p.truncated));
         let ready = p.take();
         let n = u64::from(ready.count);
-        let wait = match when {
-            WhenNoRoom::Wait => APPEND_WAIT,
-            WhenNoRoom::Drop => Duration::ZERO,
+        let how = match when {
+            WhenNoRoom::Wait => Retry {
+                wait_for_room: Some(APPEND_WAIT),
+                retry: true,
+                back_off_when_full: false,
+            },
+            WhenNoRoom::Drop => Retry {
+                wait_for_room: Some(Duration::ZERO),
+                retry: false,
+                back_off_when_full: false,
+            },
         };
-        loop {
-            match self.log.append_timeout(ready.batch(), wait).await {
-                Ok(_) => {
-                    self.events.inc_by(n);
-                    self.bytes.inc_by(ready.event_bytes());
-                    return;
-                }
-                Err(LogError::Full { .. }) if when == WhenNoRoom::Wait && !stop.is_cancelled() => {
-                    if self.may_warn() {
-                        warn!(source = %self.name,
-                            "the log is full (when_full = \"block\"): syslog connections are not \
-                             read until sinks free space");
-                    }
-                }
-                Err(LogError::Full { .. }) => {
-                    self.lose("log_full", n);
-                    return;
-                }
-                Err(e @ LogError::TooLarge { .. }) => {
-                    error!(source = %self.name, error = %e, events = n,
-                        "syslog messages too large for one append are dropped; raise \
-                         log.segment_size or lower max_message_size");
-                    self.lose("too_large", n);
-                    return;
-                }
-                Err(LogError::Closed) => {
-                    self.lose("log_error", n);
-                    return;
-                }
-                Err(e) => {
-                    if self.may_warn() {
-                        error!(source = %self.name, error = %e,
-                            "cannot append syslog messages to the log");
-                    }
-                    if when == WhenNoRoom::Drop {
-                        self.lose("log_error", n);
-                        return;
-                    }
-                    tokio::select! {
-                        _ = stop.cancelled() => {
-                            self.lose("log_error", n);
-                            return;
-                        }
-                        _ = tokio::time::sleep(ERROR_BACKOFF) => {}
-                    }
+        let mut backoff = ERROR_BACKOFF;
+        let refused = |e: &LogError, _wait| match e {
+            LogError::Full { .. } => {
+                if self.may_warn() {
+                    warn!(source = %self.name,
+                        "the log is full (when_full = \"block\"): syslog connections are not \
+                         read until sinks free space");
                 }
             }
+            e => self.append_failed(e),
+        };
+        match append_retry::append(
+            &self.log,
+            || ready.batch(),
+            how,
+            &mut backoff,
+            stop,
+            refused,
+        )
+        .await
+        {
+            Appended::Done(_) => {
+                self.events.inc_by(n);
+                self.bytes.inc_by(ready.event_bytes());
+            }
+            Appended::GaveUp(Refusal::Full, _) => self.lose("log_full", n),
+            Appended::TooLarge(e) => {
+                error!(source = %self.name, error = %e, events = n,
+                    "syslog messages too large for one append are dropped; raise \
+                     log.segment_size or lower max_message_size");
+                self.lose("too_large", n);
+            }
+            Appended::Failed(LogError::Closed) => self.lose("log_error", n),
+            Appended::GaveUp(_, e) | Appended::Failed(e) => {
+                // Under `Wait`, a failed write was reported before the wait
+                // that the stop cut short.
+                if when == WhenNoRoom::Drop || Refusal::of(&e) == Refusal::Fatal {
+                    self.append_failed(&e);
+                }
+                self.lose("log_error", n);
+            }
+        }
+    }
+
+    /// A write to the log failed: said at most once per [`WARN_EVERY_MS`].
+    fn append_failed(&self, e: &LogError) {
+        if self.may_warn() {
+            error!(source = %self.name, error = %e,
+                "cannot append syslog messages to the log");
         }
     }
 

@@ -6,7 +6,7 @@ use std::fmt::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
-use super::parse::TimeZone;
+use crate::calendar::TimeZone;
 use crate::config::check::{Checker, NamedTable};
 use crate::config::environment::Env;
 use crate::config::units::{format_duration, format_size, Count, Dur, Size};

@@ -24,18 +24,16 @@ use std::net::IpAddr;
 
 use bytes::{Bytes, BytesMut};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
-use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message as _;
 
-use super::parse::{self, Format, ParseOptions, Parsed};
 use crate::event::{AttrValue, Context, EventId, Group, LogFields, LogRecordWriter};
 use crate::seglog::Batch;
-use crate::syslog_format::severity;
+use crate::syslog_format::parse::{self, Format, ParseOptions};
+use crate::syslog_format::record::write;
 
 /// The instrumentation scope name of syslog records.
 pub const SCOPE_NAME: &str = "holdfast.sources.syslog";
-pub const ATTR_PARSE_ERROR: &str = "syslog.parse_error";
 /// The marks of a cut message, named as the `file` source names them.
 pub const ATTR_TRUNCATED: &str = "log.record.truncated";
 pub const ATTR_ORIGINAL_BYTES: &str = "log.record.original_bytes";
@@ -240,69 +238,13 @@ fn kv(key: &str, value: any_value::Value) -> KeyValue {
     }
 }
 
-/// The log record of a parsed message (group fields aside).
-pub fn record(p: &Parsed<'_>) -> LogRecord {
-    let mut r = LogRecord::default();
-    write(p, &mut r, &mut String::new());
-    r
-}
-
-/// Writes the record of a parsed message (group fields aside) to `out`;
-/// `key` is a buffer for structured-data attribute names.
-pub fn write(p: &Parsed<'_>, out: &mut impl LogFields, key: &mut String) {
-    out.time(p.timestamp_ns.map_or(0, |t| t.max(0) as u64));
-    if let Some((n, t)) = p.severity.and_then(severity::otel) {
-        out.severity(n, t);
-    }
-    out.body(p.message);
-    if let (Some(f), Some(s)) = (p.facility, p.severity) {
-        out.attr("syslog.facility", AttrValue::Int(f.into()));
-        out.attr("syslog.severity", AttrValue::Int(s.into()));
-    }
-    for (name, v) in [
-        ("syslog.app_name", p.app_name),
-        ("syslog.proc_id", p.proc_id),
-        ("syslog.msg_id", p.msg_id),
-    ] {
-        if let Some(v) = v {
-            out.attr(name, AttrValue::Str(&String::from_utf8_lossy(v)));
-        }
-    }
-    for sd in &p.structured_data {
-        for (i, (name, value)) in sd.params.iter().enumerate() {
-            // A repeated SD-PARAM is one attribute, an array of its values
-            // in the order sent, written where the name first appears.
-            if sd.params[..i].iter().any(|(n, _)| n == name) {
-                continue;
-            }
-            key.clear();
-            key.push_str("syslog.sd.");
-            key.push_str(sd.id);
-            key.push('.');
-            key.push_str(name);
-            let repeats = sd.params[i + 1..].iter().any(|(n, _)| n == name);
-            if repeats {
-                let values: Vec<&str> = sd.params[i..]
-                    .iter()
-                    .filter(|(n, _)| n == name)
-                    .map(|(_, v)| v.as_ref())
-                    .collect();
-                out.attr_strs(key, &values);
-            } else {
-                out.attr(key, AttrValue::Str(value));
-            }
-        }
-    }
-    if let Some(e) = p.error {
-        out.attr(ATTR_PARSE_ERROR, AttrValue::Str(e));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::calendar::TimeZone;
     use crate::event::{Decoder, Record};
-    use crate::sources::syslog::parse::TimeZone;
+    use crate::syslog_format::record::ATTR_PARSE_ERROR;
+    use opentelemetry_proto::tonic::logs::v1::LogRecord;
 
     fn pending() -> Pending {
         Pending::new(

@@ -7,7 +7,7 @@ appended to the log many at a time.
  device ── TCP [TLS] ──▶ tcp.rs      connections in the slots of sources/listen/, idle timeout
                           framing.rs  octet counting | newline, chosen by the first byte
  device ── UDP ────────▶ udp.rs      one datagram, one message
-                          parse/      the pure parser (RFC 5424, RFC 3164 variants)
+                          syslog_format::parse  the pure parser (RFC 5424, RFC 3164 variants)
                           mapping.rs  parsed message → format-2 event, one batch per read
                           memory.rs   the source's budget: batches and large buffers
                           append.rs   Log::append_timeout, retries, counts
@@ -51,7 +51,6 @@ mod config;
 mod framing;
 mod mapping;
 mod memory;
-pub mod parse;
 mod tcp;
 mod udp;
 
@@ -62,7 +61,7 @@ use tokio::net::{TcpListener, UdpSocket};
 
 pub use config::{SyslogSourceSettings, Transport};
 pub use framing::{Frame, FrameError, Framer};
-pub use mapping::{record, SCOPE_NAME};
+pub use mapping::SCOPE_NAME;
 
 use crate::registry::ComponentContext;
 

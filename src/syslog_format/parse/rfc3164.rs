@@ -14,8 +14,8 @@
 //! timestamp no hostname is guessed. This format cannot fail: what fits
 //! none of the parts is the message.
 
-use super::time::{self, TimeZone};
 use super::{strip_bom, Format, ParseOptions, Parsed};
+use crate::calendar::{self as time, TimeZone};
 
 const MONTHS: [&[u8; 3]; 12] = [
     b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",

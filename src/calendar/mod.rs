@@ -1,87 +1,61 @@
-//! Calendar arithmetic for syslog timestamps: RFC 3339 (RFC 5424's
-//! TIMESTAMP) and the zone of zoneless RFC 3164 times. Proleptic Gregorian,
-//! no leap seconds (a `:60` is read as the next second's start).
+//! Calendar and time zones, shared by every reader and writer of wall-clock
+//! times: the syslog parser (RFC 5424's RFC 3339 TIMESTAMP, the zoneless
+//! RFC 3164 time), the `timestamp` processing step (`strptime`-like
+//! patterns in a configured zone) and the sinks' templates (`{date}`,
+//! `{year}` … in UTC). Proleptic Gregorian, no leap seconds (a `:60` is
+//! read as the next second's start). Imports nothing of holdfast's.
+//!
+//! * this file — [`Civil`] (a date and time of day) both ways, days since
+//!   the epoch, RFC 3339 and `hh:mm:ss[.frac]` readings;
+//! * `zone.rs` — [`TimeZone`]: UTC, the machine's local zone, or a fixed
+//!   offset, and how far east of UTC it is at a given time.
 
-use std::fmt;
+mod zone;
 
-use crate::sinks::template::Civil;
+pub use zone::TimeZone;
 
-/// Where a timestamp without a zone was written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimeZone {
-    Utc,
-    /// The zone of the machine holdfast runs on (`TZ`, `/etc/localtime`),
-    /// with its daylight saving time at the message's date.
-    Local,
-    /// A fixed offset east of UTC, in seconds.
-    Fixed(i32),
+/// A date and time of day (UTC unless a [`TimeZone`] says otherwise).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Civil {
+    pub year: i64,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+    pub nanos: u32,
 }
 
-impl TimeZone {
-    /// `"UTC"`, `"local"` or an offset like `"+02:00"` / `"-0530"`.
-    pub fn parse(s: &str) -> Option<TimeZone> {
-        match s {
-            "UTC" | "utc" | "Z" => return Some(TimeZone::Utc),
-            "local" => return Some(TimeZone::Local),
-            _ => {}
+impl Civil {
+    /// Howard Hinnant's `civil_from_days`, valid for every u64 nanosecond
+    /// count.
+    pub fn from_unix_nanos(nanos: u64) -> Civil {
+        let secs = nanos / 1_000_000_000;
+        let days = (secs / 86_400) as i64;
+        let rem = secs % 86_400;
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+        let y = yoe + era * 400;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        Civil {
+            year: if m <= 2 { y + 1 } else { y },
+            month: m,
+            day: d,
+            hour: (rem / 3600) as u32,
+            minute: (rem % 3600 / 60) as u32,
+            second: (rem % 60) as u32,
+            nanos: (nanos % 1_000_000_000) as u32,
         }
-        let b = s.as_bytes();
-        let sign = match b.first()? {
-            b'+' => 1,
-            b'-' => -1,
-            _ => return None,
-        };
-        let digits: Vec<u8> = b[1..].iter().copied().filter(|&c| c != b':').collect();
-        if digits.len() != 4 || !digits.iter().all(u8::is_ascii_digit) || b.len() > 6 {
-            return None;
-        }
-        let h = i32::from(digits[0] - b'0') * 10 + i32::from(digits[1] - b'0');
-        let m = i32::from(digits[2] - b'0') * 10 + i32::from(digits[3] - b'0');
-        (h <= 14 && m < 60).then_some(TimeZone::Fixed(sign * (h * 3600 + m * 60)))
-    }
-
-    /// Seconds east of UTC for a local time that reads as `local_secs`
-    /// (seconds since the epoch as if it were UTC).
-    pub(crate) fn offset_at(self, local_secs: i64) -> i64 {
-        match self {
-            TimeZone::Utc => 0,
-            TimeZone::Fixed(o) => i64::from(o),
-            // Asking at the local reading itself is off by the offset
-            // near a DST switch only; best effort, as the format allows.
-            TimeZone::Local => local_offset(local_secs),
-        }
-    }
-}
-
-impl fmt::Display for TimeZone {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            TimeZone::Utc => f.write_str("UTC"),
-            TimeZone::Local => f.write_str("local"),
-            TimeZone::Fixed(o) => {
-                let sign = if o < 0 { '-' } else { '+' };
-                let o = o.unsigned_abs();
-                write!(f, "{sign}{:02}:{:02}", o / 3600, o % 3600 / 60)
-            }
-        }
-    }
-}
-
-fn local_offset(at: i64) -> i64 {
-    let t = at as libc::time_t;
-    // SAFETY: `tm` is plain data that localtime_r fills; both pointers are
-    // valid for the call.
-    unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&t, &mut tm).is_null() {
-            return 0;
-        }
-        tm.tm_gmtoff
     }
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
@@ -92,14 +66,13 @@ pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 }
 
 /// The civil year of a unix time in `tz`.
-pub(super) fn year_of(unix: i64, tz: TimeZone) -> i64 {
+pub fn year_of(unix: i64, tz: TimeZone) -> i64 {
     let local = (unix + tz.offset_at(unix)).max(0) as u64;
     Civil::from_unix_nanos(local.saturating_mul(1_000_000_000)).year
 }
 
-/// A wall-clock reading (the sinks' own calendar type, read the other way
-/// here): `None` unless it is a real date and time.
-pub(super) fn reading(
+/// A wall-clock reading: `None` unless it is a real date and time.
+pub fn reading(
     year: i64,
     month: u32,
     day: u32,
@@ -133,19 +106,19 @@ fn local_secs(c: &Civil) -> i64 {
 }
 
 /// Unix nanoseconds of `c` read `offset` seconds east of UTC.
-pub(super) fn with_offset(c: &Civil, offset: i64) -> Option<i64> {
+pub fn with_offset(c: &Civil, offset: i64) -> Option<i64> {
     let secs = local_secs(c) - offset;
     secs.checked_mul(1_000_000_000)?
         .checked_add(i64::from(c.nanos))
 }
 
 /// Unix nanoseconds of `c` read in `tz`.
-pub(super) fn in_zone(c: &Civil, tz: TimeZone) -> Option<i64> {
+pub fn in_zone(c: &Civil, tz: TimeZone) -> Option<i64> {
     with_offset(c, tz.offset_at(local_secs(c)))
 }
 
 /// Two ASCII digits.
-pub(super) fn two(b: &[u8]) -> Option<u32> {
+pub fn two(b: &[u8]) -> Option<u32> {
     match b {
         [a @ b'0'..=b'9', c @ b'0'..=b'9'] => Some(u32::from(a - b'0') * 10 + u32::from(c - b'0')),
         _ => None,
@@ -153,7 +126,7 @@ pub(super) fn two(b: &[u8]) -> Option<u32> {
 }
 
 /// `.fraction` (1 to 9 digits) as nanoseconds; returns what follows it.
-pub(super) fn fraction(b: &[u8]) -> (u32, &[u8]) {
+pub fn fraction(b: &[u8]) -> (u32, &[u8]) {
     let Some(rest) = b.strip_prefix(b".") else {
         return (0, b);
     };
@@ -169,10 +142,10 @@ pub(super) fn fraction(b: &[u8]) -> (u32, &[u8]) {
 }
 
 /// Hour, minute, second and nanoseconds.
-pub(super) type Clock = (u32, u32, u32, u32);
+pub type Clock = (u32, u32, u32, u32);
 
 /// `hh:mm:ss` and an optional fraction, and what follows.
-pub(super) fn clock(b: &[u8]) -> Option<(Clock, &[u8])> {
+pub fn clock(b: &[u8]) -> Option<(Clock, &[u8])> {
     if b.len() < 8 || b[2] != b':' || b[5] != b':' {
         return None;
     }
@@ -183,7 +156,7 @@ pub(super) fn clock(b: &[u8]) -> Option<(Clock, &[u8])> {
 
 /// An RFC 3339 timestamp (`2003-10-11T22:14:15.003Z`, `…+02:00`); the whole
 /// of `b` must be it. Lower-case `t` and `z` are accepted.
-pub(super) fn rfc3339(b: &[u8]) -> Option<i64> {
+pub fn rfc3339(b: &[u8]) -> Option<i64> {
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
         return None;
     }
@@ -205,4 +178,23 @@ pub(super) fn rfc3339(b: &[u8]) -> Option<i64> {
         _ => return None,
     };
     with_offset(&reading(year, month, day, clock)?, offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_utc_civil_dates() {
+        let c = Civil::from_unix_nanos(0);
+        assert_eq!((c.year, c.month, c.day, c.hour), (1970, 1, 1, 0));
+        // 2024-02-29T23:59:59.5Z, a leap day.
+        let c = Civil::from_unix_nanos(1_709_251_199_500_000_000);
+        assert_eq!(
+            (c.year, c.month, c.day, c.hour, c.minute, c.second, c.nanos),
+            (2024, 2, 29, 23, 59, 59, 500_000_000)
+        );
+        let c = Civil::from_unix_nanos(1_735_689_600_000_000_000);
+        assert_eq!((c.year, c.month, c.day), (2025, 1, 1));
+    }
 }

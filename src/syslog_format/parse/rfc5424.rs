@@ -4,7 +4,8 @@
 
 use std::borrow::Cow;
 
-use super::{strip_bom, time, token, Format, Parsed, SdElement};
+use super::{strip_bom, token, Format, Parsed, SdElement};
+use crate::calendar as time;
 
 type Result<T> = std::result::Result<T, &'static str>;
 

@@ -20,11 +20,10 @@ year's, while a `Jan  1 00:00:30` received a minute before midnight on
 
 mod rfc3164;
 mod rfc5424;
-pub(crate) mod time;
 
 use std::borrow::Cow;
 
-pub use time::TimeZone;
+use crate::calendar::TimeZone;
 
 /// What parsing needs besides the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
