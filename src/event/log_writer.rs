@@ -1,58 +1,298 @@
-//! Writing a format-2 log event straight into a batch's buffer, from
-//! borrowed parts, without building a `LogRecord`.
+//! Writing a log record's fields as bytes, from borrowed parts, without
+//! building a `LogRecord`: the one writer of `LogRecord` fields in holdfast.
 //!
-//! Sources that make many small records (a syslog message, a journal entry)
-//! spent most of their time allocating: a `String` per attribute key and
-//! value, a `Vec` per record, then prost walking it all again to encode.
-//! Here the record's fields are written as they are known, into one reused
-//! buffer, and the event is framed around it: one copy of the record, no
-//! allocation per event once the buffers have grown.
+//! Sources that make many small records (a file line, a syslog message, a
+//! journal entry) spent most of their time allocating: a `String` per
+//! attribute key and value, a `Vec` per record, then prost walking it all
+//! again to encode. Here the record's fields are written as they are known
+//! through [`LogFields`]:
 //!
-//! The bytes are exactly what prost writes for the same [`Envelope`] with
-//! only `record` (field 8), `group` (12) and `observed_delta` (13) set: the
-//! unit tests decode them with prost and compare.
+//! * [`LogRecordWriter`] into one reused buffer, framed as an event
+//!   afterwards (syslog, journald): one copy of the record, no allocation
+//!   per event once the buffer has grown;
+//! * [`FieldWriter`] straight into a caller's buffer (a processing chain's
+//!   fields; through [`write_event`](super::write_event), a file line's
+//!   record straight into its chunk, measured first, copied never);
+//! * a prost [`LogRecord`], where a caller wants the record as a value (a
+//!   processing step, a fuzz check): one mapping serves both, so they
+//!   cannot drift apart.
 //!
-//! [`Envelope`]: crate::event::Envelope
+//! The bytes are exactly what prost writes for the same `LogRecord` when
+//! the fields come in tag order (time, severity, body, attributes, observed
+//! time): the unit tests decode them with prost and compare.
 
 use bytes::BufMut;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, ArrayValue, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
-use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
+use prost::Message;
 
-/// What a source's mapping writes a record's fields to: the
-/// [`LogRecordWriter`] on the hot path, or a prost [`LogRecord`] where a
-/// caller wants the record as a value (a processing step, a fuzz check).
-/// One mapping then serves both, so they cannot drift apart. Fields come in
-/// tag order: time, severity, body, attributes.
+use super::framing::{write_event, EventBuf, EventFields, WriteRecord};
+use super::wire::{
+    bytes_len, fixed64_len, put_bytes, put_fixed64, put_head, put_varint, put_varint_field,
+    varint_field_len, varint_len,
+};
+
+/// `LogRecord` fields.
+const TIME: u32 = 1;
+const SEVERITY_NUMBER: u32 = 2;
+const SEVERITY_TEXT: u32 = 3;
+const BODY: u32 = 5;
+const ATTRIBUTES: u32 = 6;
+const OBSERVED_TIME: u32 = 11;
+/// `KeyValue` fields.
+const KEY: u32 = 1;
+const VALUE: u32 = 2;
+/// `AnyValue` fields (a oneof: always written, defaults included).
+const STRING_VALUE: u32 = 1;
+const BOOL_VALUE: u32 = 2;
+const INT_VALUE: u32 = 3;
+const DOUBLE_VALUE: u32 = 4;
+const ARRAY_VALUE: u32 = 5;
+const BYTES_VALUE: u32 = 7;
+/// `ArrayValue` field.
+const ARRAY_VALUES: u32 = 1;
+
+/// What a source's mapping writes a record's fields to (see the module
+/// doc). Fields come in tag order: time, severity, body, attributes.
 pub trait LogFields {
     /// `time_unix_nano` (field 1); 0 means none.
     fn time(&mut self, unix_nano: u64);
     /// `severity_number` (2) and `severity_text` (3); 0 / "" mean none.
     fn severity(&mut self, number: i32, text: &str);
-    /// `body` (5): a string if UTF-8, else bytes.
-    fn body(&mut self, body: &[u8]);
+    /// `body` (5).
+    fn body(&mut self, body: AttrValue<'_>);
     /// One attribute (6).
     fn attr(&mut self, key: &str, value: AttrValue<'_>);
     /// One attribute whose value is an array of strings.
     fn attr_strs(&mut self, key: &str, values: &[&str]);
 }
 
-/// One log record being written. Fields must be added in tag order (time,
-/// severity, body, attributes) for the bytes to be prost's own; a decoder
-/// accepts any order.
-#[derive(Debug, Default)]
-pub struct LogRecordWriter {
-    rec: Vec<u8>,
+/// [`LogFields`] and what only a writer of bytes takes.
+pub trait RawLogFields: LogFields {
+    /// Fields already encoded as `LogRecord` fields (constant attributes
+    /// encoded once, a processing chain's fields), spliced as they are.
+    fn raw(&mut self, encoded: &[u8]);
+    /// `observed_time_unix_nano` (11), written even when 0: the file
+    /// source's format 1 has always stored it.
+    fn observed_time(&mut self, unix_nano: u64);
 }
 
-/// What an attribute's value is.
+/// An attribute's (or the body's) value: an `AnyValue`.
 #[derive(Debug, Clone, Copy)]
 pub enum AttrValue<'a> {
     Str(&'a str),
     /// Bytes that should be text: a string when UTF-8, else bytes.
     Text(&'a [u8]),
+    Bytes(&'a [u8]),
     Int(i64),
+    Double(f64),
     Bool(bool),
+    /// A value of any shape (an array, a map), encoded by prost in place.
+    Any(&'a AnyValue),
+}
+
+impl<'a> AttrValue<'a> {
+    /// `Text` as `Str` or `Bytes`, so that its UTF-8 is checked once.
+    #[inline]
+    fn resolve(self) -> AttrValue<'a> {
+        match self {
+            AttrValue::Text(b) => match std::str::from_utf8(b) {
+                Ok(s) => AttrValue::Str(s),
+                Err(_) => AttrValue::Bytes(b),
+            },
+            v => v,
+        }
+    }
+
+    /// The encoded `AnyValue`'s length.
+    #[inline]
+    fn len(self) -> usize {
+        match self {
+            AttrValue::Str(s) => bytes_len(STRING_VALUE, s.len()),
+            AttrValue::Text(_) => self.resolve().len(),
+            AttrValue::Bytes(b) => bytes_len(BYTES_VALUE, b.len()),
+            AttrValue::Int(i) => varint_len(INT_VALUE, i as u64),
+            AttrValue::Double(_) => fixed64_len(DOUBLE_VALUE),
+            AttrValue::Bool(b) => varint_len(BOOL_VALUE, u64::from(b)),
+            AttrValue::Any(a) => a.encoded_len(),
+        }
+    }
+
+    #[inline]
+    fn put(self, out: &mut impl BufMut) {
+        match self {
+            AttrValue::Str(s) => put_bytes(STRING_VALUE, s.as_bytes(), out),
+            AttrValue::Text(_) => self.resolve().put(out),
+            AttrValue::Bytes(b) => put_bytes(BYTES_VALUE, b, out),
+            // An int64 is written as its two's complement, ten bytes when
+            // negative, as prost does.
+            AttrValue::Int(i) => put_varint(INT_VALUE, i as u64, out),
+            AttrValue::Double(d) => put_fixed64(DOUBLE_VALUE, d.to_bits(), out),
+            AttrValue::Bool(b) => put_varint(BOOL_VALUE, u64::from(b), out),
+            AttrValue::Any(a) => a.encode_raw(out),
+        }
+    }
+
+    /// The value as prost's `AnyValue`.
+    fn to_any(self) -> AnyValue {
+        let v = match self {
+            AttrValue::Str(s) => any_value::Value::StringValue(s.to_string()),
+            AttrValue::Text(b) => match std::str::from_utf8(b) {
+                Ok(s) => any_value::Value::StringValue(s.to_string()),
+                Err(_) => any_value::Value::BytesValue(b.to_vec()),
+            },
+            AttrValue::Bytes(b) => any_value::Value::BytesValue(b.to_vec()),
+            AttrValue::Int(i) => any_value::Value::IntValue(i),
+            AttrValue::Double(d) => any_value::Value::DoubleValue(d),
+            AttrValue::Bool(b) => any_value::Value::BoolValue(b),
+            AttrValue::Any(a) => return a.clone(),
+        };
+        AnyValue { value: Some(v) }
+    }
+}
+
+/// A `KeyValue` of `key` and a value `any` bytes long.
+#[inline]
+fn kv_len(key: &str, any: usize) -> usize {
+    bytes_len(KEY, key.len()) + bytes_len(VALUE, any)
+}
+
+/// The `ArrayValue` of `values` (strings), and the `AnyValue` holding it.
+#[inline]
+fn strs_len(values: &[&str]) -> (usize, usize) {
+    let array = values
+        .iter()
+        .map(|v| bytes_len(ARRAY_VALUES, bytes_len(STRING_VALUE, v.len())))
+        .sum();
+    (array, bytes_len(ARRAY_VALUE, array))
+}
+
+/// Writes record fields straight into a caller's buffer.
+pub struct FieldWriter<'b, B: BufMut> {
+    out: &'b mut B,
+}
+
+impl<'b, B: BufMut> FieldWriter<'b, B> {
+    #[inline]
+    pub fn new(out: &'b mut B) -> FieldWriter<'b, B> {
+        FieldWriter { out }
+    }
+}
+
+impl<B: BufMut> LogFields for FieldWriter<'_, B> {
+    #[inline]
+    fn time(&mut self, unix_nano: u64) {
+        if unix_nano != 0 {
+            put_fixed64(TIME, unix_nano, self.out);
+        }
+    }
+
+    #[inline]
+    fn severity(&mut self, number: i32, text: &str) {
+        // An enum is an int32: a negative one takes ten bytes, as in prost.
+        put_varint_field(SEVERITY_NUMBER, number as u64, self.out);
+        if !text.is_empty() {
+            put_bytes(SEVERITY_TEXT, text.as_bytes(), self.out);
+        }
+    }
+
+    #[inline]
+    fn body(&mut self, body: AttrValue<'_>) {
+        let body = body.resolve();
+        put_head(BODY, body.len(), self.out);
+        body.put(self.out);
+    }
+
+    #[inline]
+    fn attr(&mut self, key: &str, value: AttrValue<'_>) {
+        let value = value.resolve();
+        let any = value.len();
+        put_head(ATTRIBUTES, kv_len(key, any), self.out);
+        put_bytes(KEY, key.as_bytes(), self.out);
+        put_head(VALUE, any, self.out);
+        value.put(self.out);
+    }
+
+    fn attr_strs(&mut self, key: &str, values: &[&str]) {
+        let (array, any) = strs_len(values);
+        put_head(ATTRIBUTES, kv_len(key, any), self.out);
+        put_bytes(KEY, key.as_bytes(), self.out);
+        put_head(VALUE, any, self.out);
+        put_head(ARRAY_VALUE, array, self.out);
+        for v in values {
+            put_head(ARRAY_VALUES, bytes_len(STRING_VALUE, v.len()), self.out);
+            put_bytes(STRING_VALUE, v.as_bytes(), self.out);
+        }
+    }
+}
+
+impl<B: BufMut> RawLogFields for FieldWriter<'_, B> {
+    #[inline]
+    fn raw(&mut self, encoded: &[u8]) {
+        self.out.put_slice(encoded);
+    }
+
+    #[inline]
+    fn observed_time(&mut self, unix_nano: u64) {
+        put_fixed64(OBSERVED_TIME, unix_nano, self.out);
+    }
+}
+
+/// Measures the record fields written to it: what a [`FieldWriter`]
+/// would write, in bytes, for the length before a record.
+#[derive(Debug, Default)]
+pub(super) struct FieldLen(pub(super) usize);
+
+impl LogFields for FieldLen {
+    #[inline]
+    fn time(&mut self, unix_nano: u64) {
+        if unix_nano != 0 {
+            self.0 += fixed64_len(TIME);
+        }
+    }
+
+    #[inline]
+    fn severity(&mut self, number: i32, text: &str) {
+        self.0 += varint_field_len(SEVERITY_NUMBER, number as u64);
+        if !text.is_empty() {
+            self.0 += bytes_len(SEVERITY_TEXT, text.len());
+        }
+    }
+
+    #[inline]
+    fn body(&mut self, body: AttrValue<'_>) {
+        self.0 += bytes_len(BODY, body.len());
+    }
+
+    #[inline]
+    fn attr(&mut self, key: &str, value: AttrValue<'_>) {
+        self.0 += bytes_len(ATTRIBUTES, kv_len(key, value.len()));
+    }
+
+    fn attr_strs(&mut self, key: &str, values: &[&str]) {
+        self.0 += bytes_len(ATTRIBUTES, kv_len(key, strs_len(values).1));
+    }
+}
+
+impl RawLogFields for FieldLen {
+    #[inline]
+    fn raw(&mut self, encoded: &[u8]) {
+        self.0 += encoded.len();
+    }
+
+    #[inline]
+    fn observed_time(&mut self, _: u64) {
+        self.0 += fixed64_len(OBSERVED_TIME);
+    }
+}
+
+/// One log record being written into a buffer of its own (kept from record
+/// to record), then framed as an event. Fields must be added in tag order
+/// (time, severity, body, attributes) for the bytes to be prost's own; a
+/// decoder accepts any order.
+#[derive(Debug, Default)]
+pub struct LogRecordWriter {
+    rec: Vec<u8>,
 }
 
 impl LogRecordWriter {
@@ -61,102 +301,53 @@ impl LogRecordWriter {
         self.rec.clear();
     }
 
-    /// Attributes already encoded as `LogRecord` field-6 entries (constant
-    /// marks).
-    pub fn raw(&mut self, encoded: &[u8]) {
-        self.rec.put_slice(encoded);
+    fn fields(&mut self) -> FieldWriter<'_, Vec<u8>> {
+        FieldWriter::new(&mut self.rec)
     }
 
-    /// Frames the record as a format-2 event at the end of `framed` (u32
-    /// little-endian length, then the envelope): in context group `group`,
-    /// observed `observed_delta` ns after the group. Returns the event's
-    /// length (without the 4 framing bytes).
-    pub fn finish(&self, group: u32, observed_delta: u64, framed: &mut impl BufMut) -> usize {
-        let rec = self.rec.len();
-        let total = key_len(8)
-            + encoded_len_varint(rec as u64)
-            + rec
-            + varint_field_len(12, u64::from(group))
-            + varint_field_len(13, observed_delta);
-        framed.put_u32_le(total as u32);
-        let mut head = [0u8; 20];
-        let mut h = &mut head[..];
-        encode_key(8, WireType::LengthDelimited, &mut h);
-        encode_varint(rec as u64, &mut h);
-        let used = 20 - h.len();
-        framed.put_slice(&head[..used]);
-        framed.put_slice(&self.rec);
-        let mut tail = [0u8; 24];
-        let mut t = &mut tail[..];
-        put_varint_field(12, u64::from(group), &mut t);
-        put_varint_field(13, observed_delta, &mut t);
-        let used = 24 - t.len();
-        framed.put_slice(&tail[..used]);
-        total
+    /// Frames the record as an event with `own`'s envelope fields at the
+    /// end of `framed` (u32 little-endian length, then the envelope).
+    /// Returns the event's length (without the 4 framing bytes).
+    pub fn finish(&self, own: &EventFields<'_>, framed: &mut impl EventBuf) -> usize {
+        write_event(self, own, framed)
+    }
+}
+
+impl WriteRecord for LogRecordWriter {
+    fn write_record(&self, out: &mut impl RawLogFields) {
+        out.raw(&self.rec);
     }
 }
 
 impl LogFields for LogRecordWriter {
     fn time(&mut self, unix_nano: u64) {
-        if unix_nano != 0 {
-            encode_key(1, WireType::SixtyFourBit, &mut self.rec);
-            self.rec.put_u64_le(unix_nano);
-        }
+        self.fields().time(unix_nano);
     }
 
     fn severity(&mut self, number: i32, text: &str) {
-        if number != 0 {
-            encode_key(2, WireType::Varint, &mut self.rec);
-            encode_varint(number as u64, &mut self.rec);
-        }
-        if !text.is_empty() {
-            put_bytes(3, text.as_bytes(), &mut self.rec);
-        }
+        self.fields().severity(number, text);
     }
 
-    fn body(&mut self, body: &[u8]) {
-        let any = text_len(body);
-        encode_key(5, WireType::LengthDelimited, &mut self.rec);
-        encode_varint(any as u64, &mut self.rec);
-        put_text(body, &mut self.rec);
+    fn body(&mut self, body: AttrValue<'_>) {
+        self.fields().body(body);
     }
 
     fn attr(&mut self, key: &str, value: AttrValue<'_>) {
-        let any = value_len(value);
-        self.put_kv_head(key, any);
-        put_value(value, &mut self.rec);
+        self.fields().attr(key, value);
     }
 
     fn attr_strs(&mut self, key: &str, values: &[&str]) {
-        // AnyValue { array_value (5): ArrayValue { values (1): AnyValue* } }
-        let array: usize = values
-            .iter()
-            .map(|v| {
-                let one = bytes_len(1, v.len());
-                key_len(1) + encoded_len_varint(one as u64) + one
-            })
-            .sum();
-        let any = key_len(5) + encoded_len_varint(array as u64) + array;
-        self.put_kv_head(key, any);
-        encode_key(5, WireType::LengthDelimited, &mut self.rec);
-        encode_varint(array as u64, &mut self.rec);
-        for v in values {
-            encode_key(1, WireType::LengthDelimited, &mut self.rec);
-            encode_varint(bytes_len(1, v.len()) as u64, &mut self.rec);
-            put_bytes(1, v.as_bytes(), &mut self.rec);
-        }
+        self.fields().attr_strs(key, values);
     }
 }
 
-impl LogRecordWriter {
-    /// An attribute's `KeyValue` up to its value's bytes (`any` long).
-    fn put_kv_head(&mut self, key: &str, any: usize) {
-        let kv = bytes_len(1, key.len()) + key_len(2) + encoded_len_varint(any as u64) + any;
-        encode_key(6, WireType::LengthDelimited, &mut self.rec);
-        encode_varint(kv as u64, &mut self.rec);
-        put_bytes(1, key.as_bytes(), &mut self.rec);
-        encode_key(2, WireType::LengthDelimited, &mut self.rec);
-        encode_varint(any as u64, &mut self.rec);
+impl RawLogFields for LogRecordWriter {
+    fn raw(&mut self, encoded: &[u8]) {
+        self.fields().raw(encoded);
+    }
+
+    fn observed_time(&mut self, unix_nano: u64) {
+        self.fields().observed_time(unix_nano);
     }
 }
 
@@ -170,25 +361,16 @@ impl LogFields for LogRecord {
         self.severity_text = text.to_string();
     }
 
-    fn body(&mut self, body: &[u8]) {
-        let v = match std::str::from_utf8(body) {
-            Ok(s) => any_value::Value::StringValue(s.to_string()),
-            Err(_) => any_value::Value::BytesValue(body.to_vec()),
-        };
-        self.body = Some(AnyValue { value: Some(v) });
+    fn body(&mut self, body: AttrValue<'_>) {
+        self.body = Some(body.to_any());
     }
 
     fn attr(&mut self, key: &str, value: AttrValue<'_>) {
-        let v = match value {
-            AttrValue::Str(s) => any_value::Value::StringValue(s.to_string()),
-            AttrValue::Text(b) => match std::str::from_utf8(b) {
-                Ok(s) => any_value::Value::StringValue(s.to_string()),
-                Err(_) => any_value::Value::BytesValue(b.to_vec()),
-            },
-            AttrValue::Int(i) => any_value::Value::IntValue(i),
-            AttrValue::Bool(b) => any_value::Value::BoolValue(b),
-        };
-        self.attributes.push(key_value(key, v));
+        self.attributes.push(KeyValue {
+            key: key.to_string(),
+            value: Some(value.to_any()),
+            ..Default::default()
+        });
     }
 
     fn attr_strs(&mut self, key: &str, values: &[&str]) {
@@ -198,143 +380,15 @@ impl LogFields for LogRecord {
                 value: Some(any_value::Value::StringValue(s.to_string())),
             })
             .collect();
-        let v = any_value::Value::ArrayValue(ArrayValue { values });
-        self.attributes.push(key_value(key, v));
-    }
-}
-
-fn key_value(key: &str, v: any_value::Value) -> KeyValue {
-    KeyValue {
-        key: key.to_string(),
-        value: Some(AnyValue { value: Some(v) }),
-        ..Default::default()
-    }
-}
-
-fn bytes_len(tag: u32, len: usize) -> usize {
-    key_len(tag) + encoded_len_varint(len as u64) + len
-}
-
-fn put_bytes(tag: u32, b: &[u8], out: &mut impl BufMut) {
-    encode_key(tag, WireType::LengthDelimited, out);
-    encode_varint(b.len() as u64, out);
-    out.put_slice(b);
-}
-
-/// `AnyValue` of text: `string_value` (1) when UTF-8, `bytes_value` (7)
-/// when not.
-fn text_len(b: &[u8]) -> usize {
-    let tag = if std::str::from_utf8(b).is_ok() { 1 } else { 7 };
-    bytes_len(tag, b.len())
-}
-
-fn put_text(b: &[u8], out: &mut impl BufMut) {
-    let tag = if std::str::from_utf8(b).is_ok() { 1 } else { 7 };
-    put_bytes(tag, b, out);
-}
-
-fn value_len(v: AttrValue<'_>) -> usize {
-    match v {
-        AttrValue::Str(s) => bytes_len(1, s.len()),
-        AttrValue::Text(b) => text_len(b),
-        AttrValue::Bool(_) => key_len(2) + 1,
-        AttrValue::Int(i) => key_len(3) + encoded_len_varint(i as u64),
-    }
-}
-
-fn put_value(v: AttrValue<'_>, out: &mut impl BufMut) {
-    match v {
-        AttrValue::Str(s) => put_bytes(1, s.as_bytes(), out),
-        AttrValue::Text(b) => put_text(b, out),
-        AttrValue::Bool(b) => {
-            encode_key(2, WireType::Varint, out);
-            encode_varint(u64::from(b), out);
-        }
-        AttrValue::Int(i) => {
-            encode_key(3, WireType::Varint, out);
-            encode_varint(i as u64, out);
-        }
-    }
-}
-
-fn varint_field_len(tag: u32, v: u64) -> usize {
-    if v == 0 {
-        0
-    } else {
-        key_len(tag) + encoded_len_varint(v)
-    }
-}
-
-fn put_varint_field(tag: u32, v: u64, out: &mut impl BufMut) {
-    if v != 0 {
-        encode_key(tag, WireType::Varint, out);
-        encode_varint(v, out);
+        self.attributes.push(KeyValue {
+            key: key.to_string(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::ArrayValue(ArrayValue { values })),
+            }),
+            ..Default::default()
+        });
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use opentelemetry_proto::tonic::common::v1::any_value;
-    use opentelemetry_proto::tonic::logs::v1::LogRecord;
-    use prost::Message;
-
-    use super::*;
-    use crate::event::{Envelope, Record};
-
-    fn fill(body: &[u8], out: &mut impl LogFields) {
-        out.time(1_700_000_000_123_456_789);
-        out.severity(17, "err");
-        out.body(body);
-        out.attr("a", AttrValue::Str("v"));
-        out.attr("t", AttrValue::Text(b"\xc3"));
-        out.attr("u", AttrValue::Text("ü".as_bytes()));
-        out.attr("i", AttrValue::Int(-4));
-        out.attr("b", AttrValue::Bool(true));
-        out.attr_strs("arr", &["1", "", "three"]);
-    }
-
-    /// The writer's bytes are prost's for the same envelope, for text and
-    /// binary bodies, every value kind, and group/delta zero or not.
-    #[test]
-    fn writes_what_prost_writes() {
-        for (body, group, delta) in [
-            (&b"hello"[..], 0, 0),
-            (b"\xff\xfe not utf-8", 3, 1_000_000),
-            (&[b'x'; 300][..], 200, u64::MAX),
-        ] {
-            let mut w = LogRecordWriter::default();
-            w.start();
-            fill(body, &mut w);
-            let mut mark = Vec::new();
-            let mut m = LogRecord::default();
-            m.attr("r", AttrValue::Int(7));
-            m.encode(&mut mark).unwrap();
-            w.raw(&mark);
-            let mut framed = Vec::new();
-            let len = w.finish(group, delta, &mut framed);
-            assert_eq!(framed.len(), 4 + len);
-            assert_eq!(
-                u32::from_le_bytes(framed[..4].try_into().unwrap()) as usize,
-                len
-            );
-
-            let mut r = LogRecord::default();
-            fill(body, &mut r);
-            r.attr("r", AttrValue::Int(7));
-            assert!(matches!(
-                r.attributes[1]
-                    .value
-                    .as_ref()
-                    .and_then(|v| v.value.as_ref()),
-                Some(any_value::Value::BytesValue(_))
-            ));
-            let want = Envelope {
-                record: Some(Record::Log(r)),
-                group,
-                observed_delta: delta,
-                ..Default::default()
-            };
-            assert_eq!(framed[4..], want.encode_to_vec()[..]);
-        }
-    }
-}
+mod tests;

@@ -29,7 +29,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message as _;
 
 use super::parse::{self, Format, ParseOptions, Parsed};
-use crate::event::{AttrValue, Context, EventId, Group, LogFields, LogRecordWriter};
+use crate::event::{AttrValue, Context, EventFields, EventId, Group, LogFields, LogRecordWriter};
 use crate::seglog::Batch;
 use crate::syslog_format::severity;
 
@@ -166,7 +166,12 @@ impl Pending {
                 .attr(ATTR_CLIENT_SUBJECT, AttrValue::Str(subject));
         }
         let delta = m.observed_ns.saturating_sub(self.observed_base);
-        self.writer.finish(group, delta, &mut self.framed);
+        let own = EventFields {
+            group,
+            observed_delta: delta,
+            ..Default::default()
+        };
+        self.writer.finish(&own, &mut self.framed);
         self.count += 1;
     }
 
@@ -254,7 +259,7 @@ pub fn write(p: &Parsed<'_>, out: &mut impl LogFields, key: &mut String) {
     if let Some((n, t)) = p.severity.and_then(severity::otel) {
         out.severity(n, t);
     }
-    out.body(p.message);
+    out.body(AttrValue::Text(p.message));
     if let (Some(f), Some(s)) = (p.facility, p.severity) {
         out.attr("syslog.facility", AttrValue::Int(f.into()));
         out.attr("syslog.severity", AttrValue::Int(s.into()));
