@@ -36,13 +36,13 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 
 pub mod envelope_fields;
+mod fields;
 mod framing;
-mod log_writer;
 mod stored;
 mod wire;
 
+pub use fields::{AttrValue, FieldWriter, LogFields, LogRecordWriter, RawLogFields};
 pub use framing::{write_event, EventBuf, EventFields, OriginFields, WriteRecord};
-pub use log_writer::{AttrValue, FieldWriter, LogFields, LogRecordWriter, RawLogFields};
 pub use stored::{Context, Decoder, Group, Origin, Stored};
 
 /// A record's stable identity: 16 bytes, shown as 32 lowercase hex digits.

@@ -22,7 +22,7 @@ use super::envelope_fields::{
     GROUP, ID, LOG_RECORD, OBSERVED_DELTA, OBSERVED_TIME, ORIGIN, ORIGIN_END_OFFSET,
     ORIGIN_FINGERPRINT, ORIGIN_GENERATION, ORIGIN_OFFSET,
 };
-use super::log_writer::{FieldLen, FieldWriter, RawLogFields};
+use super::fields::{FieldLen, FieldWriter, RawLogFields};
 use super::wire::{
     bytes_len, fixed64_len, put_bytes, put_fixed64, put_head, put_varint_field, varint_field_len,
 };
