@@ -23,8 +23,9 @@ same id; records received over the network get a random id on arrival.
 
 No other module writes a field of a log record or of the envelope around
 it: sources and the processing chain write a record through
-[`LogFields`] (`log_writer.rs`) and frame it as an event through
-[`EventFields`] and [`write_event`] (`framing.rs`); sinks read single
+[`LogFields`] (`fields.rs`; buffered by [`LogRecordWriter`],
+`log_writer.rs`) and frame it as an event through [`EventFields`] and
+[`write_event`] (`framing.rs`); sinks read single
 envelope fields without decoding through [`envelope_fields`], and whole
 events through [`Decoder`] (`stored.rs`). Their unit tests compare the
 bytes with prost's.
@@ -38,11 +39,13 @@ use prost::Message;
 pub mod envelope_fields;
 mod fields;
 mod framing;
+mod log_writer;
 mod stored;
 mod wire;
 
-pub use fields::{AttrValue, FieldWriter, LogFields, LogRecordWriter, RawLogFields};
+pub use fields::{AttrValue, FieldWriter, LogFields, RawLogFields};
 pub use framing::{write_event, EventBuf, EventFields, OriginFields, WriteRecord};
+pub use log_writer::LogRecordWriter;
 pub use stored::{Context, Decoder, Group, Origin, Stored};
 
 /// A record's stable identity: 16 bytes, shown as 32 lowercase hex digits.

@@ -1,4 +1,4 @@
-//! Writing a log record's fields as bytes, from borrowed parts, without
+//! A log record's fields, written as bytes from borrowed parts without
 //! building a `LogRecord`: the one writer of `LogRecord` fields in holdfast.
 //!
 //! Sources that make many small records (a file line, a syslog message, a
@@ -7,7 +7,7 @@
 //! again to encode. Here the record's fields are written as they are known
 //! through [`LogFields`]:
 //!
-//! * [`LogRecordWriter`] into one reused buffer, framed as an event
+//! * [`LogRecordWriter`](super::LogRecordWriter) into one reused buffer, framed as an event
 //!   afterwards (syslog, journald): one copy of the record, no allocation
 //!   per event once the buffer has grown;
 //! * [`FieldWriter`] straight into a caller's buffer (a processing chain's
@@ -26,7 +26,6 @@ use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, ArrayValue, Ke
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use prost::Message;
 
-use super::framing::{write_event, EventBuf, EventFields, WriteRecord};
 use super::wire::{
     bytes_len, fixed64_len, put_bytes, put_fixed64, put_head, put_varint, put_varint_field,
     varint_field_len, varint_len,
@@ -286,71 +285,6 @@ impl RawLogFields for FieldLen {
     }
 }
 
-/// One log record being written into a buffer of its own (kept from record
-/// to record), then framed as an event. Fields must be added in tag order
-/// (time, severity, body, attributes) for the bytes to be prost's own; a
-/// decoder accepts any order.
-#[derive(Debug, Default)]
-pub struct LogRecordWriter {
-    rec: Vec<u8>,
-}
-
-impl LogRecordWriter {
-    /// Starts a new record (the buffer is kept).
-    pub fn start(&mut self) {
-        self.rec.clear();
-    }
-
-    fn fields(&mut self) -> FieldWriter<'_, Vec<u8>> {
-        FieldWriter::new(&mut self.rec)
-    }
-
-    /// Frames the record as an event with `own`'s envelope fields at the
-    /// end of `framed` (u32 little-endian length, then the envelope).
-    /// Returns the event's length (without the 4 framing bytes).
-    pub fn finish(&self, own: &EventFields<'_>, framed: &mut impl EventBuf) -> usize {
-        write_event(self, own, framed)
-    }
-}
-
-impl WriteRecord for LogRecordWriter {
-    fn write_record(&self, out: &mut impl RawLogFields) {
-        out.raw(&self.rec);
-    }
-}
-
-impl LogFields for LogRecordWriter {
-    fn time(&mut self, unix_nano: u64) {
-        self.fields().time(unix_nano);
-    }
-
-    fn severity(&mut self, number: i32, text: &str) {
-        self.fields().severity(number, text);
-    }
-
-    fn body(&mut self, body: AttrValue<'_>) {
-        self.fields().body(body);
-    }
-
-    fn attr(&mut self, key: &str, value: AttrValue<'_>) {
-        self.fields().attr(key, value);
-    }
-
-    fn attr_strs(&mut self, key: &str, values: &[&str]) {
-        self.fields().attr_strs(key, values);
-    }
-}
-
-impl RawLogFields for LogRecordWriter {
-    fn raw(&mut self, encoded: &[u8]) {
-        self.fields().raw(encoded);
-    }
-
-    fn observed_time(&mut self, unix_nano: u64) {
-        self.fields().observed_time(unix_nano);
-    }
-}
-
 impl LogFields for LogRecord {
     fn time(&mut self, unix_nano: u64) {
         self.time_unix_nano = unix_nano;
@@ -391,4 +325,4 @@ impl LogFields for LogRecord {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
