@@ -18,6 +18,17 @@ and is what receivers use to drop duplicates (the `_id` of an Elasticsearch
 `create`). File records take their id from the file's identity, its rotation
 generation and the byte offset of the line, so a line read twice gets the
 same id; records received over the network get a random id on arrival.
+
+# One writer and reader of the format
+
+No other module writes a field of a log record or of the envelope around
+it: sources and the processing chain write a record through
+[`LogFields`] (`fields.rs`; buffered by [`LogRecordWriter`],
+`log_writer.rs`) and frame it as an event through [`EventFields`] and
+[`write_event`] (`framing.rs`); sinks read single
+envelope fields without decoding through [`envelope_fields`], and whole
+events through [`Decoder`] (`stored.rs`). Their unit tests compare the
+bytes with prost's.
 */
 
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
@@ -25,10 +36,16 @@ use opentelemetry_proto::tonic::metrics::v1::Metric;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 
+pub mod envelope_fields;
+mod fields;
+mod framing;
 mod log_writer;
 mod stored;
+mod wire;
 
-pub use log_writer::{AttrValue, LogFields, LogRecordWriter};
+pub use fields::{AttrValue, FieldWriter, LogFields, RawLogFields};
+pub use framing::{write_event, EventBuf, EventFields, OriginFields, WriteRecord};
+pub use log_writer::LogRecordWriter;
 pub use stored::{Context, Decoder, Group, Origin, Stored};
 
 /// A record's stable identity: 16 bytes, shown as 32 lowercase hex digits.

@@ -1,78 +1,36 @@
 //! An event's fields besides its body as `LogRecord` bytes: time (1),
-//! severity number (2) and text (3), attributes (6). The file source
-//! splices them into the record it writes after the body, so a processed
-//! line is still encoded without building a `LogRecord`.
+//! severity number (2) and text (3), attributes (6), written by the
+//! record writer of `event/`. The file source splices them into the record
+//! it writes after the body, so a processed line is still encoded without
+//! building a `LogRecord`.
 
-use bytes::BufMut;
 use opentelemetry_proto::tonic::common::v1::AnyValue;
-use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
-use prost::Message;
 
 use super::{Event, Value};
+use crate::event::{AttrValue, FieldWriter, LogFields};
 
 /// Appends `ev`'s time, severity and attributes (record fields 1, 2, 3, 6).
 pub fn encode(ev: &Event<'_>, out: &mut Vec<u8>) {
-    if ev.time_unix_nano != 0 {
-        encode_key(1, WireType::SixtyFourBit, out);
-        out.put_u64_le(ev.time_unix_nano);
-    }
-    if ev.severity_number != 0 {
-        encode_key(2, WireType::Varint, out);
-        encode_varint(ev.severity_number as u64, out);
-    }
-    if !ev.severity_text.is_empty() {
-        put_str(3, &ev.severity_text, out);
-    }
+    let mut w = FieldWriter::new(out);
+    w.time(ev.time_unix_nano);
+    w.severity(ev.severity_number, &ev.severity_text);
     for (k, v) in &ev.attrs {
-        let any = any_len(v);
-        let kv = str_len(1, k) + key_len(2) + encoded_len_varint(any as u64) + any;
-        encode_key(6, WireType::LengthDelimited, out);
-        encode_varint(kv as u64, out);
-        put_str(1, k, out);
-        encode_key(2, WireType::LengthDelimited, out);
-        encode_varint(any as u64, out);
-        put_any(v, out);
+        w.attr(k, v.as_attr());
     }
 }
 
-fn str_len(tag: u32, s: &str) -> usize {
-    key_len(tag) + encoded_len_varint(s.len() as u64) + s.len()
-}
-
-fn put_str(tag: u32, s: &str, out: &mut Vec<u8>) {
-    encode_key(tag, WireType::LengthDelimited, out);
-    encode_varint(s.len() as u64, out);
-    out.put_slice(s.as_bytes());
-}
-
-/// `AnyValue`'s length: `string_value` 1, `bool_value` 2, `int_value` 3,
-/// `double_value` 4, or a nested value encoded by prost.
-fn any_len(v: &Value) -> usize {
-    match v {
-        Value::Str(s) => str_len(1, s),
-        Value::Bool(_) => key_len(2) + 1,
-        Value::Int(i) => key_len(3) + encoded_len_varint(*i as u64),
-        Value::Double(_) => key_len(4) + 8,
-        Value::Any(a) => a.encoded_len(),
-    }
-}
-
-fn put_any(v: &Value, out: &mut Vec<u8>) {
-    match v {
-        Value::Str(s) => put_str(1, s, out),
-        Value::Bool(b) => {
-            encode_key(2, WireType::Varint, out);
-            encode_varint(*b as u64, out);
+impl Value {
+    /// The value as the record writer takes it (borrowed; a nested value
+    /// is encoded in place).
+    #[inline]
+    pub fn as_attr(&self) -> AttrValue<'_> {
+        match self {
+            Value::Str(s) => AttrValue::Str(s),
+            Value::Int(i) => AttrValue::Int(*i),
+            Value::Double(d) => AttrValue::Double(*d),
+            Value::Bool(b) => AttrValue::Bool(*b),
+            Value::Any(a) => AttrValue::Any(a),
         }
-        Value::Int(i) => {
-            encode_key(3, WireType::Varint, out);
-            encode_varint(*i as u64, out);
-        }
-        Value::Double(d) => {
-            encode_key(4, WireType::SixtyFourBit, out);
-            out.put_f64_le(*d);
-        }
-        Value::Any(a) => a.encode_raw(out),
     }
 }
 
@@ -86,6 +44,7 @@ pub fn to_any(v: &Value) -> AnyValue {
 mod tests {
     use opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
     use opentelemetry_proto::tonic::logs::v1::LogRecord;
+    use prost::Message;
 
     use super::*;
     use crate::event::EventId;

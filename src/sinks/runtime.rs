@@ -63,6 +63,7 @@ use super::quarantining::retry_parked;
 use super::retry::Policy;
 use super::retry_queue::{Probe, RetryQueue};
 use super::watermark::Watermark;
+use crate::event::envelope_fields::{group_of, group_sources, source_of};
 use crate::metrics::Metrics;
 use crate::seglog::{Log, LogError, StartAt};
 
@@ -463,100 +464,6 @@ impl SourceFilter {
             None => true,
         }
     }
-}
-
-/// One field of a protobuf message, as [`walk`] hands it out.
-enum Field<'a> {
-    Varint(u64),
-    Bytes(&'a [u8]),
-    Fixed,
-}
-
-/// Calls `f` with each field of the message in `b`; `None` if the bytes
-/// are not a protobuf message.
-fn walk<'a>(mut b: &'a [u8], mut f: impl FnMut(u64, Field<'a>)) -> Option<()> {
-    fn varint(b: &mut &[u8]) -> Option<u64> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let (&byte, rest) = b.split_first()?;
-            *b = rest;
-            v |= u64::from(byte & 0x7f) << (7 * i);
-            if byte & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    }
-    while !b.is_empty() {
-        let key = varint(&mut b)?;
-        let (field, wire) = (key >> 3, key & 7);
-        match wire {
-            0 => {
-                let v = varint(&mut b)?;
-                f(field, Field::Varint(v));
-            }
-            1 => {
-                b = b.get(8..)?;
-                f(field, Field::Fixed);
-            }
-            2 => {
-                let len = usize::try_from(varint(&mut b)?).ok()?;
-                let v = b.get(..len)?;
-                b = &b[len..];
-                f(field, Field::Bytes(v));
-            }
-            5 => {
-                b = b.get(4..)?;
-                f(field, Field::Fixed);
-            }
-            _ => return None,
-        }
-    }
-    Some(())
-}
-
-/// The bytes of protobuf field 2 (`source`) of a format-1 envelope.
-fn source_of(b: &[u8]) -> Option<&[u8]> {
-    bytes_field(b, 2)
-}
-
-/// The bytes of field `number` of message `b` (empty when absent).
-fn bytes_field(b: &[u8], number: u64) -> Option<&[u8]> {
-    let mut found: &[u8] = b"";
-    walk(b, |field, v| {
-        // The last occurrence wins in protobuf.
-        match v {
-            Field::Bytes(s) if field == number => found = s,
-            _ => {}
-        }
-    })?;
-    Some(found)
-}
-
-/// Field 12 (`group`) of a format-2 event.
-fn group_of(b: &[u8]) -> Option<u64> {
-    let mut group = 0;
-    walk(b, |field, v| {
-        if let (12, Field::Varint(g)) = (field, v) {
-            group = g;
-        }
-    })?;
-    Some(group)
-}
-
-/// The `source` of each group (field 1) of a batch context.
-fn group_sources(ctx: &[u8]) -> Option<Vec<&[u8]>> {
-    let mut groups = Vec::new();
-    let mut ok = true;
-    walk(ctx, |field, v| {
-        if let (1, Field::Bytes(g)) = (field, v) {
-            match bytes_field(g, 1) {
-                Some(s) => groups.push(s),
-                None => ok = false,
-            }
-        }
-    })?;
-    ok.then_some(groups)
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ pub fn write(p: &Parsed<'_>, out: &mut impl LogFields, key: &mut String) {
     if let Some((n, t)) = p.severity.and_then(severity::otel) {
         out.severity(n, t);
     }
-    out.body(p.message);
+    out.body(AttrValue::Text(p.message));
     if let (Some(f), Some(s)) = (p.facility, p.severity) {
         out.attr("syslog.facility", AttrValue::Int(f.into()));
         out.attr("syslog.severity", AttrValue::Int(s.into()));

@@ -9,8 +9,10 @@
 //! append. Per line only the body, its own marks (truncated, original
 //! length, invalid UTF-8), the origin's offsets, the group's index (if not
 //! 0) and the observed time's distance from the group's (if not 0) are
-//! written, straight into the chunk's buffer: no allocation per line. The
-//! id is not stored: the reader derives it from the group's file and the
+//! written, straight into the chunk's buffer, through `event/`'s writer
+//! (`event::write_event`, which measures the record before writing it):
+//! no allocation and no copy per line beyond the body's one. The id is
+//! not stored: the reader derives it from the group's file and the
 //! line's offset, exactly as format 1 stored it. The offsets are stored as
 //! small numbers: the distance from the group's offset (the offset of its
 //! first line) and the line's length. A 150-byte line costs 168 bytes in the
@@ -29,14 +31,15 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::BufMut;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
 use prost::Message;
 
-use crate::event::{Envelope, EventId, FileOrigin, Group};
+use crate::event::{
+    write_event, AttrValue, Envelope, EventFields, EventId, FileOrigin, Group, OriginFields,
+    RawLogFields, WriteRecord,
+};
 
 /// Attribute keys the source sets, as documented in `docs/sources-file.md`.
 pub const ATTR_PATH: &str = "log.file.path";
@@ -46,9 +49,6 @@ pub const ATTR_ORIGINAL_BYTES: &str = "log.record.original_bytes";
 pub const ATTR_INVALID_UTF8: &str = "log.record.invalid_utf8";
 /// The instrumentation scope name of file records.
 pub const SCOPE_NAME: &str = "holdfast.sources.file";
-
-/// Tag of the `end` field inside the origin (see the module doc).
-pub const ORIGIN_END_TAG: u32 = 5;
 
 fn kv(key: &str, value: any_value::Value) -> KeyValue {
     KeyValue {
@@ -65,21 +65,6 @@ fn attrs(list: Vec<KeyValue>) -> Vec<u8> {
         ..Default::default()
     }
     .encode_to_vec()
-}
-
-fn varint_field_len(tag: u32, v: u64) -> usize {
-    if v == 0 {
-        0
-    } else {
-        key_len(tag) + encoded_len_varint(v)
-    }
-}
-
-fn put_varint_field(tag: u32, v: u64, out: &mut Vec<u8>) {
-    if v != 0 {
-        encode_key(tag, WireType::Varint, out);
-        encode_varint(v, out);
-    }
 }
 
 /// The per-source constant parts.
@@ -250,40 +235,6 @@ impl Encoder {
         }
     }
 
-    /// The lengths of the body (a string `AnyValue`) and of the whole log
-    /// record: body, marks, `record` and `other` bytes of further fields.
-    fn record_lens(&self, body: &str, m: &LineMeta, record: &[u8], other: usize) -> (usize, usize) {
-        let any_len = key_len(1) + encoded_len_varint(body.len() as u64) + body.len();
-        let rec_len = key_len(5)
-            + encoded_len_varint(any_len as u64)
-            + any_len
-            + self.marks_len(m)
-            + record.len()
-            + other;
-        (any_len, rec_len)
-    }
-
-    /// Length of the line's own attributes (the marks).
-    fn marks_len(&self, m: &LineMeta) -> usize {
-        m.truncated_from
-            .map_or(0, |n| self.truncated.len() + original_bytes_len(n))
-            + if m.invalid_utf8 {
-                self.invalid_utf8.len()
-            } else {
-                0
-            }
-    }
-
-    fn put_marks(&self, m: &LineMeta, out: &mut Vec<u8>) {
-        if let Some(n) = m.truncated_from {
-            out.put_slice(&self.truncated);
-            put_original_bytes(n, out);
-        }
-        if m.invalid_utf8 {
-            out.put_slice(&self.invalid_utf8);
-        }
-    }
-
     /// Appends the format-2 event of one line to `out`, framed as a log
     /// event (u32 little-endian length, then the bytes): an [`Envelope`]
     /// with only the record (body and marks), the origin's offsets, the
@@ -304,38 +255,28 @@ impl Encoder {
         g: InGroup,
         out: &mut Vec<u8>,
     ) -> usize {
-        let (any_len, rec_len) = self.record_lens(body, m, record, 0);
-        // Small numbers: from the group's offset, and the line's length.
-        let offset = m.offset.wrapping_sub(g.offset_base);
-        let len = m.end.wrapping_sub(m.offset);
-        let origin_len = varint_field_len(4, offset) + varint_field_len(ORIGIN_END_TAG, len);
-        let total = key_len(8)
-            + encoded_len_varint(rec_len as u64)
-            + rec_len
-            + key_len(11)
-            + encoded_len_varint(origin_len as u64)
-            + origin_len
-            + varint_field_len(12, g.group as u64)
-            + varint_field_len(13, g.observed_delta);
-
-        out.reserve(4 + total);
-        out.put_u32_le(total as u32);
-        let before = out.len();
-        // 8: the log record (its observed time is the envelope's)
-        put_record_start(rec_len, any_len, body, out);
-        self.put_marks(m, out);
-        out.put_slice(record);
-        // 11: the origin's offset and length (path, fingerprint,
-        // generation: the group's)
-        encode_key(11, WireType::LengthDelimited, out);
-        encode_varint(origin_len as u64, out);
-        put_varint_field(4, offset, out);
-        put_varint_field(ORIGIN_END_TAG, len, out);
-        // 12, 13: group, observed delta
-        put_varint_field(12, g.group as u64, out);
-        put_varint_field(13, g.observed_delta, out);
-        debug_assert_eq!(out.len() - before, total);
-        total
+        let line = LineRecord {
+            enc: self,
+            body,
+            file_attrs: &[],
+            m,
+            record,
+            // The log record's observed time is the envelope's.
+            observed: None,
+        };
+        let own = EventFields {
+            // Path, fingerprint, generation: the group's; the numbers
+            // small: from the group's offset, and the line's length.
+            origin: Some(OriginFields {
+                offset: m.offset.wrapping_sub(g.offset_base),
+                end_offset: m.end.wrapping_sub(m.offset),
+                ..Default::default()
+            }),
+            group: g.group,
+            observed_delta: g.observed_delta,
+            ..Default::default()
+        };
+        write_event(&line, &own, out)
     }
 
     /// Appends the whole format-1 envelope of one line to `out`, framed as
@@ -356,103 +297,64 @@ impl Encoder {
         m: &LineMeta,
         out: &mut Vec<u8>,
     ) -> usize {
-        // Further record fields: the file's attributes and the observed time.
-        let (any_len, rec_len) = self.record_lens(body, m, record, t.attrs.len() + key_len(11) + 8);
-        let origin_len = t.origin_path.len()
-            + if m.key == 0 { 0 } else { key_len(2) + 8 }
-            + varint_field_len(3, m.generation as u64)
-            + varint_field_len(4, m.offset)
-            + varint_field_len(ORIGIN_END_TAG, m.end);
-        let total = key_len(1)
-            + 1
-            + 16
-            + self.head.len()
-            + key_len(3)
-            + 8
-            + key_len(8)
-            + encoded_len_varint(rec_len as u64)
-            + rec_len
-            + key_len(11)
-            + encoded_len_varint(origin_len as u64)
-            + origin_len;
-
-        out.reserve(4 + total);
-        out.put_u32_le(total as u32);
-        let before = out.len();
-        // 1: id
-        encode_key(1, WireType::LengthDelimited, out);
-        encode_varint(16, out);
-        out.put_slice(&EventId::for_file_line(m.key, m.generation, m.offset).0);
-        // 2, 4, 6: source, resource, scope
-        out.put_slice(&self.head);
-        // 3: observed time
-        encode_key(3, WireType::SixtyFourBit, out);
-        out.put_u64_le(m.observed_ns);
-        // 8: the log record
-        put_record_start(rec_len, any_len, body, out);
-        out.put_slice(&t.attrs);
-        self.put_marks(m, out);
-        out.put_slice(record);
-        encode_key(11, WireType::SixtyFourBit, out);
-        out.put_u64_le(m.observed_ns);
-        // 11: the origin
-        encode_key(11, WireType::LengthDelimited, out);
-        encode_varint(origin_len as u64, out);
-        out.put_slice(&t.origin_path);
-        if m.key != 0 {
-            encode_key(2, WireType::SixtyFourBit, out);
-            out.put_u64_le(m.key);
-        }
-        put_varint_field(3, m.generation as u64, out);
-        put_varint_field(4, m.offset, out);
-        put_varint_field(ORIGIN_END_TAG, m.end, out);
-        debug_assert_eq!(out.len() - before, total);
-        total
+        let line = LineRecord {
+            enc: self,
+            body,
+            file_attrs: &t.attrs,
+            m,
+            record,
+            observed: Some(m.observed_ns),
+        };
+        let own = EventFields {
+            id: Some(EventId::for_file_line(m.key, m.generation, m.offset)),
+            shared: &self.head,
+            observed: Some(m.observed_ns),
+            origin: Some(OriginFields {
+                path: &t.origin_path,
+                fingerprint: m.key,
+                generation: m.generation,
+                offset: m.offset,
+                end_offset: m.end,
+            }),
+            ..Default::default()
+        };
+        write_event(&line, &own, out)
     }
 }
 
-/// Starts the log record (envelope field 8, `rec_len` bytes) with its body,
-/// a string `AnyValue` of `any_len` bytes; the record's other fields follow.
-fn put_record_start(rec_len: usize, any_len: usize, body: &str, out: &mut Vec<u8>) {
-    encode_key(8, WireType::LengthDelimited, out);
-    encode_varint(rec_len as u64, out);
-    encode_key(5, WireType::LengthDelimited, out);
-    encode_varint(any_len as u64, out);
-    encode_key(1, WireType::LengthDelimited, out);
-    encode_varint(body.len() as u64, out);
-    out.put_slice(body.as_bytes());
+/// One line's log record: its body, then (format 1) the file's
+/// attributes, the line's own marks (truncated, original length, invalid
+/// UTF-8), a processing chain's fields and (format 1) the observed time.
+struct LineRecord<'a> {
+    enc: &'a Encoder,
+    body: &'a str,
+    /// `log.file.path` and `log.file.name`, encoded (format 1; format 2
+    /// keeps them in the group).
+    file_attrs: &'a [u8],
+    m: &'a LineMeta,
+    /// A processing chain's fields, encoded (`process/record.rs`).
+    record: &'a [u8],
+    observed: Option<u64>,
 }
 
-/// The `log.record.original_bytes` attribute (`LogRecord` field 6, a
-/// `KeyValue` with an int value), hand-encoded: its value differs per line.
-fn original_bytes_inner(n: u64) -> (usize, usize) {
-    let any_len = key_len(3) + encoded_len_varint(n);
-    let kv_len = key_len(1)
-        + encoded_len_varint(ATTR_ORIGINAL_BYTES.len() as u64)
-        + ATTR_ORIGINAL_BYTES.len()
-        + key_len(2)
-        + encoded_len_varint(any_len as u64)
-        + any_len;
-    (any_len, kv_len)
-}
-
-fn original_bytes_len(n: u64) -> usize {
-    let (_, kv_len) = original_bytes_inner(n);
-    key_len(6) + encoded_len_varint(kv_len as u64) + kv_len
-}
-
-fn put_original_bytes(n: u64, out: &mut Vec<u8>) {
-    let (any_len, kv_len) = original_bytes_inner(n);
-    encode_key(6, WireType::LengthDelimited, out);
-    encode_varint(kv_len as u64, out);
-    encode_key(1, WireType::LengthDelimited, out);
-    encode_varint(ATTR_ORIGINAL_BYTES.len() as u64, out);
-    out.put_slice(ATTR_ORIGINAL_BYTES.as_bytes());
-    encode_key(2, WireType::LengthDelimited, out);
-    encode_varint(any_len as u64, out);
-    // AnyValue.int_value (tag 3) is an int64: a length fits in a varint as is.
-    encode_key(3, WireType::Varint, out);
-    encode_varint(n, out);
+impl WriteRecord for LineRecord<'_> {
+    #[inline]
+    fn write_record(&self, out: &mut impl RawLogFields) {
+        out.body(AttrValue::Str(self.body));
+        out.raw(self.file_attrs);
+        if let Some(n) = self.m.truncated_from {
+            out.raw(&self.enc.truncated);
+            // An int64 holds a length as it is.
+            out.attr(ATTR_ORIGINAL_BYTES, AttrValue::Int(n as i64));
+        }
+        if self.m.invalid_utf8 {
+            out.raw(&self.enc.invalid_utf8);
+        }
+        out.raw(self.record);
+        if let Some(t) = self.observed {
+            out.observed_time(t);
+        }
+    }
 }
 
 /// The machine's host name for the `host.name` resource attribute.

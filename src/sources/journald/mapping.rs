@@ -20,16 +20,14 @@
 //!
 //! The reader copies the fields the mapping reads into [`Fields`] (buffers
 //! reused from entry to entry) and [`BatchEncoder::encode`] writes the
-//! event's protobuf bytes by hand, as `sources/file/encode.rs` does: no
+//! event through `event::LogRecordWriter`, as the syslog source does: no
 //! `LogRecord` is built and nothing is allocated per field.
 
-use bytes::BufMut;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
 use prost::Message;
 
-use crate::event::{Context, EventId, Group};
+use crate::event::{AttrValue, Context, EventFields, EventId, Group, LogFields, LogRecordWriter};
 use crate::syslog_format::severity;
 
 /// The instrumentation scope name of journal records.
@@ -226,109 +224,54 @@ pub struct BatchEncoder {
     source: String,
     observed_ns: u64,
     hosts: Vec<Option<String>>,
-    /// The record of the event being written (reused).
-    record: Vec<u8>,
-    /// The `log.record.truncated = true` attribute, encoded once.
-    truncated: Vec<u8>,
+    /// The record of the event being written (its buffer reused).
+    writer: LogRecordWriter,
 }
 
-/// Length of a length-delimited field of `len` bytes under `tag`.
-fn ld_len(tag: u32, len: usize) -> usize {
-    key_len(tag) + encoded_len_varint(len as u64) + len
-}
-
-fn put_ld(tag: u32, bytes: &[u8], out: &mut Vec<u8>) {
-    encode_key(tag, WireType::LengthDelimited, out);
-    encode_varint(bytes.len() as u64, out);
-    out.put_slice(bytes);
-}
-
-/// An `AnyValue` holding `v`: a string if UTF-8, else bytes; an integer
-/// for `_PID`. Returns the value's tag and, for integers, the number.
-fn any_value(slot: usize, v: &[u8]) -> (u32, Option<i64>) {
-    match std::str::from_utf8(v) {
-        Ok(s) if slot == PID => match s.parse::<i64>() {
-            Ok(n) => (3, Some(n)),
-            Err(_) => (1, None),
-        },
-        Ok(_) => (1, None),
-        Err(_) => (7, None),
-    }
-}
-
-fn any_len(tag: u32, v: &[u8], n: Option<i64>) -> usize {
-    match n {
-        Some(n) => key_len(tag) + encoded_len_varint(n as u64),
-        None => ld_len(tag, v.len()),
-    }
-}
-
-fn put_any(tag: u32, v: &[u8], n: Option<i64>, out: &mut Vec<u8>) {
-    match n {
-        Some(n) => {
-            encode_key(tag, WireType::Varint, out);
-            encode_varint(n as u64, out);
+/// A field's value: a string if UTF-8, else bytes; an integer for `_PID`
+/// when it is one.
+fn value(slot: usize, v: &[u8]) -> AttrValue<'_> {
+    if slot == PID {
+        if let Some(n) = std::str::from_utf8(v)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+        {
+            return AttrValue::Int(n);
         }
-        None => put_ld(tag, v, out),
     }
+    AttrValue::Text(v)
 }
 
 impl BatchEncoder {
     pub fn new(source: &str, observed_ns: u64) -> BatchEncoder {
-        let truncated = KeyValue {
-            key: ATTR_TRUNCATED.to_string(),
-            value: Some(AnyValue {
-                value: Some(any_value::Value::BoolValue(true)),
-            }),
-            ..Default::default()
-        }
-        .encode_to_vec();
-        let mut t = Vec::with_capacity(truncated.len() + 4);
-        put_ld(6, &truncated, &mut t);
         BatchEncoder {
             source: source.to_string(),
             observed_ns,
             hosts: Vec::new(),
-            record: Vec::new(),
-            truncated: t,
+            writer: LogRecordWriter::default(),
         }
     }
 
-    /// Writes the entry's `LogRecord` into `self.record`, fields in tag
-    /// order as prost writes them.
+    /// Writes the entry's `LogRecord`, fields in tag order as prost writes
+    /// them.
     fn write_record(&mut self, f: &Fields) {
-        let r = &mut self.record;
-        r.clear();
-        if f.realtime_us != 0 {
-            encode_key(1, WireType::SixtyFourBit, r);
-            r.put_u64_le(f.realtime_us.saturating_mul(1000));
-        }
+        let w = &mut self.writer;
+        w.start();
+        w.time(f.realtime_us.saturating_mul(1000));
         if let Some((n, text)) = f.severity() {
-            encode_key(2, WireType::Varint, r);
-            encode_varint(n as u64, r);
-            put_ld(3, text.as_bytes(), r);
+            w.severity(n, text);
         }
         if let Some(m) = f.get(MESSAGE) {
-            let (tag, _) = any_value(MESSAGE, m);
-            encode_key(5, WireType::LengthDelimited, r);
-            encode_varint(ld_len(tag, m.len()) as u64, r);
-            put_ld(tag, m, r);
+            w.body(AttrValue::Text(m));
         }
         for (i, name) in f.attrs.iter().enumerate() {
             let slot = FIRST_ATTR + i;
-            let Some(v) = f.get(slot) else { continue };
-            let (tag, n) = any_value(slot, v);
-            let any = any_len(tag, v, n);
-            let kv = ld_len(1, name.len()) + ld_len(2, any);
-            encode_key(6, WireType::LengthDelimited, r);
-            encode_varint(kv as u64, r);
-            put_ld(1, name.as_bytes(), r);
-            encode_key(2, WireType::LengthDelimited, r);
-            encode_varint(any as u64, r);
-            put_any(tag, v, n, r);
+            if let Some(v) = f.get(slot) {
+                w.attr(name, value(slot, v));
+            }
         }
         if f.truncated {
-            r.put_slice(&self.truncated);
+            w.attr(ATTR_TRUNCATED, AttrValue::Bool(true));
         }
     }
 
@@ -343,23 +286,14 @@ impl BatchEncoder {
                 self.hosts.push(host.map(str::to_string));
                 self.hosts.len() - 1
             }
-        } as u64;
+        } as u32;
         self.write_record(f);
-        let total = ld_len(1, 16)
-            + ld_len(8, self.record.len())
-            + if group == 0 {
-                0
-            } else {
-                key_len(12) + encoded_len_varint(group)
-            };
-        out.reserve(4 + total);
-        out.put_u32_le(total as u32);
-        put_ld(1, &id.0, out);
-        put_ld(8, &self.record, out);
-        if group != 0 {
-            encode_key(12, WireType::Varint, out);
-            encode_varint(group, out);
-        }
+        let own = EventFields {
+            id: Some(*id),
+            group,
+            ..Default::default()
+        };
+        self.writer.finish(&own, out);
     }
 
     /// The batch's context, once every event is encoded.

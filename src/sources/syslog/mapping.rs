@@ -27,7 +27,7 @@ use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, Instrumentatio
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message as _;
 
-use crate::event::{AttrValue, Context, EventId, Group, LogFields, LogRecordWriter};
+use crate::event::{AttrValue, Context, EventFields, EventId, Group, LogFields, LogRecordWriter};
 use crate::seglog::Batch;
 use crate::syslog_format::parse::{self, Format, ParseOptions};
 use crate::syslog_format::record::write;
@@ -164,7 +164,12 @@ impl Pending {
                 .attr(ATTR_CLIENT_SUBJECT, AttrValue::Str(subject));
         }
         let delta = m.observed_ns.saturating_sub(self.observed_base);
-        self.writer.finish(group, delta, &mut self.framed);
+        let own = EventFields {
+            group,
+            observed_delta: delta,
+            ..Default::default()
+        };
+        self.writer.finish(&own, &mut self.framed);
         self.count += 1;
     }
 
