@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use holdfast::metrics::Metrics;
-use holdfast::registry::ComponentContext;
+use holdfast::component::ComponentContext;
 use holdfast::seglog::{FsyncPolicy, Log, LogOptions, WhenFull};
 use holdfast::sources::listen::Listener;
 use holdfast::sources::syslog::parse::TimeZone;

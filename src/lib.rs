@@ -43,7 +43,9 @@ Components:
 */
 
 pub mod api;
+pub mod checking;
 pub mod cli;
+pub mod component;
 pub mod config;
 pub mod daemon;
 pub mod event;

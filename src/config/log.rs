@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use super::check::Checker;
 use super::raw::{RawCompression, RawFsync, RawLog, RawWhenFull};
 use super::settings::{DEFAULT_FSYNC_INTERVAL, SEGMENT_SIZE_RANGE};
-use super::units::room_for_two;
+use crate::checking::units::room_for_two;
+use crate::checking::Checker;
 use crate::seglog::{Compression, FsyncPolicy, LogOptions, WhenFull};
 
 pub(super) fn check_log(cx: &mut Checker<'_>, raw: &RawLog) -> LogOptions {

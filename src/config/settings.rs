@@ -12,13 +12,15 @@ use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-use super::check::Checker;
-use super::error::{suggestion_suffix, Diagnostic, Position};
 use super::log;
-use super::raw::{one_of, RawApi, RawConfig, RawDaemon, RawLog, RawLogging};
+use super::raw::{RawApi, RawConfig, RawDaemon, RawLog, RawLogging};
 use super::sinks::{self, SinkSettings};
-use super::sources::{self, SourceEnv, SourceSettings};
-use super::units::format_duration;
+use super::sources::{self, SourceSettings};
+use crate::checking::error::{suggestion_suffix, Diagnostic, Position};
+use crate::checking::raw::one_of;
+use crate::checking::units::format_duration;
+use crate::checking::Checker;
+use crate::component::SourceEnv;
 use crate::seglog::LogOptions;
 
 /// Where holdfast keeps its state unless `data_dir` says otherwise.

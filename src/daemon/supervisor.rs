@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::api::Health;
+use crate::component::{ComponentContext, Run};
 use crate::metrics::{ComponentLabels, Metrics};
-use crate::registry::{ComponentContext, Run};
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);

@@ -35,9 +35,9 @@ use super::sample::Sample;
 use super::severity::{self, Severity};
 use super::timestamp::{TimeFormat, TimeZone, Timestamp};
 use super::{Chain, Kind, Labels, Step};
-use crate::config::check::{Checker, NamedTable};
-use crate::config::error::suggestion_suffix;
-use crate::config::raw::raw_table;
+use crate::checking::error::suggestion_suffix;
+use crate::checking::raw::raw_table;
+use crate::checking::{Checker, NamedTable};
 
 /// `[sources.<name>.process]`, as written.
 #[derive(Debug, Deserialize)]

@@ -70,8 +70,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use tracing::{error, info, warn};
 
+use crate::component::ComponentContext;
 use crate::event::{Decoder, EventId};
-use crate::registry::ComponentContext;
 use crate::seglog::{Batch, Hold, Log, LogError};
 
 pub use mapping::{ATTR_TRUNCATED, SCOPE_NAME};

@@ -34,10 +34,8 @@ use tracing::{info, warn};
 
 use super::slots::{CloseReason, Slot};
 use super::subject;
-use crate::config::check::Checker;
-use crate::config::environment::Env;
-use crate::config::units::format_duration;
-use crate::config::Severity;
+use crate::checking::units::format_duration;
+use crate::checking::{Checker, Env, Severity};
 
 /// How often, at most, the TLS files are looked at: three `stat` calls.
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_secs(1);

@@ -13,8 +13,8 @@ use tracing::{error, warn};
 use super::mapping::Pending;
 use super::parse::ParseOptions;
 use super::SyslogSourceSettings;
+use crate::component::ComponentContext;
 use crate::metrics::{Metrics, SourceLabels, SyslogReasonLabels};
-use crate::registry::ComponentContext;
 use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use crate::seglog::{Log, LogError};
 
