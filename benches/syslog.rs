@@ -24,8 +24,8 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use holdfast::metrics::Metrics;
 use holdfast::component::ComponentContext;
+use holdfast::metrics::Metrics;
 use holdfast::seglog::{FsyncPolicy, Log, LogOptions, WhenFull};
 use holdfast::sources::listen::Listener;
 use holdfast::sources::syslog::parse::TimeZone;
