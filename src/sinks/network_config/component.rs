@@ -1,7 +1,7 @@
-//! A network sink as a registry [`Sink`]: each type gives what is its own
-//! ([`NetworkSink`]); the check of the shared keys, their lines in
-//! `holdfast check`, their machine checks and the run on the shared
-//! runtime are written here once.
+//! A network sink as a component [`Sink`] (the contract, `src/component/`):
+//! each type gives what is its own ([`NetworkSink`]); the check of the
+//! shared keys, their lines in `holdfast check`, their metrics, their
+//! machine checks and the run on the shared runtime are written here once.
 
 use std::fmt::{self, Write};
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //! retries, compression, `auth.*`, `tls.*`, `headers`, `quarantine.*`); since serde's
 //! `flatten` and `deny_unknown_fields` do not mix, a macro writes the shared
 //! fields into each raw struct, and [`Common`] checks them once;
-//! [`NetworkSink`] (`component.rs`) makes each network sink a registry
+//! [`NetworkSink`] (`component.rs`) makes each network sink a component
 //! `Sink` from what is its own, and says and probes the shared keys once.
 //!
 //! Credentials are never written in the config: `auth.password`,
