@@ -364,6 +364,8 @@ struct Token {
     line: usize,
     /// Inside an item under `#[cfg(test)]`.
     test: bool,
+    /// The inline modules (`mod name { … }`) around it, outermost first.
+    inline: Vec<String>,
 }
 
 /// The tokens that matter here: identifiers, `::` and punctuation;
@@ -377,6 +379,7 @@ fn lex(text: &str) -> Vec<Token> {
             tok,
             line,
             test: false,
+            inline: Vec::new(),
         })
     };
     while i < c.len() {
@@ -472,7 +475,38 @@ fn lex(text: &str) -> Vec<Token> {
         }
     }
     mark_test_items(&mut out);
+    mark_inline_modules(&mut out);
     out
+}
+
+/// Gives each token the inline modules around it, so that `super::` in
+/// one resolves from there.
+fn mark_inline_modules(t: &mut [Token]) {
+    let mut depth = 0;
+    // (name, the brace depth inside it)
+    let mut open: Vec<(String, usize)> = Vec::new();
+    for k in 0..t.len() {
+        match &t[k].tok {
+            Tok::Punct('{') => {
+                depth += 1;
+                if k >= 2 {
+                    if let (Tok::Ident(m), Tok::Ident(name)) = (&t[k - 2].tok, &t[k - 1].tok) {
+                        if m == "mod" {
+                            open.push((name.clone(), depth));
+                        }
+                    }
+                }
+            }
+            Tok::Punct('}') => {
+                if open.last().is_some_and(|(_, d)| *d == depth) {
+                    open.pop();
+                }
+                depth -= 1;
+            }
+            _ => {}
+        }
+        t[k].inline = open.iter().map(|(n, _)| n.clone()).collect();
+    }
 }
 
 /// At `i`, a raw (byte) string's opening: its length and its hashes.
@@ -662,6 +696,7 @@ fn paths_in(t: &[Token], module: &[String], file: &str) -> Vec<Import> {
             Tok::Ident(w) if w == "super" => {
                 // Only what leaves the file's top-level module matters.
                 let mut up = module.to_vec();
+                up.extend(t[k].inline.iter().cloned());
                 let mut j = k;
                 while matches!(&t[j].tok, Tok::Ident(w) if w == "super")
                     && t.get(j + 1).map(|x| &x.tok) == Some(&Tok::Path)
@@ -808,6 +843,14 @@ mod reader {
         assert_eq!(
             imports("use super::config::X;", &["sinks"]),
             [["config", "X"]]
+        );
+        assert!(imports("mod inner { use super::X; }", &["pool"]).is_empty());
+        assert_eq!(
+            imports(
+                "mod inner { fn f() { super::super::seglog::Log::open(); } }",
+                &["pool"]
+            ),
+            [["seglog", "Log", "open"]]
         );
     }
 
