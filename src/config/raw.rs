@@ -10,7 +10,6 @@
 use serde::de::{Deserializer, IgnoredAny};
 use serde::Deserialize;
 
-use super::settings::LogFormat;
 use crate::checking::raw::{one_of, raw_table};
 use crate::checking::units::{Count, Dur, Size};
 
@@ -163,5 +162,32 @@ raw_table! {
         level: String,
         /// `"auto"`, `"text"` or `"json"`. Default `"auto"`.
         format: LogFormat,
+    }
+}
+
+/// `logging.format`: read as written and needing no check, so the raw
+/// table's type is also the setting's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Journal-friendly text (no colours, no timestamps: the journal adds
+    /// its own) when stderr is not a terminal or `JOURNAL_STREAM` is set;
+    /// coloured text with timestamps on a terminal.
+    Auto,
+    /// Plain text with timestamps, no colours.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl<'de> Deserialize<'de> for LogFormat {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        one_of(
+            d,
+            &[
+                ("auto", LogFormat::Auto),
+                ("text", LogFormat::Text),
+                ("json", LogFormat::Json),
+            ],
+        )
     }
 }
