@@ -14,6 +14,9 @@
 //!   go up until their part of issue 28 lands (a listed import that no
 //!   longer occurs fails too, so the list only shrinks);
 //! * a circle between two top-level modules, whatever their layers;
+//! * files of one folder that import each other in a circle, unless the
+//!   doc names them under "### Circles inside a folder" (a named circle
+//!   that no longer exists fails too);
 //! * a file or an imported module that no row of the table names.
 //!
 //! Code under `#[cfg(test)]` is not held to the layers: a unit test may
@@ -53,12 +56,17 @@ fn root() -> PathBuf {
 }
 
 #[test]
-fn layers_point_down_and_top_level_modules_have_no_circle() {
+fn layers_point_down_and_nothing_imports_in_a_circle() {
     let doc = fs::read_to_string(root().join("docs/ARCHITECTURE.md"))
         .expect("docs/ARCHITECTURE.md holds the layer table");
     let (rows, mut exceptions) = layer_table(&doc);
-    let imports = imports_of(&root().join("src"));
-    let problems = check(&rows, &mut exceptions, &imports);
+    let (imports, modules) = imports_of(&root().join("src"));
+    let mut problems = check(&rows, &mut exceptions, &imports);
+    problems.extend(check_folders(
+        &folder_circles_allowed(&doc),
+        &imports,
+        &modules,
+    ));
     assert!(
         problems.is_empty(),
         "{} problem(s) with the layers of docs/ARCHITECTURE.md:\n{}",
@@ -217,6 +225,94 @@ fn layer_table(doc: &str) -> (Vec<Row>, Vec<Exception>) {
     (rows, exceptions)
 }
 
+/// The groups of files under "### Circles inside a folder" that may import
+/// each other (`| `seglog::block`, `seglog::format` | why |`).
+fn folder_circles_allowed(doc: &str) -> Vec<BTreeSet<Vec<String>>> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in doc.lines() {
+        if line.starts_with('#') {
+            inside = line.starts_with("### Circles inside a folder");
+            continue;
+        }
+        let cells: Vec<&str> = line.trim().trim_matches('|').split('|').collect();
+        if inside && line.trim_start().starts_with('|') && cells.len() >= 2 {
+            let group: BTreeSet<Vec<String>> = code_spans(cells[0])
+                .into_iter()
+                .map(|m| m.split("::").map(str::to_string).collect())
+                .collect();
+            if group.len() >= 2 {
+                out.push(group);
+            }
+        }
+    }
+    out
+}
+
+/// Files of one folder that import each other (through any number of
+/// siblings) and that `allowed` does not name; and named groups that no
+/// longer import each other. `modules` are the files' module paths.
+fn check_folders(
+    allowed: &[BTreeSet<Vec<String>>],
+    imports: &[Import],
+    modules: &BTreeSet<Vec<String>>,
+) -> Vec<String> {
+    // The file a path lands in: the longest prefix that is a file.
+    let file_of = |path: &[String]| -> Option<Vec<String>> {
+        (1..=path.len())
+            .rev()
+            .map(|n| path[..n].to_vec())
+            .find(|p| modules.contains(p))
+    };
+    let mut graph: BTreeMap<String, BTreeMap<String, Import>> = BTreeMap::new();
+    for i in imports {
+        let (Some(from), Some(to)) = (file_of(&i.from), file_of(&i.to)) else {
+            continue;
+        };
+        let siblings = from.len() == to.len() && from[..from.len() - 1] == to[..to.len() - 1];
+        if siblings && from != to {
+            graph
+                .entry(from.join("::"))
+                .or_default()
+                .entry(to.join("::"))
+                .or_insert_with(|| i.clone());
+        }
+    }
+    let mut problems = Vec::new();
+    let mut used = vec![false; allowed.len()];
+    for (group, circle) in circles(&graph) {
+        let group: BTreeSet<Vec<String>> = group
+            .iter()
+            .map(|m| m.split("::").map(str::to_string).collect())
+            .collect();
+        if let Some(k) = allowed.iter().position(|a| group.is_subset(a)) {
+            used[k] = true;
+            continue;
+        }
+        let mut steps = Vec::new();
+        for (a, b) in circle.iter().zip(circle.iter().cycle().skip(1)) {
+            let i = &graph[a][b];
+            steps.push(format!("`{a}` -> `{b}` ({}:{})", i.file, i.line));
+        }
+        let members: Vec<String> = group.iter().map(|m| m.join("::")).collect();
+        problems.push(format!(
+            "files of one folder import each other in a circle: {} (files that reach each \
+             other: {}); break it (move the shared type or constant below both) or name and \
+             justify it under \"### Circles inside a folder\" in docs/ARCHITECTURE.md",
+            steps.join(", "),
+            members.join(", ")
+        ));
+    }
+    for (a, _) in allowed.iter().zip(&used).filter(|(_, u)| !**u) {
+        let names: Vec<String> = a.iter().map(|m| m.join("::")).collect();
+        problems.push(format!(
+            "docs/ARCHITECTURE.md names a circle of {} that no longer exists: remove the row",
+            names.join(", ")
+        ));
+    }
+    problems
+}
+
 /// The `code` spans of a table cell.
 fn code_spans(cell: &str) -> Vec<&str> {
     cell.split('`').skip(1).step_by(2).collect()
@@ -290,7 +386,7 @@ fn shortest_circle(
 }
 
 /// Every path into the crate from the files under `src`, test code left out.
-fn imports_of(src: &Path) -> Vec<Import> {
+fn imports_of(src: &Path) -> (Vec<Import>, BTreeSet<Vec<String>>) {
     let mut files = Vec::new();
     walk(src, &mut files);
     files.sort();
@@ -302,6 +398,7 @@ fn imports_of(src: &Path) -> Vec<Import> {
         })
         .collect();
     let test_files = test_files(src, &lexed);
+    let modules = lexed.keys().map(|f| module_of(src, f)).collect();
     let mut out = Vec::new();
     for (file, tokens) in &lexed {
         if test_files.contains(file) {
@@ -320,7 +417,7 @@ fn imports_of(src: &Path) -> Vec<Import> {
         "only {} crate paths found in src/: the reader of this test is broken",
         out.len()
     );
-    out
+    (out, modules)
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -694,7 +791,6 @@ fn paths_in(t: &[Token], module: &[String], file: &str) -> Vec<Import> {
                 Vec::new()
             }
             Tok::Ident(w) if w == "super" => {
-                // Only what leaves the file's top-level module matters.
                 let mut up = module.to_vec();
                 up.extend(t[k].inline.iter().cloned());
                 let mut j = k;
@@ -703,9 +799,6 @@ fn paths_in(t: &[Token], module: &[String], file: &str) -> Vec<Import> {
                 {
                     up.pop();
                     j += 2;
-                }
-                if !up.is_empty() {
-                    continue;
                 }
                 up
             }
@@ -838,13 +931,19 @@ mod reader {
     }
 
     #[test]
-    fn super_counts_only_when_it_leaves_the_top_level_module() {
-        assert!(imports("use super::x;", &["sinks", "file"]).is_empty());
+    fn super_resolves_from_the_file_and_its_inline_modules() {
+        assert_eq!(
+            imports("use super::x;", &["sinks", "file"]),
+            [["sinks", "x"]]
+        );
         assert_eq!(
             imports("use super::config::X;", &["sinks"]),
             [["config", "X"]]
         );
-        assert!(imports("mod inner { use super::X; }", &["pool"]).is_empty());
+        assert_eq!(
+            imports("mod inner { use super::X; }", &["pool"]),
+            [["pool", "X"]]
+        );
         assert_eq!(
             imports(
                 "mod inner { fn f() { super::super::seglog::Log::open(); } }",
@@ -897,5 +996,42 @@ mod reader {
         let problems = check(&rows, &mut exceptions, &[import("a::x::y", "z::w")]);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("`b` -> `z`"), "{}", problems[0]);
+    }
+
+    #[test]
+    fn files_of_one_folder_in_a_circle_fail_unless_named() {
+        let modules: BTreeSet<Vec<String>> = ["seglog::a", "seglog::b", "seglog::c", "sinks::a"]
+            .iter()
+            .map(|m| m.split("::").map(str::to_string).collect())
+            .collect();
+        let imports = [
+            import("seglog::a", "seglog::b::X"),
+            import("seglog::b", "seglog::a::Y"),
+            import("seglog::c", "seglog::a::Z"),
+            import("sinks::a", "seglog::a::Z"),
+        ];
+        let problems = check_folders(&[], &imports, &modules);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("`seglog::a` -> `seglog::b`"),
+            "{}",
+            problems[0]
+        );
+        let named = |ms: &[&str]| -> BTreeSet<Vec<String>> {
+            ms.iter()
+                .map(|m| m.split("::").map(str::to_string).collect())
+                .collect()
+        };
+        let allowed = [
+            named(&["seglog::a", "seglog::b"]),
+            named(&["sinks::a", "sinks::b"]),
+        ];
+        let problems = check_folders(&allowed, &imports, &modules);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("sinks::a, sinks::b"),
+            "{}",
+            problems[0]
+        );
     }
 }
