@@ -37,8 +37,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use holdfast::component::ComponentContext;
 use holdfast::metrics::Metrics;
-use holdfast::registry::ComponentContext;
 use holdfast::seglog::{FsyncPolicy, Log, LogOptions, WhenFull};
 use holdfast::sources::journald::{JournaldOptions, Journals, Selection, StartAt};
 use tokio_util::sync::CancellationToken;

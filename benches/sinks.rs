@@ -393,7 +393,7 @@ async fn run(backlog: u64) {
         let cpu0 = cpu_seconds();
         let t0 = Instant::now();
         let stop = CancellationToken::new();
-        let task = tokio::spawn(sink.run(&holdfast::registry::ComponentContext::new(
+        let task = tokio::spawn(sink.run(&holdfast::component::ComponentContext::new(
             name.clone(),
             log.clone(),
             metrics.clone(),
@@ -525,7 +525,7 @@ async fn nats_rows(log: &Log, dir: &std::path::Path, metrics: &Arc<Metrics>, n: 
         let (cpu0, scpu0) = (cpu_seconds(), server_cpu());
         let t0 = Instant::now();
         let stop = CancellationToken::new();
-        let task = tokio::spawn(sink.run(&holdfast::registry::ComponentContext::new(
+        let task = tokio::spawn(sink.run(&holdfast::component::ComponentContext::new(
             name.clone(),
             log.clone(),
             metrics.clone(),
@@ -860,7 +860,7 @@ mod pushback {
             });
             let t0 = Instant::now();
             let stop = CancellationToken::new();
-            let task = tokio::spawn(sink.run(&holdfast::registry::ComponentContext::new(
+            let task = tokio::spawn(sink.run(&holdfast::component::ComponentContext::new(
                 name.clone(),
                 log.clone(),
                 metrics.clone(),

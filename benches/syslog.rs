@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use holdfast::calendar::TimeZone;
+use holdfast::component::ComponentContext;
 use holdfast::metrics::Metrics;
-use holdfast::registry::ComponentContext;
 use holdfast::seglog::{FsyncPolicy, Log, LogOptions, WhenFull};
 use holdfast::sources::listen::Listener;
 use holdfast::sources::syslog::{SyslogSourceSettings, Transport};

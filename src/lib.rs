@@ -8,7 +8,9 @@ holdfast: a telemetry agent for edge devices.
              ┘ (group commit) └─────────────────┘       └─ quarantine
 ```
 
-Components:
+Components, bottom to top (each imports only from its own layer or lower
+ones; the layer table is in `docs/ARCHITECTURE.md`, and `tests/layers.rs`
+holds the code to it):
 
 * [`seglog`] — the durable, bounded, append-only segment log every record
   passes through: group-committed appends, one cursor per consumer, eviction
@@ -22,11 +24,16 @@ Components:
 * [`sinks`] — the log's consumers: deliver, then commit.
 * [`sources`] — where events come from: file tailing, OTLP/HTTP; each
   acknowledges its input only after the append is durable.
-* [`registry`] — the one list of source and sink types (check, describe,
-  run), read by the config and the daemon; each component's folder owns
-  its config.
+* [`checking`] — the config's checking machinery (the checker, diagnostics
+  naming file, line, key and fix, units, `${VAR}` interpolation, the
+  machine checks' probes), which imports nothing of the settings.
+* [`component`] — the component contract: the `Source` and `Sink` traits
+  (check, describe, metrics, run), what a started component runs with.
+* [`registry`] — the one list of source and sink types, above the
+  components, read by the config and the daemon; each component's folder
+  owns its config.
 * [`config`] — the TOML config in stages (raw serde structs → validated
-  [`config::Settings`]), with errors naming file, line, key and fix;
+  [`config::Settings`]), assembled with [`checking`] and the list of kinds;
   `holdfast check` runs it.
 * [`daemon`] — `holdfast run`: start-up, supervision, systemd protocol, the
   drain on SIGTERM. [`logging`] sets up `tracing` for terminal or journal.
@@ -59,7 +66,9 @@ pub mod api;
 pub mod append_retry;
 pub mod backoff;
 pub mod calendar;
+pub mod checking;
 pub mod cli;
+pub mod component;
 pub mod config;
 pub mod daemon;
 pub mod event;

@@ -11,7 +11,6 @@ use clap::{Args, Parser, Subcommand};
 use holdfast::config::{self, Settings};
 use holdfast::daemon::{self, Exit};
 use holdfast::inspect::{self, DumpFrom};
-use holdfast::registry::SourceKind;
 
 // The `quarantine` subcommand's arguments and dispatch, part of this binary.
 #[path = "cli/quarantine_command.rs"]
@@ -215,12 +214,11 @@ fn sample_command(path: &std::path::Path, file: &std::path::Path, source: &str) 
         );
         return ExitCode::from(2);
     };
-    // Every source type that runs a chain; an `otlp_http` source's runs on
-    // each log record, so each sample line stands for one record's body.
-    let (chain, what) = match &src.kind {
-        SourceKind::File(o) => (o.process.clone(), "lines"),
-        SourceKind::OtlpHttp(o) => (o.process.clone(), "log record bodies"),
-        SourceKind::Journald(_) | SourceKind::Syslog(_) => {
+    // The source says what its chain runs on: an `otlp_http` source's runs
+    // on each log record, so each sample line stands for one record's body.
+    let (chain, what) = match src.kind.processing() {
+        Some(p) => (p.chain.cloned(), p.unit),
+        None => {
             eprintln!(
                 "error: sources.{source} is a {} source, which has no processing chain \
                  (`process` applies to file and otlp_http sources): nothing to try",

@@ -293,7 +293,7 @@ async fn an_unreachable_receiver_holds_everything() {
         o.endpoints = vec![format!("http://127.0.0.1:{port}").parse().unwrap()];
     }
     let stop = tokio_util::sync::CancellationToken::new();
-    let task = tokio::spawn(kind.run(&holdfast::registry::ComponentContext::new(
+    let task = tokio::spawn(kind.run(&holdfast::component::ComponentContext::new(
         harness::SINK.into(),
         h.log.clone(),
         h.metrics.clone(),

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use super::settings::{LogFormat, Settings};
-use super::units::{format_duration, format_size};
+use crate::checking::units::{format_duration, format_size};
 use crate::seglog::{Compression as LogCompression, FsyncPolicy, WhenFull};
 
 impl Settings {
@@ -17,7 +17,7 @@ impl Settings {
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = self.write_description(&mut out);
-        super::effective::redact(&out, &self.secrets)
+        crate::checking::effective::redact(&out, &self.secrets)
     }
 
     fn write_description(&self, out: &mut String) -> std::fmt::Result {

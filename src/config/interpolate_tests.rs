@@ -1,8 +1,9 @@
 //! Every rule of the interpolation, positions included, and attempts to
 //! change the document's structure through a variable.
 
-use super::*;
-use crate::config::{parse_with_env, ConfigError, Diagnostic, Position};
+use super::parse_with_env;
+use crate::checking::interpolate::*;
+use crate::checking::{ConfigError, Diagnostic, Position};
 
 fn env_of<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
     move |name| {

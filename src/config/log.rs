@@ -3,11 +3,16 @@
 
 use std::time::Duration;
 
-use super::check::Checker;
 use super::raw::{RawCompression, RawFsync, RawLog, RawWhenFull};
-use super::settings::{DEFAULT_FSYNC_INTERVAL, SEGMENT_SIZE_RANGE};
-use super::units::room_for_two;
+use crate::checking::units::room_for_two;
+use crate::checking::Checker;
 use crate::seglog::{Compression, FsyncPolicy, LogOptions, WhenFull};
+
+/// The sync period under `fsync = "interval"` unless `fsync_interval` says
+/// otherwise.
+pub const DEFAULT_FSYNC_INTERVAL: Duration = Duration::from_secs(1);
+/// Smallest and largest `log.segment_size`.
+pub const SEGMENT_SIZE_RANGE: (u64, u64) = (64 << 10, 1 << 30);
 
 pub(super) fn check_log(cx: &mut Checker<'_>, raw: &RawLog) -> LogOptions {
     let d = LogOptions::default();

@@ -3,15 +3,15 @@ The config: one TOML file (by default `/etc/holdfast/holdfast.toml`) read in
 two stages, the way `holdfast check` and `holdfast run` both use it.
 
 First, `${VAR}` / `${VAR:-default}` references are replaced with values from
-the environment (`interpolate.rs`: escaped so that no value can change the
+the environment (`crate::checking::interpolate`: escaped so that no value can change the
 document's structure; positions in messages still point into the file as
 written), so one file serves a fleet. [`Settings::effective_config`]
-(`effective.rs`) is the result with secrets masked.
+(`crate::checking::effective`) is the result with secrets masked.
 
 1. **Raw** (`raw.rs`; each source's and sink's own in its folder's
    `config.rs`, found through [`crate::registry`]): serde structs with `deny_unknown_fields`, every field optional and
    documented with its default. Sizes (`"64MiB"`) and durations (`"30s"`)
-   are parsed here (`units.rs`). Values that later checks point at keep
+   are parsed here (`crate::checking::units`). Values that later checks point at keep
    their place in the file (`toml::Spanned`).
 2. **Validated** ([`Settings`], `settings.rs`): defaults applied, paths
    resolved (relative ones against the config file's directory), bounds and
@@ -21,10 +21,10 @@ written), so one file serves a fleet. [`Settings::effective_config`]
    `[sources.<name>]` and `[sinks.<name>]` table by its type's check
    (`sources.rs`, `sinks.rs` read the tables and a sink's `inputs`; the
    rest is the component's). The machinery between the stages, which the
-   components' checks use: `check.rs` (the checker that collects every
-   problem), `text.rs` (positions and key paths), `serde_messages.rs`
-   (serde's messages in the config's terms), `units.rs` (sizes,
-   durations), `environment.rs` (the probes of the machine checks).
+   components' checks use too, is a room of its own below the components
+   ([`crate::checking`]: the checker that collects every problem,
+   positions and key paths, units, interpolation, the machine checks'
+   probes); this module assembles the settings with it.
 
 Every problem is a [`Diagnostic`] naming the file, line, column and key path
 and saying what to change, for example
@@ -65,21 +65,16 @@ The keys, their defaults and what they mean for the operator are in
 `config/examples/` holds annotated ones.
 */
 
-pub(crate) mod check;
 mod describe;
-mod effective;
-pub(crate) mod environment;
-pub(crate) mod error;
-mod interpolate;
 mod log;
-pub(crate) mod raw;
-mod serde_messages;
+mod machine;
+mod raw;
 mod settings;
 mod sinks;
 mod sources;
-mod text;
-pub(crate) mod units;
 
+#[cfg(test)]
+mod interpolate_tests;
 #[cfg(test)]
 mod tests;
 
@@ -87,19 +82,17 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeTable;
 
-pub use error::{ConfigError, Diagnostic, Position, Severity};
+pub use crate::checking::{ConfigError, Diagnostic, Position, Severity};
 pub use settings::{
     ApiSettings, DaemonSettings, LogFormat, LoggingSettings, Settings, DEFAULT_API_LISTEN,
     DEFAULT_DATA_DIR, DEFAULT_MALLOC_ARENAS, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_WORKER_THREADS,
     SYSTEMD_STOP_TIMEOUT,
 };
-pub(crate) use sinks::SinkEnv;
 pub use sinks::SinkSettings;
-pub(crate) use sources::SourceEnv;
 pub use sources::SourceSettings;
 
-use check::Checker;
-use text::SourceText;
+use crate::checking::text::{self, SourceText};
+use crate::checking::{effective, interpolate, normalize, Checker};
 
 /// Where `holdfast` looks for its config unless told otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/holdfast/holdfast.toml";
@@ -201,7 +194,7 @@ fn base_dir(config: &Path) -> PathBuf {
         return parent.to_path_buf();
     }
     match std::env::current_dir() {
-        Ok(cwd) => check::normalize(&cwd.join(parent)),
+        Ok(cwd) => normalize(&cwd.join(parent)),
         Err(_) => parent.to_path_buf(),
     }
 }

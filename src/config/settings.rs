@@ -8,17 +8,18 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-use super::check::Checker;
-use super::error::{suggestion_suffix, Diagnostic, Position};
 use super::log;
-use super::raw::{one_of, RawApi, RawConfig, RawDaemon, RawLog, RawLogging};
+pub use super::raw::LogFormat;
+use super::raw::{RawApi, RawConfig, RawDaemon, RawLog, RawLogging};
 use super::sinks::{self, SinkSettings};
-use super::sources::{self, SourceEnv, SourceSettings};
-use super::units::format_duration;
+use super::sources::{self, SourceSettings};
+use crate::checking::error::{suggestion_suffix, Diagnostic, Position};
+use crate::checking::units::format_duration;
+use crate::checking::Checker;
+use crate::component::SourceEnv;
 use crate::seglog::LogOptions;
 
 /// Where holdfast keeps its state unless `data_dir` says otherwise.
@@ -44,11 +45,6 @@ const MAX_MALLOC_MMAP_THRESHOLD: u64 = 32 << 20;
 /// `TimeoutStopSec` of the shipped systemd unit: systemd kills holdfast after
 /// this, so the drain deadline must stay below it.
 pub const SYSTEMD_STOP_TIMEOUT: Duration = Duration::from_secs(30);
-/// The sync period under `fsync = "interval"` unless `fsync_interval` says
-/// otherwise.
-pub const DEFAULT_FSYNC_INTERVAL: Duration = Duration::from_secs(1);
-/// Smallest and largest `log.segment_size`.
-pub const SEGMENT_SIZE_RANGE: (u64, u64) = (64 << 10, 1 << 30);
 
 /// A validated config: what `holdfast run` runs and `holdfast check` prints.
 #[derive(Debug, Clone)]
@@ -155,32 +151,6 @@ pub struct LoggingSettings {
     pub level: String,
     /// How log lines look.
     pub format: LogFormat,
-}
-
-/// `logging.format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
-    /// Journal-friendly text (no colours, no timestamps: the journal adds
-    /// its own) when stderr is not a terminal or `JOURNAL_STREAM` is set;
-    /// coloured text with timestamps on a terminal.
-    Auto,
-    /// Plain text with timestamps, no colours.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
-impl<'de> Deserialize<'de> for LogFormat {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        one_of(
-            d,
-            &[
-                ("auto", LogFormat::Auto),
-                ("text", LogFormat::Text),
-                ("json", LogFormat::Json),
-            ],
-        )
-    }
 }
 
 /// Builds [`Settings`] from the parsed document, recording every problem in

@@ -1,14 +1,12 @@
 //! `[sinks.<name>]`: where events go. The tables are read here by name
-//! and type, and every sink's `inputs` is checked here; each type's own
-//! keys, check and description live with the sink (its `config.rs`), found
-//! through [`crate::registry`].
+//! and type; each type's own keys, check and description live with the
+//! sink (its `config.rs`, which checks its `inputs` with
+//! `SinkEnv::check_inputs`), found through [`crate::registry`].
 
 use std::path::Path;
 
-use toml::Spanned;
-
-use super::check::{Checker, NamedTable};
-use super::error::suggestion_suffix;
+use crate::checking::Checker;
+use crate::component::SinkEnv;
 use crate::registry::{SinkKind, SINK_TYPES};
 
 /// One configured sink: a consumer of the log with its own cursor.
@@ -22,29 +20,6 @@ pub struct SinkSettings {
     pub inputs: Vec<String>,
     /// What the sink is.
     pub kind: SinkKind,
-}
-
-/// What a sink's check may need besides its own table.
-pub(crate) struct SinkEnv<'a> {
-    /// The checked `data_dir` (default output and quarantine directories).
-    pub data_dir: &'a Path,
-    /// Every source name in the file (so a broken source does not also
-    /// break its sinks' inputs).
-    pub declared_sources: &'a [String],
-    /// [`config_hash`] of the file, stored with quarantined events.
-    pub config_hash: &'a str,
-}
-
-impl SinkEnv<'_> {
-    /// Checks a sink's `inputs` against the declared sources.
-    pub(crate) fn check_inputs(
-        &self,
-        cx: &mut Checker<'_>,
-        t: &NamedTable<'_>,
-        inputs: Option<&Spanned<Vec<Spanned<String>>>>,
-    ) -> Vec<String> {
-        check_inputs(cx, t, inputs, self.declared_sources)
-    }
 }
 
 /// Checks every `[sinks.<name>]` table. `declared_sources` holds every
@@ -72,60 +47,6 @@ pub(crate) fn check_sinks(
         }
     }
     sinks
-}
-
-/// `inputs`: present, non-empty, no repeats, each naming a source.
-fn check_inputs(
-    cx: &mut Checker<'_>,
-    t: &NamedTable<'_>,
-    inputs: Option<&Spanned<Vec<Spanned<String>>>>,
-    declared: &[String],
-) -> Vec<String> {
-    let key = format!("{}.inputs", t.key);
-    let defined = if declared.is_empty() {
-        "no sources are defined yet: add a [sources.<name>] table".to_string()
-    } else {
-        format!("sources defined: {}", declared.join(", "))
-    };
-    let Some(list) = inputs else {
-        cx.error(
-            Some(t.span()),
-            &t.key,
-            format!("missing `inputs`: list the sources this sink sends, like inputs = [\"syslog\"]; {defined}"),
-        );
-        return Vec::new();
-    };
-    cx.note(&key, list);
-    if list.get_ref().is_empty() {
-        cx.error(
-            Some(list.span()),
-            &key,
-            format!("the inputs list is empty, so this sink would send nothing: name at least one source; {defined}"),
-        );
-        return Vec::new();
-    }
-    let mut out: Vec<String> = Vec::new();
-    for (i, input) in list.get_ref().iter().enumerate() {
-        let name = input.get_ref();
-        let ikey = format!("{key}[{i}]");
-        if !declared.contains(name) {
-            let suggestion = suggestion_suffix(name, declared.iter().map(String::as_str), '"');
-            cx.error(
-                Some(input.span()),
-                &ikey,
-                format!("no source named \"{name}\"{suggestion}; {defined}"),
-            );
-        } else if out.contains(name) {
-            cx.error(
-                Some(input.span()),
-                &ikey,
-                format!("\"{name}\" is listed twice: each source is sent once; remove the repeat"),
-            );
-        } else {
-            out.push(name.clone());
-        }
-    }
-    out
 }
 
 /// A short hash of the config text, stored with quarantined events so an

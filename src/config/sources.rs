@@ -2,11 +2,9 @@
 //! by name and type; each type's keys, check and description live with the
 //! source (its `config.rs`), found through [`crate::registry`].
 
-use std::path::Path;
-
-use super::check::Checker;
+use crate::checking::Checker;
+use crate::component::SourceEnv;
 use crate::registry::{SourceKind, SOURCE_TYPES};
-use crate::seglog::LogOptions;
 
 /// One configured source.
 #[derive(Debug, Clone)]
@@ -16,14 +14,6 @@ pub struct SourceSettings {
     pub name: String,
     /// What the source is.
     pub kind: SourceKind,
-}
-
-/// What a source's check may need besides its own table.
-pub(crate) struct SourceEnv<'a> {
-    /// The checked `[log]` table (an event must fit in a segment).
-    pub log: &'a LogOptions,
-    /// The checked `data_dir` (sources keep their state under it).
-    pub data_dir: &'a Path,
 }
 
 /// Checks every `[sources.<name>]` table. Returns the valid sources and the

@@ -19,9 +19,9 @@ use tracing::{info, warn};
 
 use super::supervisor;
 use crate::api::Health;
+use crate::component::ComponentContext;
 use crate::config::{Settings, SinkSettings, SourceSettings};
 use crate::metrics::Metrics;
-use crate::registry::ComponentContext;
 use crate::seglog::Log;
 
 /// What a supervised component is, for its task name and its health.
@@ -207,7 +207,7 @@ impl Components {
     }
 
     fn start_sink(&mut self, s: &SinkSettings) {
-        self.metrics.declare_sink(&s.name, s.kind.type_name());
+        s.kind.declare_metrics(&s.name, &self.metrics);
         let running = self.spawn(Role::Sink, &s.name, format!("{s:?}"), None, {
             let kind = s.kind.clone();
             move |ctx| kind.run(ctx)
@@ -216,7 +216,7 @@ impl Components {
     }
 
     fn start_source(&mut self, s: &SourceSettings) {
-        self.metrics.declare_source(&s.name, s.kind.type_name());
+        s.kind.declare_metrics(&s.name, &self.metrics);
         let hold = s.kind.component().hold(&s.name);
         let running = self.spawn(Role::Source, &s.name, format!("{s:?}"), hold, {
             let kind = s.kind.clone();
@@ -231,7 +231,7 @@ impl Components {
         name: &str,
         settings: String,
         hold: Option<String>,
-        run: impl Fn(&ComponentContext) -> crate::registry::Run + Send + 'static,
+        run: impl Fn(&ComponentContext) -> crate::component::Run + Send + 'static,
     ) -> Running {
         let stop = CancellationToken::new();
         let ctx = ComponentContext {

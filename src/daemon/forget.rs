@@ -26,7 +26,7 @@ fn dir(data_dir: &Path) -> PathBuf {
 
 /// Leaves a request to forget `sink`'s cursor; returns its path.
 pub fn request(data_dir: &Path, sink: &str) -> io::Result<PathBuf> {
-    if crate::config::check::check_name(sink).is_err() {
+    if crate::checking::check_name(sink).is_err() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{sink:?} is not a sink name: 1-64 characters of A-Z a-z 0-9 _ -"),

@@ -12,8 +12,8 @@ use tracing::{error, info};
 
 use crate::api::Health;
 use crate::backoff::Backoff;
+use crate::component::{ComponentContext, Run};
 use crate::metrics::{ComponentLabels, Metrics};
-use crate::registry::{ComponentContext, Run};
 
 /// A failed task starts again after 1 s, doubling up to 60 s.
 const RESTART_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));

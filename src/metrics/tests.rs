@@ -9,17 +9,26 @@ use super::*;
 use crate::seglog::{LogOptions, StartAt};
 
 /// A registry with a log, a `file` source, an `otlp_http` source and a
-/// sink declared (every series they can move, at 0), then a sample moved
-/// in each family, encoded.
+/// sink declared (every series they can move, at 0, as their
+/// `declare_metrics` create them), then a sample moved in each family,
+/// encoded.
 fn exposition() -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = Log::open(dir.path(), LogOptions::default()).expect("open log");
     log.consumer("es", StartAt::Oldest).expect("consumer");
     let m = Metrics::new(Some(log));
-    m.declare_source("app", "file");
-    m.declare_source("otlp", "otlp_http");
-    m.declare_sink("es", "elasticsearch");
-    m.declare_sink("archive", "file");
+    m.declare_source("app");
+    m.file_sources.declare("app");
+    m.declare_source_drops("app", FILE_SOURCE_DROP_REASONS);
+    m.declare_source("otlp");
+    m.declare_listener("otlp");
+    m.otlp.declare("otlp");
+    m.declare_sink("es");
+    m.sinks.declare("es");
+    m.declare_sink_drops("es", SINK_DROP_REASONS);
+    m.declare_sink("archive");
+    m.sinks.declare_local("archive");
+    m.declare_sink_drops("archive", FILE_SINK_DROP_REASONS);
     let source = SourceLabels {
         source: "app".to_string(),
     };

@@ -7,20 +7,23 @@
 //! The label values come from the lists beside each family (`*_REASONS`,
 //! `STATUS_CLASSES`, `SIGNALS`); a reason missing there still counts, but
 //! appears only once it happens.
+//!
+//! Nothing here names a component type: each group of families knows its
+//! own series, and each component says which groups it moves through the
+//! component contract (`declare_metrics`, `src/component/`).
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use super::sinks::{SinkMetrics, REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
 use super::sources::{
-    FileSourceMetrics, OtlpRequestLabels, SourceReasonLabels, FILE_SKIP_REASONS,
-    LISTENER_CLOSE_REASONS, OTLP_REJECT_REASONS, OTLP_SIGNAL_PATHS, SIGNALS,
-    SYSLOG_CONNECTION_ERRORS, SYSLOG_DROP_REASONS,
+    FileSourceMetrics, OtlpRequestLabels, OtlpSourceMetrics, SourceReasonLabels,
+    SyslogSourceMetrics, FILE_SKIP_REASONS, LISTENER_CLOSE_REASONS, OTLP_REJECT_REASONS,
+    OTLP_SIGNAL_PATHS, SIGNALS, SYSLOG_CONNECTION_ERRORS,
 };
 use super::{
     ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
-    SinkStatusLabels, SourceLabels, FILE_SINK_DROP_REASONS, FILE_SOURCE_DROP_REASONS,
-    JOURNALD_SOURCE_DROP_REASONS, SINK_DROP_REASONS,
+    SinkStatusLabels, SourceLabels, SyslogReasonLabels,
 };
 
 /// Creates the series of `labels` in each family, at 0.
@@ -60,90 +63,131 @@ impl SinkMetrics {
     }
 }
 
+impl FileSourceMetrics {
+    /// The series of the `file` source `name`, at 0.
+    pub fn declare(&self, name: &str) {
+        let labels = SourceLabels {
+            source: name.to_string(),
+        };
+        zero(&self.counters(), &labels);
+        // Its tailer's heartbeat: 0 until a step lasts.
+        drop(self.tailer_stalled.get_or_create(&labels));
+        for reason in FILE_SKIP_REASONS {
+            let labels = SourceReasonLabels {
+                source: name.to_string(),
+                reason: reason.to_string(),
+            };
+            zero(&[&self.skipped], &labels);
+        }
+    }
+}
+
+impl OtlpSourceMetrics {
+    /// The series of the OTLP receiver `name`, at 0.
+    pub fn declare(&self, name: &str) {
+        for signal in SIGNALS {
+            let labels = OtlpSignalLabels {
+                source: name.to_string(),
+                signal: signal.to_string(),
+            };
+            zero(&[&self.events, &self.bytes, &self.unknown_fields], &labels);
+        }
+        // The status is the server's answer, open-ended; the series an
+        // alert on accepted traffic needs is each signal path's 200
+        // (refusals are at 0 by reason just below).
+        for path in OTLP_SIGNAL_PATHS {
+            let labels = OtlpRequestLabels {
+                source: name.to_string(),
+                path: path.to_string(),
+                status: "200".to_string(),
+            };
+            zero(&[&self.requests], &labels);
+        }
+        for reason in OTLP_REJECT_REASONS {
+            let labels = OtlpReasonLabels {
+                source: name.to_string(),
+                reason: reason.to_string(),
+            };
+            zero(&[&self.rejected], &labels);
+        }
+    }
+}
+
+impl SyslogSourceMetrics {
+    /// The series of the syslog receiver `name`, at 0.
+    pub fn declare(&self, name: &str) {
+        let labels = SourceLabels {
+            source: name.to_string(),
+        };
+        zero(
+            &[&self.parse_errors, &self.truncated, &self.budget_waits],
+            &labels,
+        );
+        for reason in SYSLOG_CONNECTION_ERRORS {
+            let labels = SyslogReasonLabels {
+                source: name.to_string(),
+                reason: reason.to_string(),
+            };
+            zero(&[&self.connection_errors], &labels);
+        }
+    }
+}
+
+impl SinkMetrics {
+    /// The series of the sink `name` that sends requests to a receiver,
+    /// at 0: what it sent, every status class, retry and reject reason.
+    pub fn declare(&self, name: &str) {
+        let labels = SinkLabels {
+            sink: name.to_string(),
+        };
+        zero(&self.counters(), &labels);
+        for status in STATUS_CLASSES {
+            let labels = SinkStatusLabels {
+                sink: name.to_string(),
+                status: status.to_string(),
+            };
+            zero(&[&self.requests], &labels);
+        }
+        let with_reason = |reason: &str| SinkReasonLabels {
+            sink: name.to_string(),
+            reason: reason.to_string(),
+        };
+        for reason in RETRY_REASONS {
+            zero(&[&self.retries], &with_reason(reason));
+        }
+        for reason in REJECT_REASONS {
+            zero(&[&self.rejected, &self.quarantined], &with_reason(reason));
+        }
+    }
+
+    /// The one series of the sink `name` that writes local files, at 0: it
+    /// delivers, and rotates old output away (`declare_sink_drops`);
+    /// requests, retries and rejections do not happen to it.
+    pub fn declare_local(&self, name: &str) {
+        let labels = SinkLabels {
+            sink: name.to_string(),
+        };
+        zero(&[&self.events_sent], &labels);
+    }
+}
+
 impl Metrics {
-    /// The series of the source `name` of type `kind`, at 0.
-    pub fn declare_source(&self, name: &str, kind: &str) {
-        let component = format!("source:{name}");
+    /// The series every source moves, at 0, for the source `name`; its
+    /// type's own are what its `declare_metrics` (the component contract)
+    /// adds from the groups above.
+    pub fn declare_source(&self, name: &str) {
         let labels = SourceLabels {
             source: name.to_string(),
         };
         zero(&[&self.sources.events, &self.sources.bytes], &labels);
-        zero(&[&self.task_restarts], &ComponentLabels::of(&component));
-        match kind {
-            "file" => {
-                zero(&self.file_sources.counters(), &labels);
-                // Its tailer's heartbeat: 0 until a step lasts.
-                drop(self.file_sources.tailer_stalled.get_or_create(&labels));
-                for reason in FILE_SKIP_REASONS {
-                    let labels = super::SourceReasonLabels {
-                        source: name.to_string(),
-                        reason: reason.to_string(),
-                    };
-                    zero(&[&self.file_sources.skipped], &labels);
-                }
-                self.declare_drops(&component, FILE_SOURCE_DROP_REASONS);
-            }
-            "journald" => self.declare_drops(&component, JOURNALD_SOURCE_DROP_REASONS),
-            "otlp_http" => {
-                self.declare_listener(name);
-                for signal in SIGNALS {
-                    let labels = OtlpSignalLabels {
-                        source: name.to_string(),
-                        signal: signal.to_string(),
-                    };
-                    zero(
-                        &[
-                            &self.otlp.events,
-                            &self.otlp.bytes,
-                            &self.otlp.unknown_fields,
-                        ],
-                        &labels,
-                    );
-                }
-                // The status is the server's answer, open-ended; the
-                // series an alert on accepted traffic needs is each signal
-                // path's 200 (refusals are at 0 by reason just below).
-                for path in OTLP_SIGNAL_PATHS {
-                    let labels = OtlpRequestLabels {
-                        source: name.to_string(),
-                        path: path.to_string(),
-                        status: "200".to_string(),
-                    };
-                    zero(&[&self.otlp.requests], &labels);
-                }
-                for reason in OTLP_REJECT_REASONS {
-                    let labels = OtlpReasonLabels {
-                        source: name.to_string(),
-                        reason: reason.to_string(),
-                    };
-                    zero(&[&self.otlp.rejected], &labels);
-                }
-            }
-            "syslog" => {
-                self.declare_listener(name);
-                zero(
-                    &[
-                        &self.syslog.parse_errors,
-                        &self.syslog.truncated,
-                        &self.syslog.budget_waits,
-                    ],
-                    &labels,
-                );
-                for reason in SYSLOG_CONNECTION_ERRORS {
-                    let labels = super::SyslogReasonLabels {
-                        source: name.to_string(),
-                        reason: reason.to_string(),
-                    };
-                    zero(&[&self.syslog.connection_errors], &labels);
-                }
-                self.declare_drops(&component, SYSLOG_DROP_REASONS);
-            }
-            _ => {}
-        }
+        zero(
+            &[&self.task_restarts],
+            &ComponentLabels::of(&format!("source:{name}")),
+        );
     }
 
     /// The series of a source that listens on a TCP port (`src/sources/listen/`).
-    fn declare_listener(&self, name: &str) {
+    pub fn declare_listener(&self, name: &str) {
         for reason in LISTENER_CLOSE_REASONS {
             let labels = SourceReasonLabels {
                 source: name.to_string(),
@@ -153,39 +197,25 @@ impl Metrics {
         }
     }
 
-    /// The series of the sink `name` of type `kind`, at 0.
-    pub fn declare_sink(&self, name: &str, kind: &str) {
-        let component = format!("sink:{name}");
-        zero(&[&self.task_restarts], &ComponentLabels::of(&component));
-        let s = &self.sinks;
-        let labels = SinkLabels {
-            sink: name.to_string(),
-        };
-        if kind == "file" {
-            // It writes local files: it delivers, and rotates old output
-            // away; requests, retries and rejections do not happen to it.
-            zero(&[&s.events_sent], &labels);
-            return self.declare_drops(&component, FILE_SINK_DROP_REASONS);
-        }
-        zero(&s.counters(), &labels);
-        for status in STATUS_CLASSES {
-            let labels = SinkStatusLabels {
-                sink: name.to_string(),
-                status: status.to_string(),
-            };
-            zero(&[&s.requests], &labels);
-        }
-        let with_reason = |reason: &str| SinkReasonLabels {
-            sink: name.to_string(),
-            reason: reason.to_string(),
-        };
-        for reason in RETRY_REASONS {
-            zero(&[&s.retries], &with_reason(reason));
-        }
-        for reason in REJECT_REASONS {
-            zero(&[&s.rejected, &s.quarantined], &with_reason(reason));
-        }
-        self.declare_drops(&component, SINK_DROP_REASONS);
+    /// The series every sink moves, at 0, for the sink `name`; its type's
+    /// own come from its `declare_metrics`.
+    pub fn declare_sink(&self, name: &str) {
+        zero(
+            &[&self.task_restarts],
+            &ComponentLabels::of(&format!("sink:{name}")),
+        );
+    }
+
+    /// `holdfast_dropped_events_total` of the source `name`, at 0 for each
+    /// of `reasons` (its list beside the family).
+    pub fn declare_source_drops(&self, name: &str, reasons: &[&str]) {
+        self.declare_drops(&format!("source:{name}"), reasons);
+    }
+
+    /// `holdfast_dropped_events_total` of the sink `name`, at 0 for each of
+    /// `reasons`.
+    pub fn declare_sink_drops(&self, name: &str, reasons: &[&str]) {
+        self.declare_drops(&format!("sink:{name}"), reasons);
     }
 
     fn declare_drops(&self, component: &str, reasons: &[&str]) {

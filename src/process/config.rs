@@ -36,9 +36,9 @@ use super::severity::{self, Severity};
 use super::timestamp::{TimeFormat, Timestamp};
 use super::{Chain, Kind, Labels, Step};
 use crate::calendar::TimeZone;
-use crate::config::check::{Checker, NamedTable};
-use crate::config::error::suggestion_suffix;
-use crate::config::raw::raw_table;
+use crate::checking::error::suggestion_suffix;
+use crate::checking::raw::raw_table;
+use crate::checking::{Checker, NamedTable};
 
 /// `[sources.<name>.process]`, as written.
 #[derive(Debug, Deserialize)]

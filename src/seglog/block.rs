@@ -28,8 +28,26 @@ use std::sync::Mutex;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::format::{u32_at, EventIter, EVENT_HEADER_LEN, MAX_FRAME_PAYLOAD};
-use super::options::Compression;
 use crate::pool;
+
+/// How each appended batch is compressed on disk (format 2). The batch is
+/// compressed in the appending task, before it joins a group commit, so
+/// compression never holds other appenders up behind the writer thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Stored as given.
+    None,
+    /// zstd at this level (1 = fastest; negative levels are faster still).
+    Zstd { level: i32 },
+    /// LZ4 block format: less CPU than zstd, larger on disk.
+    Lz4,
+}
+
+impl Default for Compression {
+    fn default() -> Self {
+        Compression::Zstd { level: 1 }
+    }
+}
 
 pub const BLOCK_HEADER_LEN: usize = 16;
 /// A body never decompresses to more than this: a reader's memory per

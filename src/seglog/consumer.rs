@@ -13,7 +13,7 @@ use tracing::warn;
 
 use super::error::{LogError, Result};
 use super::format::{self, Decoded, SEGMENT_HEADER_LEN};
-use super::frame_cursor::{FrameCursor, Peek};
+use super::frame_cursor::{Event, FrameCursor, Peek};
 use super::ledger::Ledger;
 use super::options::WhenFull;
 use super::state::{LossReason, State};
@@ -26,28 +26,6 @@ fn page_size() -> usize {
         let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
     })
-}
-
-/// One event as stored in the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
-    pub seq: u64,
-    /// When its frame was appended, in unix milliseconds.
-    pub append_ms: u64,
-    /// The bytes given to [`Batch::push`](super::Batch::push).
-    pub data: Bytes,
-    /// The context of the batch it was appended with
-    /// ([`Batch::set_context`](super::Batch::set_context)), shared by every
-    /// event of that batch and stored once; empty if the batch had none and
-    /// for events of a format-1 segment.
-    pub context: Bytes,
-    /// The sequence number of the first event of that batch (of its frame,
-    /// in a format-1 segment): `seq - batch_start` is the event's index in
-    /// the batch, which an embedder may use to derive per-event values from
-    /// the context.
-    pub batch_start: u64,
-    /// The format version of the segment it was read from (1 or 2).
-    pub format: u16,
 }
 
 /// Where a consumer will start the first time it is created.

@@ -430,7 +430,7 @@ mod tests {
     fn frame_v2(
         first_seq: u64,
         batches: &[(&[u8], &[&[u8]])],
-        c: super::super::options::Compression,
+        c: super::super::block::Compression,
     ) -> Vec<u8> {
         let mut payload = Vec::new();
         let mut count = 0;
@@ -455,10 +455,10 @@ mod tests {
         out
     }
 
-    const CODECS: [super::super::options::Compression; 3] = [
-        super::super::options::Compression::None,
-        super::super::options::Compression::Zstd { level: 1 },
-        super::super::options::Compression::Lz4,
+    const CODECS: [super::super::block::Compression; 3] = [
+        super::super::block::Compression::None,
+        super::super::block::Compression::Zstd { level: 1 },
+        super::super::block::Compression::Lz4,
     ];
 
     #[test]
@@ -508,7 +508,7 @@ mod tests {
         let f = frame_v2(
             0,
             &[(b"", &[b"a"]), (b"", &[b"b", b"c"])],
-            super::super::options::Compression::None,
+            super::super::block::Compression::None,
         );
         let mut g = f.clone();
         g[16..20].copy_from_slice(&4u32.to_le_bytes());
@@ -549,7 +549,7 @@ mod tests {
         v2.extend(frame_v2(
             0,
             &[(b"c", &[b"an event of format 2"])],
-            super::super::options::Compression::None,
+            super::super::block::Compression::None,
         ));
         for (img, want) in [(&mut v1, FORMAT_V1), (&mut v2, FORMAT_VERSION)] {
             img[29] ^= 0x40; // the header CRC

@@ -7,8 +7,29 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::block;
-use super::consumer::Event;
 use super::format::{self, EventIter, FrameHeader};
+
+/// One event as stored in the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub seq: u64,
+    /// When its frame was appended, in unix milliseconds.
+    pub append_ms: u64,
+    /// The bytes given to [`Batch::push`](super::Batch::push).
+    pub data: Bytes,
+    /// The context of the batch it was appended with
+    /// ([`Batch::set_context`](super::Batch::set_context)), shared by every
+    /// event of that batch and stored once; empty if the batch had none and
+    /// for events of a format-1 segment.
+    pub context: Bytes,
+    /// The sequence number of the first event of that batch (of its frame,
+    /// in a format-1 segment): `seq - batch_start` is the event's index in
+    /// the batch, which an embedder may use to derive per-event values from
+    /// the context.
+    pub batch_start: u64,
+    /// The format version of the segment it was read from (1 or 2).
+    pub format: u16,
+}
 
 /// The rest of a frame that has been decoded but not fully handed out.
 pub(super) struct FrameCursor {

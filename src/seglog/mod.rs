@@ -142,8 +142,10 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::{oneshot, watch};
 
-pub use consumer::{Consumer, Event, StartAt};
+pub use block::Compression;
+pub use consumer::{Consumer, StartAt};
 pub use error::{LogError, Result};
+pub use frame_cursor::Event;
 pub use hold::Hold;
 /// The file-system seam, for the state files outside the log
 /// (`src/state_file.rs`).
@@ -156,7 +158,7 @@ pub use io::{
 #[doc(hidden)]
 pub use io::{IoHook, IoOp};
 pub use ledger::Ledger;
-pub use options::{Compression, FsyncPolicy, LogOptions, WhenFull};
+pub use options::{FsyncPolicy, LogOptions, WhenFull};
 pub use state::{Counters, LossReason, Outcome, FSYNC_BUCKETS_SECONDS};
 pub use stats::{ConsumerStats, LogStats, SegmentStats};
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::block::Compression;
 use super::io::IoHook;
 
 /// When an append is acknowledged, and therefore what survives a crash.
@@ -64,25 +65,6 @@ pub enum WhenFull {
     /// The oldest sealed segments are deleted (never the active one) and
     /// every event a consumer had not finished is counted as evicted.
     DropOldest,
-}
-
-/// How each appended batch is compressed on disk (format 2). The batch is
-/// compressed in the appending task, before it joins a group commit, so
-/// compression never holds other appenders up behind the writer thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    /// Stored as given.
-    None,
-    /// zstd at this level (1 = fastest; negative levels are faster still).
-    Zstd { level: i32 },
-    /// LZ4 block format: less CPU than zstd, larger on disk.
-    Lz4,
-}
-
-impl Default for Compression {
-    fn default() -> Self {
-        Compression::Zstd { level: 1 }
-    }
 }
 
 /// Options for [`Log::open`](super::Log::open).

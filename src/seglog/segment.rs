@@ -341,7 +341,7 @@ mod tests {
                 b"",
                 framed.into(),
                 count,
-                super::super::options::Compression::None,
+                super::super::block::Compression::None,
             );
             let mut p = blk.head.to_vec();
             p.extend_from_slice(&blk.body);

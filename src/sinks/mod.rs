@@ -22,7 +22,7 @@ A network sink, piece by piece (one concept per file):
 | `retry.rs` | the retry policy: per-event verdicts for every outcome, backoff with full jitter, `Retry-After` |
 | `protocol.rs` | the seam each receiver API implements: build a request, read a 2xx body |
 | `otlp_http/`, `elasticsearch/`, `openobserve/` | the three receiver APIs; each folder's `config.rs` its keys, check and description |
-| `network_config/` | the keys every network sink shares (batching, retries, `auth`, `tls`, `quarantine`): raw structs, check, description, machine checks, once; `NetworkSink` makes each a registry sink |
+| `network_config/` | the keys every network sink shares (batching, retries, `auth`, `tls`, `quarantine`): raw structs, check, description, machine checks, once; `NetworkSink` makes each a component `Sink` |
 | `document.rs`, `template.rs`, `keys.rs` | JSON documents, index/stream names, idempotency keys |
 | `http.rs` | the HTTP client: rustls, timeouts, gzip, credentials from files |
 | `quarantine.rs` | durable storage of rejected events (the operator tools are in `src/cli/`) |

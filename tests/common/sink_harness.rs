@@ -210,7 +210,7 @@ impl Harness {
     pub fn start(&mut self) {
         assert!(self.task.is_none(), "already running");
         self.stop = CancellationToken::new();
-        let fut = self.kind().run(&holdfast::registry::ComponentContext::new(
+        let fut = self.kind().run(&holdfast::component::ComponentContext::new(
             SINK.into(),
             self.log.clone(),
             self.metrics.clone(),

@@ -7,7 +7,7 @@ use std::fmt::{self, Write};
 use toml::Spanned;
 
 use super::{Elasticsearch, ElasticsearchOptions, DEFAULT_INDEX};
-use crate::config::check::Checker;
+use crate::checking::Checker;
 use crate::sinks::network_config::{
     check_template, check_url, network_sink, network_sink_types, required_endpoint, NameRule,
     NetworkSink, Place, RawNetworkSink,

@@ -9,12 +9,11 @@ use serde::de::IgnoredAny;
 use toml::Spanned;
 
 use super::FileSinkOptions;
-use crate::config::check::{Checker, NamedTable};
-use crate::config::environment::Env;
-use crate::config::raw::raw_table;
-use crate::config::units::{format_duration, format_size, room_for_two, Count, Dur, Size};
-use crate::config::SinkEnv;
-use crate::registry::{ComponentContext, Run, Sink};
+use crate::checking::raw::raw_table;
+use crate::checking::units::{format_duration, format_size, room_for_two, Count, Dur, Size};
+use crate::checking::{Checker, Env, NamedTable};
+use crate::component::{ComponentContext, Run, Sink, SinkEnv};
+use crate::metrics::{Metrics, FILE_SINK_DROP_REASONS};
 
 /// Defaults of a file sink.
 mod file_defaults {
@@ -145,6 +144,11 @@ impl Sink for FileSinkOptions {
             format_duration(f.batch_timeout)
         )?;
         Ok(())
+    }
+
+    fn declare_metrics(&self, name: &str, metrics: &Metrics) {
+        metrics.sinks.declare_local(name);
+        metrics.declare_sink_drops(name, FILE_SINK_DROP_REASONS);
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {

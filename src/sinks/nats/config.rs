@@ -9,11 +9,9 @@ use toml::Spanned;
 
 use super::DEFAULT_SUBJECT;
 use super::{connect, Nats, NatsCredentials, NatsEncoding, NatsOptions, StreamSpec};
-use crate::config::check::Checker;
-use crate::config::environment::Env;
-use crate::config::raw::one_of_newtype;
-use crate::config::units::{format_duration, format_size, Count, Dur, Size};
-use crate::config::Severity;
+use crate::checking::raw::one_of_newtype;
+use crate::checking::units::{format_duration, format_size, Count, Dur, Size};
+use crate::checking::{Checker, Env, Severity};
 use crate::sinks::network_config::{
     check_template, is_loopback, network_sink, network_sink_types, NameRule, NetworkSink, Place,
     RawNetworkSink,

@@ -5,8 +5,8 @@ use serde::de::IgnoredAny;
 use toml::Spanned;
 
 use super::Place;
-use crate::config::check::Checker;
-use crate::config::raw::raw_table;
+use crate::checking::raw::raw_table;
+use crate::checking::Checker;
 use crate::sinks::Auth;
 
 raw_table! {

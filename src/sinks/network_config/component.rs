@@ -1,7 +1,7 @@
-//! A network sink as a registry [`Sink`]: each type gives what is its own
-//! ([`NetworkSink`]); the check of the shared keys, their lines in
-//! `holdfast check`, their machine checks and the run on the shared
-//! runtime are written here once.
+//! A network sink as a component [`Sink`] (the contract, `src/component/`):
+//! each type gives what is its own ([`NetworkSink`]); the check of the
+//! shared keys, their lines in `holdfast check`, their metrics, their
+//! machine checks and the run on the shared runtime are written here once.
 
 use std::fmt::{self, Write};
 use std::path::PathBuf;
@@ -9,12 +9,10 @@ use std::path::PathBuf;
 use serde::de::DeserializeOwned;
 
 use super::{check_network, Place, RawNetworkSink};
-use crate::config::check::{Checker, NamedTable};
-use crate::config::environment::Env;
-use crate::config::units::{format_duration, format_size};
-use crate::config::Severity;
-use crate::config::SinkEnv;
-use crate::registry::{ComponentContext, Run, Sink};
+use crate::checking::units::{format_duration, format_size};
+use crate::checking::{Checker, Env, NamedTable, Severity};
+use crate::component::{ComponentContext, Run, Sink, SinkEnv};
+use crate::metrics::{Metrics, SINK_DROP_REASONS};
 use crate::sinks::client_tls::load_pair;
 use crate::sinks::protocol::Protocol;
 use crate::sinks::runtime;
@@ -205,7 +203,7 @@ macro_rules! network_sink_types {
 
         fn check_raw(
             raw: $raw,
-            cx: &mut $crate::config::check::Checker<'_>,
+            cx: &mut $crate::checking::Checker<'_>,
             p: &$crate::sinks::network_config::Place<'_, '_>,
         ) -> Self {
             raw.check(cx, p)
@@ -234,6 +232,11 @@ impl<T: NetworkSink> Sink for T {
     fn describe(&self, out: &mut String) -> fmt::Result {
         self.describe_target(out)?;
         describe_network(out, self.common())
+    }
+
+    fn declare_metrics(&self, name: &str, metrics: &Metrics) {
+        metrics.sinks.declare(name);
+        metrics.declare_sink_drops(name, SINK_DROP_REASONS);
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {

@@ -14,7 +14,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use toml::Spanned;
 
 use super::Place;
-use crate::config::check::Checker;
+use crate::checking::Checker;
 use crate::sinks::{Header, HeaderValueFrom};
 
 /// Header names to values (`headers`) or to files (`headers_file`).

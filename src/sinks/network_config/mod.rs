@@ -3,7 +3,7 @@
 //! retries, compression, `auth.*`, `tls.*`, `headers`, `quarantine.*`); since serde's
 //! `flatten` and `deny_unknown_fields` do not mix, a macro writes the shared
 //! fields into each raw struct, and [`Common`] checks them once;
-//! [`NetworkSink`] (`component.rs`) makes each network sink a registry
+//! [`NetworkSink`] (`component.rs`) makes each network sink a component
 //! `Sink` from what is its own, and says and probes the shared keys once.
 //!
 //! Credentials are never written in the config: `auth.password`,
@@ -17,10 +17,10 @@ use toml::Spanned;
 
 use super::options::defaults as d;
 use super::{Compression, HttpSinkOptions, QuarantineFull, Template};
-use crate::config::check::{Checker, NamedTable};
-use crate::config::raw::{one_of_newtype, raw_table};
-use crate::config::units::{format_duration, Size};
-use crate::config::SinkEnv;
+use crate::checking::raw::{one_of_newtype, raw_table};
+use crate::checking::units::{format_duration, Size};
+use crate::checking::{Checker, NamedTable};
+use crate::component::SinkEnv;
 
 pub(crate) mod auth;
 mod component;
@@ -64,24 +64,24 @@ macro_rules! shared_keys {
         $($cb)::+! {
             { $($args)* }
             /// Default 500; 1 to 100 000.
-            batch_max_events: $crate::config::units::Count,
+            batch_max_events: $crate::checking::units::Count,
             /// Default `"5MiB"`; 1 KiB to 256 MiB.
-            batch_max_bytes: $crate::config::units::Size,
+            batch_max_bytes: $crate::checking::units::Size,
             /// Default `"1s"`.
-            batch_timeout: $crate::config::units::Dur,
+            batch_timeout: $crate::checking::units::Dur,
             /// Default 2; 1 to 64. The most requests in flight.
-            concurrency: $crate::config::units::Count,
+            concurrency: $crate::checking::units::Count,
             /// Default `true`: the requests in flight follow the receiver,
             /// between 1 and `concurrency`.
             adaptive_concurrency: bool,
             /// Default `"30s"`.
-            request_timeout: $crate::config::units::Dur,
+            request_timeout: $crate::checking::units::Dur,
             /// Default 5; 1 to 1000.
-            max_attempts: $crate::config::units::Count,
+            max_attempts: $crate::checking::units::Count,
             /// Default `"500ms"`.
-            backoff_initial: $crate::config::units::Dur,
+            backoff_initial: $crate::checking::units::Dur,
             /// Default `"60s"`; at least `backoff_initial`.
-            backoff_max: $crate::config::units::Dur,
+            backoff_max: $crate::checking::units::Dur,
             /// `"gzip"` or `"none"`. Default `"gzip"`.
             compression: $crate::sinks::network_config::RawCompression,
             /// Default: absent, no credentials.

@@ -3,8 +3,8 @@
 //! which device it is (mTLS).
 
 use super::Place;
-use crate::config::check::Checker;
-use crate::config::raw::raw_table;
+use crate::checking::raw::raw_table;
+use crate::checking::Checker;
 use crate::sinks::{ClientCert, HttpSinkOptions};
 
 raw_table! {

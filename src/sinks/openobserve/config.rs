@@ -7,7 +7,7 @@ use std::fmt::{self, Write};
 use toml::Spanned;
 
 use super::{OpenObserve, OpenObserveOptions, DEFAULT_ORG, DEFAULT_STREAM};
-use crate::config::check::Checker;
+use crate::checking::Checker;
 use crate::sinks::network_config::{
     check_template, network_sink, network_sink_types, required_endpoint, NameRule, NetworkSink,
     Place, RawNetworkSink,

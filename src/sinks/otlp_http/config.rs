@@ -7,8 +7,8 @@ use std::fmt::{self, Write};
 use toml::Spanned;
 
 use super::{OtlpEncoding, OtlpHttp, OtlpHttpSinkOptions};
-use crate::config::check::Checker;
-use crate::config::raw::one_of_newtype;
+use crate::checking::raw::one_of_newtype;
+use crate::checking::Checker;
 use crate::sinks::network_config::{
     check_url, join, network_sink, network_sink_types, NetworkSink, Place, RawNetworkSink,
 };

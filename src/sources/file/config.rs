@@ -9,12 +9,11 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{FileSourceOptions, FollowSymlinks, Multiline, StartAt};
-use crate::config::check::{Checker, NamedTable};
-use crate::config::environment::Env;
-use crate::config::raw::one_of_newtype;
-use crate::config::units::{format_duration, format_size, Dur, Size};
-use crate::config::SourceEnv;
-use crate::registry::{ComponentContext, Run, Source};
+use crate::checking::raw::one_of_newtype;
+use crate::checking::units::{format_duration, format_size, Dur, Size};
+use crate::checking::{Checker, Env, NamedTable};
+use crate::component::{ComponentContext, Processing, Run, Source, SourceEnv};
+use crate::metrics::{Metrics, FILE_SOURCE_DROP_REASONS};
 use crate::sources::raw::raw_source;
 
 /// Defaults, in the units the checks use (the source's own constants).
@@ -348,6 +347,18 @@ impl Source for FileSourceOptions {
             crate::process::config::describe(chain, out)?;
         }
         Ok(())
+    }
+
+    fn declare_metrics(&self, name: &str, metrics: &Metrics) {
+        metrics.file_sources.declare(name);
+        metrics.declare_source_drops(name, FILE_SOURCE_DROP_REASONS);
+    }
+
+    fn processing(&self) -> Option<Processing<'_>> {
+        Some(Processing {
+            chain: self.process.as_ref(),
+            unit: "lines",
+        })
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {

@@ -90,8 +90,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::api::Health;
+use crate::component::ComponentContext;
 use crate::metrics::Metrics;
-use crate::registry::ComponentContext;
 use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use crate::seglog::Log;
 

@@ -9,12 +9,11 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{JournaldOptions, Journals, Selection, StartAt, DEFAULT_MAX_ENTRY_BYTES};
-use crate::config::check::{Checker, NamedTable};
-use crate::config::environment::Env;
-use crate::config::raw::one_of_newtype;
-use crate::config::units::{format_size, Size};
-use crate::config::{Severity, SourceEnv};
-use crate::registry::{ComponentContext, Run, Source};
+use crate::checking::raw::one_of_newtype;
+use crate::checking::units::{format_size, Size};
+use crate::checking::{Checker, Env, NamedTable, Severity};
+use crate::component::{ComponentContext, Run, Source, SourceEnv};
+use crate::metrics::{Metrics, JOURNALD_SOURCE_DROP_REASONS};
 
 one_of_newtype! {
     /// `start_at`, as written.
@@ -266,6 +265,10 @@ impl Source for JournaldOptions {
             writeln!(out, "    also keeps fields {}", o.fields.join(", "))?;
         }
         Ok(())
+    }
+
+    fn declare_metrics(&self, name: &str, metrics: &Metrics) {
+        metrics.declare_source_drops(name, JOURNALD_SOURCE_DROP_REASONS);
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {

@@ -72,8 +72,8 @@ use tracing::{error, info, warn};
 
 use crate::append_retry::{self, Appended, Retry};
 use crate::backoff::Backoff;
+use crate::component::ComponentContext;
 use crate::event::{Decoder, EventId};
-use crate::registry::ComponentContext;
 use crate::seglog::{Batch, Hold, Log, LogError};
 
 pub use mapping::{ATTR_TRUNCATED, SCOPE_NAME};

@@ -32,9 +32,8 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use crate::config::check::Checker;
-use crate::config::environment::Env;
-use crate::config::units::{format_duration, Count, Dur};
+use crate::checking::units::{format_duration, Count, Dur};
+use crate::checking::{Checker, Env};
 
 pub(crate) use slots::{Slot, Slots, EVICTION_GRACE};
 pub use tls::{ClientAuth, TlsSettings};

@@ -34,10 +34,8 @@ use tracing::{info, warn};
 
 use super::slots::{CloseReason, Slot};
 use super::subject;
-use crate::config::check::Checker;
-use crate::config::environment::Env;
-use crate::config::units::format_duration;
-use crate::config::Severity;
+use crate::checking::units::format_duration;
+use crate::checking::{Checker, Env, Severity};
 use crate::tls_material::{provider, read_pair, Refreshed, Reloading};
 
 /// Whether a client must present a certificate signed by the client CA.

@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use serde::de::IgnoredAny;
 
-use crate::config::check::{Checker, NamedTable};
-use crate::config::environment::Env;
-use crate::config::units::{format_duration, format_size, Count, Dur, Size};
-use crate::config::SourceEnv;
-use crate::registry::{ComponentContext, Run, Source};
+use crate::checking::units::{format_duration, format_size, Count, Dur, Size};
+use crate::checking::{Checker, Env, NamedTable};
+use crate::component::{ComponentContext, Processing, Run, Source, SourceEnv};
+use crate::metrics::Metrics;
 use crate::sources::listen::{Listener, OtherAuth, RawListener, RawTls};
 use crate::sources::raw::raw_source;
 
@@ -175,6 +174,18 @@ impl Source for OtlpHttpSourceSettings {
             crate::process::config::describe(chain, out)?;
         }
         Ok(())
+    }
+
+    fn declare_metrics(&self, name: &str, metrics: &Metrics) {
+        metrics.declare_listener(name);
+        metrics.otlp.declare(name);
+    }
+
+    fn processing(&self) -> Option<Processing<'_>> {
+        Some(Processing {
+            chain: self.process.as_ref(),
+            unit: "log record bodies",
+        })
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {

@@ -33,11 +33,11 @@ use super::split::{self, SplitError};
 use super::OtlpHttpSourceSettings;
 use super::APPEND_WAIT;
 use crate::api::{Health, Phase};
+use crate::component::ComponentContext;
 use crate::event::Signal;
 use crate::metrics::{
     Metrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels, SourceLabels,
 };
-use crate::registry::ComponentContext;
 use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use crate::seglog::{Batch, Log, LogError};
 

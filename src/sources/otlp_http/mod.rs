@@ -103,8 +103,8 @@ use tracing::info;
 use crate::api::Health;
 #[cfg(doc)]
 use crate::api::Phase;
+use crate::component::ComponentContext;
 use crate::metrics::Metrics;
-use crate::registry::ComponentContext;
 use crate::seglog::Log;
 
 pub use crate::sources::listen::{Listener, TlsSettings};

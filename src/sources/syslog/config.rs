@@ -7,11 +7,11 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use crate::calendar::TimeZone;
-use crate::config::check::{Checker, NamedTable};
-use crate::config::environment::Env;
-use crate::config::units::{format_duration, format_size, Count, Dur, Size};
-use crate::config::SourceEnv;
-use crate::registry::{ComponentContext, Run, Source};
+use crate::checking::units::{format_duration, format_size, Count, Dur, Size};
+use crate::checking::{Checker, Env, NamedTable};
+use crate::component::{ComponentContext, Run, Source, SourceEnv};
+use crate::metrics::sources::SYSLOG_DROP_REASONS;
+use crate::metrics::Metrics;
 use crate::sources::listen::{Listener, OtherAuth, RawListener, RawTls};
 use crate::sources::raw::raw_source;
 
@@ -252,6 +252,12 @@ impl Source for SyslogSourceSettings {
             l.describe(out)?;
         }
         Ok(())
+    }
+
+    fn declare_metrics(&self, name: &str, metrics: &Metrics) {
+        metrics.declare_listener(name);
+        metrics.syslog.declare(name);
+        metrics.declare_source_drops(name, SYSLOG_DROP_REASONS);
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {

@@ -63,7 +63,7 @@ pub use config::{SyslogSourceSettings, Transport};
 pub use framing::{Frame, FrameError, Framer};
 pub use mapping::SCOPE_NAME;
 
-use crate::registry::ComponentContext;
+use crate::component::ComponentContext;
 
 /// Runs the source until its `stop` is cancelled; fails at start if the
 /// address cannot be bound or TLS cannot be set up.

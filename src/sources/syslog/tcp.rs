@@ -35,8 +35,8 @@ use super::framing::{Frame, Framer};
 use super::mapping::{Message, Pending};
 use super::memory::Memory;
 use super::SyslogSourceSettings;
+use crate::component::ComponentContext;
 use crate::metrics::SourceLabels;
-use crate::registry::ComponentContext;
 use crate::sources::budget::Budget;
 use crate::sources::listen::{HandshakeError, ServerTls, Slot, Slots};
 

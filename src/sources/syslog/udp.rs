@@ -15,7 +15,7 @@ use tracing::{info, warn};
 use super::append::{now_ns, Appender, WhenNoRoom};
 use super::mapping::Message;
 use super::SyslogSourceSettings;
-use crate::registry::ComponentContext;
+use crate::component::ComponentContext;
 
 /// Datagrams taken into one batch at most.
 const MAX_BATCH: usize = 4096;

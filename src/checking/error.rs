@@ -10,14 +10,14 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
     /// The config is refused (or, from
-    /// [`Settings::check_environment`](super::Settings::check_environment),
+    /// [`Settings::check_environment`](crate::config::Settings::check_environment),
     /// holdfast would fail to start on this machine).
     Error,
     /// Allowed, but probably not what the operator wants (for example a
     /// listener on a public address without authentication).
     Warning,
     /// For information only, from
-    /// [`Settings::check_environment`](super::Settings::check_environment):
+    /// [`Settings::check_environment`](crate::config::Settings::check_environment):
     /// for example a port held by the holdfast already running with this
     /// config.
     Note,
@@ -45,8 +45,8 @@ pub struct Position {
 pub struct Diagnostic {
     /// Error or warning.
     pub severity: Severity,
-    /// The config file (as given to [`load`](super::load) or
-    /// [`parse`](super::parse)).
+    /// The config file (as given to [`load`](crate::config::load) or
+    /// [`parse`](crate::config::parse)).
     pub file: PathBuf,
     /// Where in the file; `None` for a key left at its default (there is no
     /// line to point at) or a problem with the file as a whole.
@@ -109,7 +109,7 @@ impl Diagnostic {
     }
 }
 
-/// Why a config could not be turned into [`Settings`](super::Settings).
+/// Why a config could not be turned into [`Settings`](crate::config::Settings).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read at all.

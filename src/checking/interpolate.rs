@@ -380,7 +380,3 @@ pub(crate) fn escape_basic(value: &str) -> String {
     }
     out
 }
-
-#[cfg(test)]
-#[path = "interpolate_tests.rs"]
-mod tests;

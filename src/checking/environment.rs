@@ -1,4 +1,7 @@
-//! [`Settings::check_environment`]: the checks that need the machine. A
+//! The probes of the checks that need the machine
+//! ([`Settings::check_environment`](crate::config::Settings::check_environment)
+//! runs them over a whole config; each component calls those its table
+//! needs). A
 //! config can be valid and still fail here: the data directory is not
 //! writable by this user, a port is taken, a token file is missing.
 //!
@@ -15,59 +18,61 @@
 //! They answer for the user running them, so run `holdfast check` as the
 //! service's user (`sudo -u holdfast holdfast check`) for a true answer.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 
-use super::error::{Diagnostic, Severity};
-use super::settings::Settings;
-
-impl Settings {
-    /// Checks this config against the machine it runs on: the data
-    /// directory and each file sink's directory can be created and written
-    /// (by trying, then cleaning up); the data directory is not on a RAM
-    /// file system; every listen address can be bound (port 0 is skipped);
-    /// token, certificate and key files are readable (and not readable by
-    /// everyone); tailed files exist and can be read (warnings only: they
-    /// may appear later).
-    ///
-    /// Returns errors (holdfast would fail to start or to work) and warnings,
-    /// each naming the key and, when the key is in the file, its line.
-    pub fn check_environment(&self) -> Vec<Diagnostic> {
-        let mut env = Env {
-            settings: self,
-            found: Vec::new(),
-            running: log_in_use(&self.log_dir()),
-        };
-
-        env.writable_dir("data_dir", &self.log_dir());
-        env.not_in_ram("data_dir", &self.data_dir);
-        for sink in self.sinks.values() {
-            sink.kind
-                .component()
-                .check_environment(&sink.name, &mut env);
-        }
-
-        env.bindable("api.listen", self.api.listen);
-        for source in self.sources.values() {
-            source
-                .kind
-                .component()
-                .check_environment(&source.name, &mut env);
-        }
-        env.found
-    }
-}
+use super::error::{Diagnostic, Position, Severity};
 
 /// The machine checks' findings so far; components add theirs through
 /// its probes.
 pub(crate) struct Env<'a> {
-    settings: &'a Settings,
+    /// The config file, named in each finding.
+    config_file: &'a Path,
+    /// Where each key is in the file, to place a finding.
+    origins: &'a BTreeMap<String, Position>,
+    /// The spellings of secret values, masked in messages.
+    secrets: &'a [String],
+    /// The checked `data_dir`, named when a port is held by a holdfast
+    /// running with it.
+    data_dir: &'a Path,
     found: Vec<Diagnostic>,
     /// A live process holds this config's log open: a holdfast running with
     /// it, whose listeners are expected to be bound.
     running: bool,
+}
+
+impl<'a> Env<'a> {
+    /// No findings yet, about the config file `config_file` whose keys are
+    /// at `origins`; whether a holdfast runs with it is read from the
+    /// lock of the log in `log_dir`.
+    pub(crate) fn new(
+        config_file: &'a Path,
+        origins: &'a BTreeMap<String, Position>,
+        secrets: &'a [String],
+        data_dir: &'a Path,
+        log_dir: &Path,
+    ) -> Env<'a> {
+        Env {
+            config_file,
+            origins,
+            secrets,
+            data_dir,
+            found: Vec::new(),
+            running: log_in_use(log_dir),
+        }
+    }
+
+    /// Every finding, in the order found.
+    pub(crate) fn finish(self) -> Vec<Diagnostic> {
+        self.found
+    }
+
+    fn position_of(&self, key: &str) -> Option<Position> {
+        self.origins.get(key).copied()
+    }
 }
 
 /// Whether a live process holds the log's `LOCK` (taken with `flock` by the
@@ -93,19 +98,15 @@ impl Env<'_> {
         // `include[2]` is noted as `include`: fall back to the parent key;
         // a table (`sources.journal`) is where its `type` is.
         let position = self
-            .settings
             .position_of(key)
-            .or_else(|| {
-                key.rsplit_once('[')
-                    .and_then(|(k, _)| self.settings.position_of(k))
-            })
-            .or_else(|| self.settings.position_of(&format!("{key}.type")));
+            .or_else(|| key.rsplit_once('[').and_then(|(k, _)| self.position_of(k)))
+            .or_else(|| self.position_of(&format!("{key}.type")));
         self.found.push(Diagnostic {
             severity,
-            file: self.settings.config_file.clone(),
+            file: self.config_file.to_path_buf(),
             position,
             key: key.to_string(),
-            message: super::effective::redact(&message, &self.settings.secrets),
+            message: super::effective::redact(&message, self.secrets),
         });
     }
 
@@ -193,7 +194,7 @@ impl Env<'_> {
     }
 
     /// The log's whole point is surviving a power cut; tmpfs does not.
-    fn not_in_ram(&mut self, key: &str, dir: &Path) {
+    pub(crate) fn not_in_ram(&mut self, key: &str, dir: &Path) {
         let Ok(mounts) = fs::read_to_string("/proc/self/mounts") else {
             return;
         };
@@ -236,7 +237,7 @@ impl Env<'_> {
                     format!(
                         "{addr} is in use, by the holdfast running with this data directory \
                          ({}): fine, a reload or restart takes it over",
-                        self.settings.data_dir.display()
+                        self.data_dir.display()
                     ),
                 );
                 return;
@@ -248,7 +249,7 @@ impl Env<'_> {
                     "the address is already in use by another process (not a holdfast \
                      running with this data directory, {}): find it with `ss -ltnp`, stop it \
                      or choose another port",
-                    self.settings.data_dir.display()
+                    self.data_dir.display()
                 ),
                 io::ErrorKind::AddrNotAvailable => {
                     "this machine has no such address: use one of its own \
@@ -398,41 +399,5 @@ impl Env<'_> {
                 format!("cannot list {}: {e}; give the holdfast user read access", fixed.display()),
             ),
         }
-    }
-}
-
-// Its table is a journald source.
-#[cfg(all(test, feature = "journald"))]
-mod tests {
-    use super::*;
-    use crate::config::Position;
-
-    /// `check --json` gave a table's finding (the journald source's
-    /// readability) no line: it is placed where the table's `type` is.
-    #[test]
-    fn a_finding_about_a_table_is_placed_at_its_type() {
-        let s = crate::config::parse(
-            "[sources.j]\ntype = \"journald\"\n\n[sinks.a]\ntype = \"file\"\ninputs = [\"j\"]\n",
-            "/etc/holdfast/holdfast.toml",
-        )
-        .expect("a valid config");
-        let mut env = Env {
-            settings: &s,
-            found: Vec::new(),
-            running: false,
-        };
-        env.push(Severity::Warning, "sources.j", "not readable".into());
-        env.push(Severity::Warning, "sinks.a.inputs", "written".into());
-        let at: Vec<_> = env.found.iter().map(|d| d.position).collect();
-        assert_eq!(
-            at,
-            [
-                Some(Position { line: 2, column: 8 }),
-                Some(Position {
-                    line: 6,
-                    column: 10
-                })
-            ]
-        );
     }
 }

@@ -136,7 +136,7 @@ pub(crate) fn key_is_secret(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::interpolate::interpolate;
+    use crate::checking::interpolate::interpolate;
 
     fn mask(text: &str, env: &[(&str, &str)]) -> String {
         let lookup = |name: &str| {
