@@ -35,36 +35,26 @@ behaviour for operators.
 */
 
 mod client_tls;
-mod deliver;
+mod delivery;
 pub mod document;
 pub mod elasticsearch;
 pub mod file;
 mod http;
-mod keys;
-mod limit;
 pub mod nats;
 mod network_config;
 pub mod openobserve;
-pub mod options;
 pub mod otlp_http;
-mod protocol;
 pub mod quarantine;
-mod quarantining;
-mod requeue;
-mod retry;
-mod retry_queue;
-mod runtime;
 pub mod template;
 #[cfg(test)]
 pub(crate) mod test_events;
-mod watermark;
 
-pub use elasticsearch::ElasticsearchOptions;
-pub use nats::{NatsCredentials, NatsEncoding, NatsOptions, StreamSpec};
-pub use openobserve::OpenObserveOptions;
-pub use options::{
+pub use delivery::options::{
     Auth, ClientCert, Compression, Header, HeaderValueFrom, HttpSinkOptions, QuarantineFull,
     QuarantineOptions,
 };
+pub use elasticsearch::ElasticsearchOptions;
+pub use nats::{NatsCredentials, NatsEncoding, NatsOptions, StreamSpec};
+pub use openobserve::OpenObserveOptions;
 pub use otlp_http::{OtlpEncoding, OtlpHttpSinkOptions};
 pub use template::Template;

@@ -25,14 +25,14 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use super::document;
-use super::keys;
-use super::network_config::join;
-use super::options::HttpSinkOptions;
-use super::protocol::{
+use super::delivery::keys;
+use super::delivery::options::HttpSinkOptions;
+use super::delivery::transport::{
     json_answer, short_text, truncate, BodyVerdict, Item, ItemAnswer, Protocol, Request,
     MAX_ERROR_TEXT,
 };
+use super::document;
+use super::network_config::join;
 use super::template::{Rendered, Template};
 
 /// What an `elasticsearch` sink runs with.

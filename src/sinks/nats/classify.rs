@@ -22,9 +22,9 @@ use async_nats::jetstream::publish::PublishAck;
 use async_nats::jetstream::ErrorCode;
 
 use super::connect::StreamState;
+use crate::sinks::delivery::retry::TransportKind;
+use crate::sinks::delivery::transport::{BodyVerdict, ItemAnswer};
 use crate::sinks::http::Answer;
-use crate::sinks::protocol::{BodyVerdict, ItemAnswer};
-use crate::sinks::retry::TransportKind;
 
 /// One event's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,8 +16,8 @@ use crate::config::Severity;
 use crate::config::SinkEnv;
 use crate::registry::{ComponentContext, Run, Sink};
 use crate::sinks::client_tls::load_pair;
-use crate::sinks::protocol::Protocol;
-use crate::sinks::runtime;
+use crate::sinks::delivery::runtime;
+use crate::sinks::delivery::transport::Protocol;
 use crate::sinks::{Auth, Compression, HeaderValueFrom, HttpSinkOptions, QuarantineFull};
 
 /// The lines every network sink shares: batching, retries, credentials,

@@ -15,7 +15,7 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use toml::Spanned;
 
-use super::options::defaults as d;
+use super::delivery::options::defaults as d;
 use super::{Compression, HttpSinkOptions, QuarantineFull, Template};
 use crate::config::check::{Checker, NamedTable};
 use crate::config::raw::{one_of_newtype, raw_table};

@@ -17,10 +17,12 @@ use reqwest::header::{
 
 use crate::pool;
 
-use super::client_tls::ClientTls;
-use super::options::{Auth, Compression, Header, HeaderValueFrom, HttpSinkOptions};
-use super::protocol::{BodyVerdict, Request};
-use super::retry::{parse_retry_after, TransportKind};
+use crate::sinks::client_tls::ClientTls;
+use crate::sinks::delivery::options::{
+    Auth, Compression, Header, HeaderValueFrom, HttpSinkOptions,
+};
+use crate::sinks::delivery::retry::{parse_retry_after, TransportKind};
+use crate::sinks::delivery::transport::{BodyVerdict, Request};
 
 /// The least a request's answer may take: room for any whole-request
 /// answer (an OTLP partial success, an error page) whatever the batch.

@@ -184,7 +184,7 @@ impl Probe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sinks::protocol::Pos;
+    use crate::sinks::delivery::transport::Pos;
     use bytes::Bytes;
 
     fn raw(seq: u64) -> Raw {

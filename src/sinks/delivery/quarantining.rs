@@ -10,10 +10,10 @@ use tracing::{error, warn};
 
 use super::deliver::{log_seqs, pause, Raw, Shared, Which, FULL_RETRY};
 use super::options::QuarantineFull;
-use super::protocol::{Item, Pos, Protocol};
-use super::quarantine::{self, EventInfo, Record, WriteError};
 use super::retry::Rejection;
+use super::transport::{Item, Pos, Protocol};
 use crate::event;
+use crate::sinks::quarantine::{self, EventInfo, Record, WriteError};
 
 /// `event`: what the record keeps of the event, self-contained (see
 /// [`Record::event`]).

@@ -54,17 +54,17 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::deliver::{deliver, Back, Raw, Shared, SinkHandles, FULL_RETRY};
-use super::http::Client;
 use super::limit::Limit;
 use super::options::HttpSinkOptions;
-use super::protocol::{Pos, Protocol};
-use super::quarantine::{self, Quarantine};
 use super::quarantining::retry_parked;
 use super::retry::Policy;
 use super::retry_queue::{Probe, RetryQueue};
+use super::transport::{Pos, Protocol};
 use super::watermark::Watermark;
 use crate::metrics::Metrics;
 use crate::seglog::{Log, LogError, StartAt};
+use crate::sinks::http::Client;
+use crate::sinks::quarantine::{self, Quarantine};
 
 /// The most events between the committed position and the read position.
 pub(crate) fn window(opts: &HttpSinkOptions) -> usize {

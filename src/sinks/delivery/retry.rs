@@ -38,7 +38,7 @@ use std::time::{Duration, SystemTime};
 
 use rand::Rng;
 
-use super::protocol::{BodyVerdict, ItemAnswer};
+use super::transport::{BodyVerdict, ItemAnswer};
 
 /// The longest `Retry-After` honoured when `backoff_max` is shorter: a
 /// receiver asking for an hour is more likely confused than right.

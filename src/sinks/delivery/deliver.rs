@@ -47,19 +47,19 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
-use super::http::{response_limit, Answer, Client};
 use super::limit::Limit;
-use super::protocol::{BodyVerdict, Item, Pos, Protocol};
-use super::quarantine::Quarantine;
-pub(crate) use super::quarantine::FULL_RETRY;
 use super::quarantining::{quarantine, quarantine_invalid, Parked};
 use super::requeue::{pushed_back, requeue, signal};
 use super::retry::{Decision, Outcome, Policy, Verdict};
 use super::retry_queue::Waiting;
+use super::transport::{BodyVerdict, Item, Pos, Protocol};
 use crate::event::Decoder;
 use crate::metrics::{Metrics, SinkLabels, SinkReasonLabels, SinkStatusLabels};
 use crate::pool::{Items, Pool};
 use crate::seglog::{Ledger, Outcome as LogOutcome};
+use crate::sinks::http::{response_limit, Answer, Client};
+use crate::sinks::quarantine::Quarantine;
+pub(crate) use crate::sinks::quarantine::FULL_RETRY;
 
 /// An event handed to a delivery task, not yet decoded.
 #[derive(Debug, Clone)]

@@ -9,8 +9,8 @@ use std::pin::Pin;
 
 use bytes::Bytes;
 
-use super::http::Answer;
 use crate::event::Stored;
+use crate::sinks::http::Answer;
 
 /// Where an event in a sink came from, so that finishing it moves the right
 /// thing.

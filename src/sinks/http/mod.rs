@@ -1,0 +1,5 @@
+//! The HTTP transport the HTTP sinks share.
+
+mod client;
+
+pub(crate) use client::*;
