@@ -34,240 +34,22 @@
 //! again after the restart.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use rand::SeedableRng;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
-use super::limit::Limit;
-use super::quarantining::{quarantine, quarantine_invalid, Parked};
+use super::item::{Item, Raw};
+use super::quarantining::{quarantine, quarantine_invalid};
 use super::requeue::{pushed_back, requeue, signal};
-use super::retry::{Decision, Outcome, Policy, Verdict};
-use super::retry_queue::Waiting;
-use super::transport::{BodyVerdict, Item, Pos, Protocol};
+use super::retry::{Decision, Outcome, Verdict};
+use super::shared::{pause, Back, Shared, Which};
+use super::transport::{BodyVerdict, Protocol};
 use crate::event::Decoder;
-use crate::metrics::{Metrics, SinkLabels, SinkReasonLabels, SinkStatusLabels};
 use crate::pool::{Items, Pool};
-use crate::seglog::{Ledger, Outcome as LogOutcome};
-use crate::sinks::http::{response_limit, Answer, Client};
-use crate::sinks::quarantine::Quarantine;
-pub(crate) use crate::sinks::quarantine::FULL_RETRY;
-
-/// An event handed to a delivery task, not yet decoded.
-#[derive(Debug, Clone)]
-pub(crate) struct Raw {
-    pub pos: Pos,
-    /// The event's own bytes.
-    pub data: Bytes,
-    /// Its batch's context, shared with the batch's other events (a
-    /// reference, not a copy); empty for format 1 and replayed events.
-    pub context: Bytes,
-    /// Its index in its batch (`seq - batch_start`): derived ids need it.
-    pub index: u64,
-    /// Sends so far (non-zero for replayed events).
-    pub attempts: u32,
-    /// Answers that asked for a retry and count toward `max_attempts`.
-    pub retries: u32,
-    /// Consecutive answers that asked for a retry: the backoff exponent.
-    pub failures: u32,
-}
-
-impl Raw {
-    /// A self-contained (format-1) event from a replay file, never sent by
-    /// this run.
-    pub fn new(pos: Pos, data: Bytes, attempts: u32) -> Raw {
-        Raw::with_context(pos, data, Bytes::new(), 0, attempts)
-    }
-
-    /// An event read from the log: its own bytes, its batch's context and
-    /// its index in that batch.
-    pub fn with_context(pos: Pos, data: Bytes, context: Bytes, index: u64, attempts: u32) -> Raw {
-        Raw {
-            pos,
-            data,
-            context,
-            index,
-            attempts,
-            retries: 0,
-            failures: 0,
-        }
-    }
-}
-
-/// What a delivery task hands back to the runtime besides finished events.
-#[derive(Debug)]
-pub(crate) enum Back {
-    /// Events to send again, not before a time.
-    Retry(Waiting),
-    /// A request found the receiver working: waits that were only backoff
-    /// after it failed may end now.
-    Alive,
-    /// A request found the receiver down (no answer, 408, 5xx): hold every
-    /// batch until this time, and probe meanwhile.
-    Down { until: tokio::time::Instant },
-}
-
-/// What every delivery task of one sink shares.
-pub(crate) struct Shared<P> {
-    pub name: String,
-    pub protocol: P,
-    pub client: Client,
-    pub policy: Policy,
-    pub quarantine: Arc<Quarantine>,
-    pub config_hash: String,
-    pub metrics: Arc<Metrics>,
-    /// Finished events go to the runtime, which moves the watermark.
-    /// Dropped when the sink stops; a send then fails, harmlessly.
-    pub done: mpsc::UnboundedSender<Vec<Pos>>,
-    /// Events to retry, and news that the receiver works, to the runtime.
-    /// Dropped with `done`.
-    pub back: mpsc::UnboundedSender<Back>,
-    /// Requests allowed in flight; every answer is reported to it.
-    pub limit: Limit,
-    pub stop: CancellationToken,
-    /// Requests sent so far, for spreading them over endpoints.
-    pub requests: AtomicUsize,
-    /// Rejected events waiting for room in the quarantine.
-    pub parked: std::sync::Mutex<Vec<Parked>>,
-    /// The receiver's answers have been too long to read since the last
-    /// readable one: logged when it starts, not for every request.
-    pub answers_too_large: AtomicBool,
-    pub m: SinkHandles,
-    /// The log's accounting of this sink's events: claims around sends,
-    /// finished events (see the module doc).
-    pub ledger: Ledger,
-}
-
-/// The sink's metric handles, looked up once.
-pub(crate) struct SinkHandles {
-    labels: SinkLabels,
-    sent: Counter,
-    bytes: Counter,
-    duplicates: Counter,
-    auth_failures: Counter,
-    warnings: Counter,
-    partial: Counter,
-    in_flight: Gauge,
-    latency: Histogram,
-    pub concurrency_limit: Gauge,
-    pub quarantine_bytes: Gauge,
-    pub(super) quarantine_full: Gauge,
-}
-
-impl SinkHandles {
-    pub fn new(metrics: &Metrics, sink: &str) -> SinkHandles {
-        let labels = SinkLabels { sink: sink.into() };
-        let s = &metrics.sinks;
-        SinkHandles {
-            sent: s.events_sent.get_or_create(&labels).clone(),
-            bytes: s.bytes_sent.get_or_create(&labels).clone(),
-            duplicates: s.duplicates.get_or_create(&labels).clone(),
-            auth_failures: s.auth_failures.get_or_create(&labels).clone(),
-            warnings: s.receiver_warnings.get_or_create(&labels).clone(),
-            partial: s.partially_rejected.get_or_create(&labels).clone(),
-            in_flight: s.in_flight.get_or_create(&labels).clone(),
-            latency: s.latency.get_or_create(&labels).clone(),
-            concurrency_limit: s.concurrency_limit.get_or_create(&labels).clone(),
-            quarantine_bytes: s.quarantine_bytes.get_or_create(&labels).clone(),
-            quarantine_full: s.quarantine_full.get_or_create(&labels).clone(),
-            labels,
-        }
-    }
-
-    fn reason(
-        &self,
-        family: &prometheus_client::metrics::family::Family<SinkReasonLabels, Counter>,
-        reason: &str,
-        n: u64,
-    ) {
-        if n > 0 {
-            family
-                .get_or_create(&SinkReasonLabels {
-                    sink: self.labels.sink.clone(),
-                    reason: reason.to_string(),
-                })
-                .inc_by(n);
-        }
-    }
-}
-
-impl<P: Protocol> Shared<P> {
-    pub(super) fn finished(&self, done: Vec<Pos>) {
-        if !done.is_empty() {
-            self.ledger
-                .release(&log_seqs(done.iter()), LogOutcome::Finished);
-            let _ = self.done.send(done);
-        }
-    }
-
-    /// Claims the log events of `batch` for sending; drops (reported
-    /// finished) those the log has evicted and counted.
-    fn claim(&self, batch: &mut Vec<Item>) {
-        let ok = self.ledger.claim(&log_seqs(batch.iter().map(|i| &i.pos)));
-        self.drop_refused(batch, ok);
-    }
-
-    /// Releases `batch` to be sent again; drops (reported finished) the
-    /// events the log evicted meanwhile and has now counted lost.
-    fn release_retry(&self, batch: &mut Vec<Item>) {
-        let seqs = log_seqs(batch.iter().map(|i| &i.pos));
-        let dropped = self.ledger.release(&seqs, LogOutcome::Retry);
-        self.drop_refused(batch, dropped.into_iter().map(|d| !d).collect());
-    }
-
-    /// `keep` holds one flag per log event of `batch`, in order.
-    fn drop_refused(&self, batch: &mut Vec<Item>, keep: Vec<bool>) {
-        if keep.iter().all(|&k| k) {
-            return;
-        }
-        let mut keep = keep.into_iter();
-        let mut gone = Vec::new();
-        batch.retain(|i| {
-            if !matches!(i.pos, Pos::Log(_)) || keep.next().unwrap_or(true) {
-                return true;
-            }
-            gone.push(i.pos);
-            false
-        });
-        let _ = self.done.send(gone);
-    }
-
-    pub(super) fn count(&self, which: Which, reason: &str, n: u64) {
-        let s = &self.metrics.sinks;
-        let family = match which {
-            Which::Retries => &s.retries,
-            Which::Rejected => &s.rejected,
-            Which::Quarantined => &s.quarantined,
-        };
-        self.m.reason(family, reason, n);
-    }
-
-    fn status(&self, class: &str) {
-        self.metrics
-            .sinks
-            .requests
-            .get_or_create(&SinkStatusLabels {
-                sink: self.name.clone(),
-                status: class.to_string(),
-            })
-            .inc();
-    }
-}
-
-#[derive(Clone, Copy)]
-pub(super) enum Which {
-    Retries,
-    Rejected,
-    Quarantined,
-}
+use crate::sinks::http::{response_limit, Answer};
 
 /// The vectors requests' items are gathered in: a request's decoded events
 /// (500 by default, about 730 bytes each) take a few hundred KiB, worth
@@ -562,22 +344,5 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                 }
             }
         }
-    }
-}
-
-/// The log sequence numbers among `pos` (replayed events have none).
-pub(super) fn log_seqs<'a>(pos: impl Iterator<Item = &'a Pos>) -> Vec<u64> {
-    pos.filter_map(|p| match p {
-        Pos::Log(s) => Some(*s),
-        Pos::Replay { .. } => None,
-    })
-    .collect()
-}
-
-/// Sleeps for `d`; false if the sink stops first.
-pub(super) async fn pause(stop: &CancellationToken, d: std::time::Duration) -> bool {
-    tokio::select! {
-        _ = tokio::time::sleep(d) => true,
-        _ = stop.cancelled() => false,
     }
 }

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use prost::Message;
 use tracing::{error, warn};
 
-use super::deliver::{log_seqs, pause, Raw, Shared, Which, FULL_RETRY};
+use super::item::{Item, Pos, Raw};
 use super::options::QuarantineFull;
 use super::retry::Rejection;
-use super::transport::{Item, Pos, Protocol};
+use super::shared::{log_seqs, pause, Parked, Shared, Which, FULL_RETRY};
+use super::transport::Protocol;
 use crate::event;
 use crate::sinks::quarantine::{self, EventInfo, Record, WriteError};
 
@@ -133,16 +134,6 @@ pub(super) async fn quarantine<P: Protocol>(
     store(sh, records, positions).await
 }
 
-/// Rejected events waiting for room in a full quarantine (`when_full =
-/// "block"`). They are not finished, so the cursor stays below them; the
-/// runtime tries again every [`FULL_RETRY`] (or `backoff_max`, if shorter)
-/// while the delivery tasks go on with later events, up to the window.
-#[derive(Debug)]
-pub(crate) struct Parked {
-    records: Vec<Record>,
-    positions: Vec<Pos>,
-}
-
 /// What became of one attempt to write to the quarantine.
 enum Stored {
     Written,
@@ -232,16 +223,6 @@ pub(crate) async fn retry_parked<P: Protocol>(sh: &Arc<Shared<P>>) {
     parked.extend(left);
     if parked.is_empty() {
         sh.m.quarantine_full.set(0);
-    }
-}
-
-impl<P> Shared<P> {
-    pub fn has_parked(&self) -> bool {
-        !self
-            .parked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
     }
 }
 

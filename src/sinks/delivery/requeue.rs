@@ -6,11 +6,12 @@
 
 use std::time::Duration;
 
-use super::deliver::{Back, Raw, Shared};
+use super::item::{Item, Raw};
 use super::limit::Signal;
 use super::retry::{Decision, Outcome, TransportKind, Verdict};
 use super::retry_queue::Waiting;
-use super::transport::{Item, Protocol};
+use super::shared::{Back, Shared};
+use super::transport::Protocol;
 
 /// Hands back events a receiver refused with a per-item 429. Their wait
 /// does not grow with their failures: a resent event rejoins a later request

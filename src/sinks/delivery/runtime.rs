@@ -53,13 +53,15 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::deliver::{deliver, Back, Raw, Shared, SinkHandles, FULL_RETRY};
+use super::deliver::deliver;
+use super::item::{Pos, Raw};
 use super::limit::Limit;
 use super::options::HttpSinkOptions;
 use super::quarantining::retry_parked;
 use super::retry::Policy;
 use super::retry_queue::{Probe, RetryQueue};
-use super::transport::{Pos, Protocol};
+use super::shared::{Back, Shared, SinkHandles, FULL_RETRY};
+use super::transport::Protocol;
 use super::watermark::Watermark;
 use crate::metrics::Metrics;
 use crate::seglog::{Log, LogError, StartAt};

@@ -7,53 +7,9 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use bytes::Bytes;
-
+use super::item::Item;
 use crate::event::Stored;
 use crate::sinks::http::Answer;
-
-/// Where an event in a sink came from, so that finishing it moves the right
-/// thing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Pos {
-    /// The log, at this sequence number.
-    Log(u64),
-    /// A replay file in the quarantine's inbox; `seq` is where the event
-    /// once was in the log, for the record.
-    Replay { file: u64, seq: Option<u64> },
-}
-
-impl Pos {
-    /// The log sequence number, original for replayed events.
-    pub fn seq(&self) -> Option<u64> {
-        match *self {
-            Pos::Log(s) => Some(s),
-            Pos::Replay { seq, .. } => seq,
-        }
-    }
-}
-
-/// One event on its way to a receiver.
-#[derive(Debug, Clone)]
-pub(crate) struct Item {
-    pub pos: Pos,
-    /// The event's own bytes exactly as stored in the log.
-    pub data: Bytes,
-    /// Its batch's context (empty for a format-1 event): with `index`, what
-    /// it takes to decode `data` again when the event is handed back.
-    pub context: Bytes,
-    /// Its index in its batch.
-    pub index: u64,
-    /// The event decoded: its own fields, the shared ones borrowed from the
-    /// batch's context (decoded once per delivery task), its id in `ev.id`.
-    pub ev: Stored,
-    /// Times this event was sent.
-    pub attempts: u32,
-    /// Answers that asked for a retry and count toward `max_attempts`.
-    pub retries: u32,
-    /// Consecutive answers that asked for a retry: the backoff exponent.
-    pub failures: u32,
-}
 
 /// An HTTP request body ready to send (before compression).
 #[derive(Debug)]

@@ -25,11 +25,11 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+use super::delivery::item::Item;
 use super::delivery::keys;
 use super::delivery::options::HttpSinkOptions;
 use super::delivery::transport::{
-    json_answer, short_text, truncate, BodyVerdict, Item, ItemAnswer, Protocol, Request,
-    MAX_ERROR_TEXT,
+    json_answer, short_text, truncate, BodyVerdict, ItemAnswer, Protocol, Request, MAX_ERROR_TEXT,
 };
 use super::document;
 use super::network_config::join;

@@ -35,8 +35,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::delivery::item::Item;
 use super::delivery::options::HttpSinkOptions;
-use super::delivery::transport::{BodyVerdict, Exchange, Item, Protocol, Request};
+use super::delivery::transport::{BodyVerdict, Exchange, Protocol, Request};
 use super::template::Template;
 
 /// What a `nats` sink runs with.

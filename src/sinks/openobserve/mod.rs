@@ -22,8 +22,9 @@ use std::io::Write;
 
 use serde::Deserialize;
 
+use super::delivery::item::Item;
 use super::delivery::options::HttpSinkOptions;
-use super::delivery::transport::{json_answer, short_text, BodyVerdict, Item, Protocol, Request};
+use super::delivery::transport::{json_answer, short_text, BodyVerdict, Protocol, Request};
 use super::document;
 use super::template::{event_time, Template};
 use crate::event::Stored;

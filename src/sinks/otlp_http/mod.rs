@@ -27,9 +27,10 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
 use prost::Message;
 
+use super::delivery::item::Item;
 use super::delivery::options::HttpSinkOptions;
 use super::delivery::transport::{
-    short_text, truncate, BodyVerdict, Item, Protocol, Request, MAX_ERROR_TEXT,
+    short_text, truncate, BodyVerdict, Protocol, Request, MAX_ERROR_TEXT,
 };
 use crate::event::{Record, Signal, Stored};
 
