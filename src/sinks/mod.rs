@@ -35,6 +35,7 @@ behaviour for operators.
 */
 
 mod client_tls;
+mod credentials;
 mod delivery;
 pub mod document;
 pub mod elasticsearch;
@@ -49,11 +50,10 @@ pub mod template;
 #[cfg(test)]
 pub(crate) mod test_events;
 
-pub use delivery::options::{
-    Auth, ClientCert, Compression, Header, HeaderValueFrom, HttpSinkOptions, QuarantineFull,
-    QuarantineOptions,
-};
+pub use credentials::{ClientCert, TlsFiles};
+pub use delivery::options::{DeliveryOptions, QuarantineFull, QuarantineOptions};
 pub use elasticsearch::ElasticsearchOptions;
+pub use http::{Auth, Compression, Header, HeaderValueFrom, HttpOptions};
 pub use nats::{NatsCredentials, NatsEncoding, NatsOptions, StreamSpec};
 pub use openobserve::OpenObserveOptions;
 pub use otlp_http::{OtlpEncoding, OtlpHttpSinkOptions};

@@ -5,8 +5,8 @@
 //! What it hands back after an answer is built in `requeue.rs`; rejected
 //! events go to the quarantine through `quarantining.rs`.
 //!
-//! It sends, lets the protocol read the answer and the [`Policy`] classify
-//! it per event, reports finished events to the runtime as soon as they are
+//! It sends through the sink's transport, lets the transport judge the
+//! answer and the [`Policy`] classify it per event, reports finished events to the runtime as soon as they are
 //! finished, and hands the events that must be sent again back to the
 //! runtime with the time they may go (their backoff, or the receiver's
 //! `Retry-After`): they rejoin later requests — the same envelopes, so the
@@ -46,10 +46,9 @@ use super::quarantining::{quarantine, quarantine_invalid};
 use super::requeue::{pushed_back, requeue, signal};
 use super::retry::{Decision, Outcome, Verdict};
 use super::shared::{pause, Back, Shared, Which};
-use super::transport::{BodyVerdict, Protocol};
+use super::transport::{Answer, BodyVerdict, Sent, Transport};
 use crate::event::Decoder;
 use crate::pool::{Items, Pool};
-use crate::sinks::http::{response_limit, Answer};
 
 /// The vectors requests' items are gathered in: a request's decoded events
 /// (500 by default, about 730 bytes each) take a few hundred KiB, worth
@@ -58,7 +57,7 @@ use crate::sinks::http::{response_limit, Answer};
 static ITEMS: Pool<Items<Item>> = Pool::new(8);
 
 /// Delivers one batch to its end (or until the sink stops).
-pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
+pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
     let mut items = ITEMS.take().0;
     items.reserve(raw.len());
     let mut invalid = Vec::new();
@@ -86,7 +85,7 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
 
     // One request per route (OTLP: per signal), in order of appearance.
     let mut queue: VecDeque<Vec<Item>> = VecDeque::new();
-    let of_item: Vec<u64> = items.iter().map(|it| sh.protocol.route(&it.ev)).collect();
+    let of_item: Vec<u64> = items.iter().map(|it| sh.transport.route(&it.ev)).collect();
     if of_item.windows(2).all(|w| w[0] == w[1]) {
         // The usual case: the batch is one request as it is.
         if !items.is_empty() {
@@ -118,32 +117,22 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
         for it in &mut batch {
             it.attempts += 1;
         }
-        // A protocol that sends by itself encodes as it sends; an HTTP
-        // request is built before the clock starts.
-        let started;
-        let limit = response_limit(batch.len());
-        let (url, answer, wire) = {
-            let request = match sh.protocol.exchange(&batch) {
-                Some(exchange) => Err(exchange),
-                None => Ok(sh.protocol.encode(&batch, endpoint)),
-            };
-            sh.m.in_flight.inc();
-            started = Instant::now();
-            match request {
-                Ok(req) => {
-                    let url = req.url.clone();
-                    let (answer, wire) = sh.client.send(req, limit).await;
-                    (url, answer, wire)
-                }
-                Err(exchange) => exchange.await,
-            }
-        };
+        // Built before the clock starts: the latency the adaptive limit
+        // follows is the exchange's, not the encoding's (a transport that
+        // encodes each event as it sends it, like NATS, builds little here).
+        let request = sh.transport.prepare(&batch, endpoint);
+        sh.m.in_flight.inc();
+        let started = Instant::now();
+        let Sent {
+            target: url,
+            reply,
+            wire,
+        } = sh.transport.send(request).await;
         let rtt = started.elapsed();
         sh.m.latency.observe(rtt.as_secs_f64());
         sh.m.in_flight.dec();
+        let answer = sh.transport.judge(reply, batch.len());
 
-        let body_verdict;
-        let error_text;
         let mut transport_message = None;
         let outcome = match &answer {
             Answer::Transport { kind, message } => {
@@ -151,55 +140,37 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                 transport_message = Some(message.as_str());
                 Outcome::Transport { kind: *kind }
             }
-            Answer::Read(verdict) => {
-                sh.status("2xx");
+            Answer::Read { status, verdict } => {
+                sh.status(status_class(*status));
+                sh.answers_too_large.store(false, Ordering::Relaxed);
                 Outcome::Success {
-                    status: 200,
+                    status: *status,
                     body: verdict,
                 }
             }
-            Answer::Response {
+            Answer::TooLarge { status, limit } => {
+                sh.status(status_class(*status));
+                if !sh.answers_too_large.swap(true, Ordering::Relaxed) {
+                    // Once until an answer is readable again: every retry
+                    // of it would say the same.
+                    error!(sink = %sh.name, %url, status, limit_bytes = limit, events = batch.len(),
+                        "the receiver's answer is longer than this request's limit (4 KiB per event, \
+                        between 1 MiB and 64 MiB) and was not read further: the events are kept and \
+                        sent again with backoff; check what answers on this endpoint (a broken or \
+                        hostile receiver or proxy)");
+                }
+                Outcome::ResponseTooLarge
+            }
+            Answer::Refused {
                 status,
                 retry_after,
-                content_type,
-                body,
-                truncated,
+                error,
             } => {
-                sh.status(match status {
-                    200..=299 => "2xx",
-                    300..=399 => "3xx",
-                    400..=499 => "4xx",
-                    _ => "5xx",
-                });
-                if (200..300).contains(status) && *truncated {
-                    if !sh.answers_too_large.swap(true, Ordering::Relaxed) {
-                        // Once until an answer is readable again: every
-                        // retry of it would say the same.
-                        error!(sink = %sh.name, %url, status, limit_bytes = limit, events = batch.len(),
-                            "the receiver's answer is longer than this request's limit (4 KiB per event, \
-                            between 1 MiB and 64 MiB) and was not read further: the events are kept and \
-                            sent again with backoff; check what answers on this endpoint (a broken or \
-                            hostile receiver or proxy)");
-                    }
-                    Outcome::ResponseTooLarge
-                } else if (200..300).contains(status) {
-                    sh.answers_too_large.store(false, Ordering::Relaxed);
-                    body_verdict = sh
-                        .protocol
-                        .parse(content_type.as_deref(), body, batch.len());
-                    Outcome::Success {
-                        status: *status,
-                        body: &body_verdict,
-                    }
-                } else {
-                    // The status decides; a body cut at the limit only
-                    // shortens the error text.
-                    error_text = sh.protocol.error_text(content_type.as_deref(), body);
-                    Outcome::Status {
-                        status: *status,
-                        retry_after: *retry_after,
-                        error: &error_text,
-                    }
+                sh.status(status_class(*status));
+                Outcome::Status {
+                    status: *status,
+                    retry_after: *retry_after,
+                    error,
                 }
             }
         };
@@ -344,5 +315,16 @@ pub(crate) async fn deliver<P: Protocol>(sh: Arc<Shared<P>>, raw: Vec<Raw>) {
                 }
             }
         }
+    }
+}
+
+/// The `status` label of `holdfast_sink_requests_total` for an answer's
+/// status.
+fn status_class(status: u16) -> &'static str {
+    match status {
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
     }
 }

@@ -1,12 +1,15 @@
-//! What every network sink runs with (validated settings, built by
-//! `network_config/`; tests and benchmarks build them directly).
+//! What the delivery runtime runs with: the keys every network sink
+//! shares for batching, concurrency, retries and the quarantine
+//! (validated settings, built by `network_config/`; tests and benchmarks
+//! build them directly). What a transport needs besides (an endpoint,
+//! credentials, TLS files) is in the sink's own options.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Options shared by `otlp_http`, `elasticsearch` and `openobserve`.
+/// Options every network sink shares, whatever its transport.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HttpSinkOptions {
+pub struct DeliveryOptions {
     /// Source names whose events this sink sends.
     pub inputs: Vec<String>,
     /// Most events in one request.
@@ -23,74 +26,18 @@ pub struct HttpSinkOptions {
     /// increase, multiplicative decrease between 1 and `concurrency`).
     pub adaptive_concurrency: bool,
     /// Time allowed for one request, from connecting to the end of the
-    /// answer.
+    /// answer (NATS: for each ack).
     pub request_timeout: Duration,
     /// Answers asking for a retry of an event (per-item 429/5xx, an
     /// unreadable 200) before it is quarantined as "retries exhausted".
     pub max_attempts: u32,
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
-    pub compression: Compression,
-    pub auth: Option<Auth>,
-    /// Extra CA certificates (PEM) to trust besides the system's.
-    pub ca_file: Option<PathBuf>,
-    /// The certificate this device presents to the receiver (mTLS).
-    pub client_cert: Option<ClientCert>,
-    /// Headers sent with every request, in config order.
-    pub headers: Vec<Header>,
     pub quarantine: QuarantineOptions,
     /// A hash of the config this runs with, stored with quarantined events.
     pub config_hash: String,
     /// How often the quarantine's replay inbox is checked.
     pub replay_scan_interval: Duration,
-}
-
-/// Request body compression.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Gzip,
-}
-
-/// Credentials, always read from files (never written in the config).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Auth {
-    /// HTTP basic: a user and a file holding the password.
-    Basic {
-        user: String,
-        password_file: PathBuf,
-    },
-    /// `Authorization: Bearer <token>`.
-    Bearer { token_file: PathBuf },
-    /// Elasticsearch API key: `Authorization: ApiKey <file content>` (the
-    /// base64 `id:key` Elasticsearch hands out as `encoded`).
-    ApiKey { key_file: PathBuf },
-}
-
-/// A client certificate chain and its private key (PEM files), read at
-/// start and again whenever they change.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientCert {
-    pub cert_file: PathBuf,
-    pub key_file: PathBuf,
-}
-
-/// A header sent with every request (`headers` or `headers_file`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Header {
-    /// As written; HTTP compares header names without case.
-    pub name: String,
-    pub value: HeaderValueFrom,
-}
-
-/// Where a header's value comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeaderValueFrom {
-    /// Written in the config (`headers`).
-    Inline(String),
-    /// A secret read from this file at start (`headers_file`), trimmed
-    /// like the `auth.*_file` secrets.
-    File(PathBuf),
 }
 
 /// Where rejected events go, and how much room they get.
@@ -128,11 +75,11 @@ pub mod defaults {
     pub const REPLAY_SCAN_INTERVAL: Duration = Duration::from_secs(5);
 }
 
-impl HttpSinkOptions {
+impl DeliveryOptions {
     /// Defaults for everything but the inputs and the quarantine directory.
-    pub fn new(inputs: Vec<String>, quarantine_dir: PathBuf) -> HttpSinkOptions {
+    pub fn new(inputs: Vec<String>, quarantine_dir: PathBuf) -> DeliveryOptions {
         use defaults as d;
-        HttpSinkOptions {
+        DeliveryOptions {
             inputs,
             batch_max_events: d::BATCH_MAX_EVENTS as usize,
             batch_max_bytes: d::BATCH_MAX_BYTES as usize,
@@ -143,11 +90,6 @@ impl HttpSinkOptions {
             max_attempts: d::MAX_ATTEMPTS as u32,
             backoff_initial: d::BACKOFF_INITIAL,
             backoff_max: d::BACKOFF_MAX,
-            compression: Compression::Gzip,
-            auth: None,
-            ca_file: None,
-            client_cert: None,
-            headers: Vec::new(),
             quarantine: QuarantineOptions {
                 dir: quarantine_dir,
                 max_bytes: d::QUARANTINE_MAX_BYTES,

@@ -17,10 +17,9 @@ use super::item::{Item, Pos};
 use super::limit::Limit;
 use super::retry::Policy;
 use super::retry_queue::Waiting;
-use super::transport::Protocol;
+use super::transport::Transport;
 use crate::metrics::{Metrics, SinkLabels, SinkReasonLabels, SinkStatusLabels};
 use crate::seglog::{Ledger, Outcome as LogOutcome};
-use crate::sinks::http::Client;
 pub(crate) use crate::sinks::quarantine::FULL_RETRY;
 use crate::sinks::quarantine::{Quarantine, Record};
 
@@ -38,10 +37,10 @@ pub(crate) enum Back {
 }
 
 /// What every delivery task of one sink shares.
-pub(crate) struct Shared<P> {
+pub(crate) struct Shared<T> {
     pub name: String,
-    pub protocol: P,
-    pub client: Client,
+    /// How requests reach the receiver.
+    pub transport: T,
     pub policy: Policy,
     pub quarantine: Arc<Quarantine>,
     pub config_hash: String,
@@ -121,7 +120,7 @@ impl SinkHandles {
     }
 }
 
-impl<P: Protocol> Shared<P> {
+impl<T: Transport> Shared<T> {
     pub(super) fn finished(&self, done: Vec<Pos>) {
         if !done.is_empty() {
             self.ledger
@@ -201,7 +200,7 @@ pub(crate) struct Parked {
     pub positions: Vec<Pos>,
 }
 
-impl<P> Shared<P> {
+impl<T> Shared<T> {
     pub fn has_parked(&self) -> bool {
         !self
             .parked

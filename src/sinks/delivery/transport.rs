@@ -1,23 +1,25 @@
-//! The seam between the shared sink runtime and one receiver's API: how a
-//! request is built from events, and what a 2xx response body says about
-//! each of them. Everything else (batching, retries, backoff, quarantine,
-//! commits, compression, authentication) is the runtime's and the same for
-//! every protocol.
+//! The seam between the shared delivery runtime and one sink's way of
+//! reaching its receiver. A sink brings a [`Transport`]: it builds a
+//! request from events, sends it, and says what came back as an
+//! [`Answer`] in the runtime's terms. Everything else (batching, retries,
+//! backoff, the adaptive limit, quarantine, commits) is the runtime's and
+//! the same for every sink.
+//!
+//! A request is three steps so that the runtime's clock (the latency the
+//! adaptive limit follows) times only the exchange with the receiver:
+//! [`Transport::prepare`] before it (an HTTP body is encoded there),
+//! [`Transport::send`] under it, [`Transport::judge`] after it (an HTTP
+//! answer's body is read there). What a request is, what comes back, and
+//! how they are sent belong to the transport: one HTTP transport serves
+//! every HTTP receiver API (`sinks/http/`); NATS publishes a message per
+//! event and awaits each ack itself.
 
 use std::future::Future;
-use std::pin::Pin;
+use std::time::Duration;
 
 use super::item::Item;
+use super::retry::TransportKind;
 use crate::event::Stored;
-use crate::sinks::http::Answer;
-
-/// An HTTP request body ready to send (before compression).
-#[derive(Debug)]
-pub(crate) struct Request {
-    pub url: reqwest::Url,
-    pub content_type: &'static str,
-    pub body: Vec<u8>,
-}
 
 /// One event's answer in a per-item response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,54 +54,69 @@ pub(crate) enum BodyVerdict {
     Unreadable(String),
 }
 
-/// A receiver's API. Implementations are pure: no I/O, no clock.
-pub(crate) trait Protocol: Send + Sync + 'static {
+/// What came back for one request, in the runtime's terms: the retry
+/// policy ([`super::retry`]) decides from it what becomes of each event.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// No answer: could not connect, timed out, or the connection broke.
+    Transport {
+        kind: TransportKind,
+        message: String,
+    },
+    /// The receiver refused the request as a whole, with a status outside
+    /// 2xx (HTTP's numbers; other transports map their refusals onto them,
+    /// e.g. refused credentials as 401) and its explanation, shortened
+    /// ([`short_text`]).
+    Refused {
+        status: u16,
+        retry_after: Option<Duration>,
+        error: String,
+    },
+    /// The receiver answered for the events of the request (a 2xx status).
+    Read { status: u16, verdict: BodyVerdict },
+    /// A 2xx whose answer was longer than `limit` bytes: not read, so not
+    /// known to say the events were stored.
+    TooLarge { status: u16, limit: usize },
+}
+
+/// A request that went out: where to (for logs), the bytes put on the
+/// wire, and what came back, not yet judged.
+pub(crate) struct Sent<R> {
+    pub target: reqwest::Url,
+    pub reply: R,
+    pub wire: usize,
+}
+
+/// How one sink reaches its receiver. `prepare` and `judge` are pure (no
+/// I/O, no clock); `send` is the exchange.
+pub(crate) trait Transport: Send + Sync + 'static {
+    /// A request ready to go; it may borrow the events (a transport that
+    /// encodes each event as it sends it).
+    type Request<'a>: Send
+    where
+        Self: 'a;
+    /// What came back, before it is judged.
+    type Reply: Send;
+
     /// Events with different routes never share a request (OTLP: one
     /// endpoint per signal; OpenObserve: one stream per request).
     fn route(&self, _ev: &Stored) -> u64 {
         0
     }
 
-    /// The request for these events (never empty, all of one route).
-    /// `request` counts requests, for protocols that spread them over
-    /// several endpoints.
-    fn encode(&self, items: &[Item], request: usize) -> Request;
+    /// The request for `items` (never empty, all of one route). `request`
+    /// counts requests, for transports that spread them over endpoints.
+    fn prepare<'a>(&'a self, items: &'a [Item], request: usize) -> Self::Request<'a>;
 
-    /// What a 2xx body says about the `events` events of its request.
-    fn parse(&self, content_type: Option<&str>, body: &[u8], events: usize) -> BodyVerdict;
+    /// Sends the request and waits for what comes back, bounded by the
+    /// sink's `request_timeout`.
+    fn send<'a>(
+        &'a self,
+        request: Self::Request<'a>,
+    ) -> impl Future<Output = Sent<Self::Reply>> + Send + 'a;
 
-    /// Sends the request for `items` itself and reads its answer, for a
-    /// receiver not reached over HTTP (NATS: one publish and one ack per
-    /// event). `None`, the default: the runtime's HTTP client sends what
-    /// [`Protocol::encode`] builds and [`Protocol::parse`] reads the answer.
-    fn exchange<'a>(&'a self, _items: &'a [Item]) -> Option<Exchange<'a>> {
-        None
-    }
-
-    /// The receiver's explanation in a non-2xx body, shortened for logs and
-    /// the quarantine.
-    fn error_text(&self, _content_type: Option<&str>, body: &[u8]) -> String {
-        short_text(body)
-    }
-}
-
-/// A request a protocol sends itself ([`Protocol::exchange`]): where it went
-/// (for logs), the answer, and the bytes put on the wire.
-pub(crate) type Exchange<'a> =
-    Pin<Box<dyn Future<Output = (reqwest::Url, Answer, usize)> + Send + 'a>>;
-
-/// A 2xx body read as the JSON answer `T`; `what` names the answer in the
-/// verdict when it is not that JSON.
-pub(crate) fn json_answer<T: serde::de::DeserializeOwned>(
-    body: &[u8],
-    what: &str,
-) -> Result<T, BodyVerdict> {
-    serde_json::from_slice(body).map_err(|e| {
-        BodyVerdict::Unreadable(format!(
-            "{what} is not the JSON expected ({e}): {}",
-            short_text(body)
-        ))
-    })
+    /// What the reply says about the `events` events of its request.
+    fn judge(&self, reply: Self::Reply, events: usize) -> Answer;
 }
 
 /// At most this much of a receiver's error text is kept.

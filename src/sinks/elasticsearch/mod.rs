@@ -27,18 +27,18 @@ use serde::Deserialize;
 
 use super::delivery::item::Item;
 use super::delivery::keys;
-use super::delivery::options::HttpSinkOptions;
-use super::delivery::transport::{
-    json_answer, short_text, truncate, BodyVerdict, ItemAnswer, Protocol, Request, MAX_ERROR_TEXT,
-};
+use super::delivery::transport::{short_text, truncate, BodyVerdict, ItemAnswer, MAX_ERROR_TEXT};
 use super::document;
+use super::http::{json_answer, HttpApi, Request};
 use super::network_config::join;
 use super::template::{Rendered, Template};
+use super::{DeliveryOptions, HttpOptions};
 
 /// What an `elasticsearch` sink runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ElasticsearchOptions {
-    pub common: HttpSinkOptions,
+    pub common: DeliveryOptions,
+    pub http: HttpOptions,
     /// Base URLs (`https://es1:9200`, or `http://oo:5080/api/default` for
     /// OpenObserve's compatible API); `/_bulk` is appended. Requests go to
     /// them in turn.
@@ -64,7 +64,7 @@ impl Elasticsearch {
     }
 }
 
-impl Protocol for Elasticsearch {
+impl HttpApi for Elasticsearch {
     fn encode(&self, items: &[Item], request: usize) -> Request {
         // Documents run about twice the size of a whole (format-1) event,
         // plus the action; a format-2 event's own bytes leave out what its

@@ -17,8 +17,8 @@ use super::{NatsEncoding, NatsOptions};
 use crate::sinks::delivery::item::Item;
 use crate::sinks::delivery::keys::push_hex;
 use crate::sinks::delivery::retry::TransportKind;
+use crate::sinks::delivery::transport::Answer;
 use crate::sinks::document;
-use crate::sinks::http::Answer;
 use crate::sinks::otlp_http::export_request;
 use crate::sinks::template::{Rendered, Template};
 

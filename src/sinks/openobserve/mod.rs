@@ -23,16 +23,18 @@ use std::io::Write;
 use serde::Deserialize;
 
 use super::delivery::item::Item;
-use super::delivery::options::HttpSinkOptions;
-use super::delivery::transport::{json_answer, short_text, BodyVerdict, Protocol, Request};
+use super::delivery::transport::{short_text, BodyVerdict};
 use super::document;
+use super::http::{json_answer, HttpApi, Request};
 use super::template::{event_time, Template};
+use super::{DeliveryOptions, HttpOptions};
 use crate::event::Stored;
 
 /// What an `openobserve` sink runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenObserveOptions {
-    pub common: HttpSinkOptions,
+    pub common: DeliveryOptions,
+    pub http: HttpOptions,
     /// The server, like `http://openobserve:5080`.
     pub endpoint: reqwest::Url,
     /// The organization.
@@ -66,7 +68,7 @@ impl OpenObserve {
     }
 }
 
-impl Protocol for OpenObserve {
+impl HttpApi for OpenObserve {
     fn route(&self, ev: &Stored) -> u64 {
         if self.stream.by_signal_only() {
             return ev.signal().map_or(0, |s| s as u64);

@@ -28,16 +28,16 @@ use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, Wi
 use prost::Message;
 
 use super::delivery::item::Item;
-use super::delivery::options::HttpSinkOptions;
-use super::delivery::transport::{
-    short_text, truncate, BodyVerdict, Protocol, Request, MAX_ERROR_TEXT,
-};
+use super::delivery::transport::{short_text, truncate, BodyVerdict, MAX_ERROR_TEXT};
+use super::http::{HttpApi, Request};
+use super::{DeliveryOptions, HttpOptions};
 use crate::event::{Record, Signal, Stored};
 
 /// What an `otlp_http` sink runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtlpHttpSinkOptions {
-    pub common: HttpSinkOptions,
+    pub common: DeliveryOptions,
+    pub http: HttpOptions,
     /// Where each signal goes: `<endpoint>/v1/logs` unless set on its own.
     pub logs_url: reqwest::Url,
     pub traces_url: reqwest::Url,
@@ -410,7 +410,7 @@ fn open_json_group<T: serde::Serialize>(
     }
 }
 
-impl Protocol for OtlpHttp {
+impl HttpApi for OtlpHttp {
     fn route(&self, ev: &Stored) -> u64 {
         signal_index(ev) as u64
     }
