@@ -46,15 +46,17 @@ mod network_config;
 pub mod openobserve;
 pub mod otlp_http;
 pub mod quarantine;
+mod quarantine_options;
 pub mod template;
 #[cfg(test)]
 pub(crate) mod test_events;
 
 pub use credentials::{ClientCert, TlsFiles};
-pub use delivery::options::{DeliveryOptions, QuarantineFull, QuarantineOptions};
+pub use delivery::options::DeliveryOptions;
 pub use elasticsearch::ElasticsearchOptions;
 pub use http::{Auth, Compression, Header, HeaderValueFrom, HttpOptions};
 pub use nats::{NatsCredentials, NatsEncoding, NatsOptions, StreamSpec};
 pub use openobserve::OpenObserveOptions;
 pub use otlp_http::{OtlpEncoding, OtlpHttpSinkOptions};
+pub use quarantine_options::{QuarantineFull, QuarantineOptions};
 pub use template::Template;

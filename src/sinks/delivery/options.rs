@@ -7,6 +7,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::sinks::quarantine_options::{QuarantineFull, QuarantineOptions};
+
 /// Options every network sink shares, whatever its transport.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeliveryOptions {
@@ -38,26 +40,6 @@ pub struct DeliveryOptions {
     pub config_hash: String,
     /// How often the quarantine's replay inbox is checked.
     pub replay_scan_interval: Duration,
-}
-
-/// Where rejected events go, and how much room they get.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QuarantineOptions {
-    /// `<data_dir>/quarantine/<sink>`.
-    pub dir: PathBuf,
-    pub max_bytes: u64,
-    pub when_full: QuarantineFull,
-}
-
-/// What a sink does with a rejected event when its quarantine is full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QuarantineFull {
-    /// Keep it: the sink's cursor stops at it (later events are still sent,
-    /// up to the sink's window) until the quarantine has room again; an
-    /// alarm metric and an error log say so.
-    Block,
-    /// Drop it and count it in `holdfast_dropped_events_total`.
-    Drop,
 }
 
 /// Defaults, shared with the config's documentation and checks.

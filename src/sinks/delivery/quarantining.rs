@@ -9,12 +9,12 @@ use prost::Message;
 use tracing::{error, warn};
 
 use super::item::{Item, Pos, Raw};
-use super::options::QuarantineFull;
 use super::retry::Rejection;
 use super::shared::{log_seqs, pause, Parked, Shared, Which, FULL_RETRY};
 use super::transport::Transport;
 use crate::event;
 use crate::sinks::quarantine::{self, EventInfo, Record, WriteError};
+use crate::sinks::quarantine_options::QuarantineFull;
 
 /// `event`: what the record keeps of the event, self-contained (see
 /// [`Record::event`]).
