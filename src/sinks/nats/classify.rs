@@ -1,5 +1,5 @@
 //! What a JetStream publish came back with, in the shared retry policy's
-//! terms (`retry.rs`): each event's ack or error becomes a [`Class`], and a
+//! terms (`delivery/retry/`): each event's ack or error becomes a [`Class`], and a
 //! batch's classes become one [`Answer`].
 //!
 //! | what came back | becomes |

@@ -13,11 +13,12 @@
 //! decoders read) or the JSON document the `elasticsearch` sink writes.
 //!
 //! The shared sink runtime batches, retries, quarantines and commits; this
-//! sink is its own [`Transport`]: a batch is published as many messages in
-//! flight at once, then each PubAck is awaited and judged on its own
-//! (`classify.rs`), with no HTTP client. The cursor moves only past events whose ack
-//! arrived (`duplicate: true` counts as delivered, and as a duplicate in the
-//! metrics) or that are quarantined.
+//! sink is its own `Transport` (`delivery/transport.rs`), with no HTTP
+//! client: a batch is published as many messages in flight at once, then
+//! each PubAck is awaited and judged on its own (`classify.rs`). The
+//! cursor moves only past events whose ack arrived (`duplicate: true`
+//! counts as delivered, and as a duplicate in the metrics) or that are
+//! quarantined.
 //!
 //! | file | concept |
 //! |------|---------|

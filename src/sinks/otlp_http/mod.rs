@@ -16,7 +16,7 @@
 //! (the OTLP specification says so) and does not say *which* records were
 //! rejected, so the whole request is quarantined with the reason "partially
 //! rejected: N of M; receiver did not say which" and the receiver's
-//! `error_message`. Failure statuses follow the shared policy (`retry.rs`);
+//! `error_message`. Failure statuses follow the shared policy (`delivery/retry/`);
 //! their body, a `google.rpc.Status`, gives the error text.
 
 mod config;
