@@ -11,7 +11,7 @@
 //! | `shared.rs` | what the delivery tasks of a sink share (transport, policy, quarantine, metric handles, channels) and hand back (`Back`) |
 //! | `item.rs` | an event on its way: where it came from, as kept between sends, as handed to the transport |
 //! | `transport.rs` | the seam: `Transport` (prepare, send, judge) and the `Answer` it gives |
-//! | `retry/` | the retry policy: per-event verdicts for every outcome (`classify.rs`), backoff with full jitter and `Retry-After` (`backoff.rs`) |
+//! | `retry/` | the retry policy (`policy.rs`): per-event verdicts for every outcome (`classify.rs`), backoff with full jitter and `Retry-After` (`backoff.rs`) |
 //! | `retry_queue.rs` | events waiting to be sent again (not-before times, drawn ahead of new reads), the probe and the backoff reset after an outage |
 //! | `requeue.rs` | what an answer hands back: retries with their wait, the receiver down, the signal for the limit |
 //! | `quarantining.rs` | rejected events into the quarantine, parked while it is full |

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use super::item::{Item, Raw};
 use super::limit::Signal;
-use super::retry::{Decision, Outcome, TransportKind, Verdict};
+use super::retry::{Decision, Outcome, Verdict};
 use super::retry_queue::Waiting;
 use super::shared::{Back, Shared};
-use super::transport::Transport;
+use super::transport::{Transport, TransportKind};
 
 /// Hands back events a receiver refused with a per-item 429. Their wait
 /// does not grow with their failures: a resent event rejoins a later request

@@ -18,7 +18,6 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::item::Item;
-use super::retry::TransportKind;
 use crate::event::Stored;
 
 /// One event's answer in a per-item response.
@@ -52,6 +51,28 @@ pub(crate) enum BodyVerdict {
     PartiallyRejected { rejected: u64, message: String },
     /// The body could not be understood: nothing is known to be delivered.
     Unreadable(String),
+}
+
+/// How a request failed without a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TransportKind {
+    /// Could not connect (refused, unreachable, DNS, TLS handshake).
+    Connect,
+    /// No complete answer within `request_timeout`.
+    Timeout,
+    /// The connection broke while sending or before the answer (reset):
+    /// the receiver may have accepted the events.
+    Connection,
+}
+
+impl TransportKind {
+    pub fn reason(self) -> &'static str {
+        match self {
+            TransportKind::Connect => "connect",
+            TransportKind::Timeout => "timeout",
+            TransportKind::Connection => "connection",
+        }
+    }
 }
 
 /// What came back for one request, in the runtime's terms: the retry

@@ -27,12 +27,12 @@ use serde::Deserialize;
 
 use super::delivery::item::Item;
 use super::delivery::keys;
+use super::delivery::options::DeliveryOptions;
 use super::delivery::transport::{short_text, truncate, BodyVerdict, ItemAnswer, MAX_ERROR_TEXT};
 use super::document;
-use super::http::{json_answer, HttpApi, Request};
+use super::http::{json_answer, HttpApi, HttpOptions, Request};
 use super::network_config::join;
 use super::template::{Rendered, Template};
-use super::{DeliveryOptions, HttpOptions};
 
 /// What an `elasticsearch` sink runs with.
 #[derive(Debug, Clone, PartialEq)]

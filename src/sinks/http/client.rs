@@ -20,7 +20,8 @@ use super::options::{Auth, Compression, Header, HeaderValueFrom, HttpOptions};
 use crate::pool;
 use crate::sinks::client_tls::ClientTls;
 use crate::sinks::credentials::read_secret;
-use crate::sinks::delivery::retry::{parse_retry_after, TransportKind};
+use crate::sinks::delivery::retry::parse_retry_after;
+use crate::sinks::delivery::transport::TransportKind;
 
 /// The least a request's answer may take: room for any whole-request
 /// answer (an OTLP partial success, an error page) whatever the batch.

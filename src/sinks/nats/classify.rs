@@ -22,8 +22,9 @@ use async_nats::jetstream::publish::PublishAck;
 use async_nats::jetstream::ErrorCode;
 
 use super::connect::StreamState;
-use crate::sinks::delivery::retry::TransportKind;
-use crate::sinks::delivery::transport::{short_text, Answer, BodyVerdict, ItemAnswer};
+use crate::sinks::delivery::transport::{
+    short_text, Answer, BodyVerdict, ItemAnswer, TransportKind,
+};
 
 /// One event's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,11 +14,11 @@ use crate::config::environment::Env;
 use crate::config::raw::one_of_newtype;
 use crate::config::units::{format_duration, format_size, Count, Dur, Size};
 use crate::config::Severity;
+use crate::sinks::http::{Auth, Compression};
 use crate::sinks::network_config::{
     check_template, is_loopback, network_sink, network_sink_types, NameRule, NetworkSink, Place,
     RawNetworkSink, TransportKeys,
 };
-use crate::sinks::{Auth, Compression};
 
 one_of_newtype! {
     /// `encoding` of a `nats` sink.

@@ -21,7 +21,7 @@ use tracing::{info, warn};
 
 use super::{NatsCredentials, NatsOptions, StreamSpec};
 use crate::sinks::credentials::read_secret;
-use crate::sinks::ClientCert;
+use crate::sinks::credentials::ClientCert;
 
 /// A live connection and its JetStream context.
 pub(super) struct Conn {

@@ -36,10 +36,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::credentials::TlsFiles;
 use super::delivery::item::Item;
+use super::delivery::options::DeliveryOptions;
 use super::delivery::transport::{Answer, Sent, Transport};
 use super::template::Template;
-use super::{DeliveryOptions, TlsFiles};
 
 /// What a `nats` sink runs with.
 #[derive(Debug, Clone, PartialEq)]

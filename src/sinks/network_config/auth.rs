@@ -7,7 +7,7 @@ use toml::Spanned;
 use super::Place;
 use crate::config::check::Checker;
 use crate::config::raw::raw_table;
-use crate::sinks::Auth;
+use crate::sinks::http::Auth;
 
 raw_table! {
     /// `auth.*`, as written. At most one scheme.

@@ -17,12 +17,12 @@ use crate::config::Severity;
 use crate::config::SinkEnv;
 use crate::registry::{ComponentContext, Run, Sink};
 use crate::sinks::client_tls::load_pair;
+use crate::sinks::credentials::TlsFiles;
+use crate::sinks::delivery::options::DeliveryOptions;
 use crate::sinks::delivery::runtime;
 use crate::sinks::delivery::transport::Transport;
-use crate::sinks::{
-    Auth, Compression, DeliveryOptions, Header, HeaderValueFrom, HttpOptions, QuarantineFull,
-    TlsFiles,
-};
+use crate::sinks::http::{Auth, Compression, Header, HeaderValueFrom, HttpOptions};
+use crate::sinks::quarantine_options::QuarantineFull;
 
 /// The shared transport keys as a sink uses them, for its lines in
 /// `holdfast check` and its machine checks.
@@ -242,7 +242,7 @@ macro_rules! network_sink_types {
             raw.check(cx, p)
         }
 
-        fn common(&self) -> &$crate::sinks::DeliveryOptions {
+        fn common(&self) -> &$crate::sinks::delivery::options::DeliveryOptions {
             &self.common
         }
     };

@@ -16,7 +16,10 @@ use serde::de::DeserializeOwned;
 use toml::Spanned;
 
 use super::delivery::options::defaults as d;
-use super::{Compression, DeliveryOptions, HttpOptions, QuarantineFull, Template};
+use super::delivery::options::DeliveryOptions;
+use super::http::{Compression, HttpOptions};
+use super::quarantine_options::QuarantineFull;
+use super::template::Template;
 use crate::config::check::{Checker, NamedTable};
 use crate::config::raw::{one_of_newtype, raw_table};
 use crate::config::units::{format_duration, Size};

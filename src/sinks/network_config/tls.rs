@@ -5,7 +5,7 @@
 use super::Place;
 use crate::config::check::Checker;
 use crate::config::raw::raw_table;
-use crate::sinks::{ClientCert, TlsFiles};
+use crate::sinks::credentials::{ClientCert, TlsFiles};
 
 raw_table! {
     /// `tls.*`, as written.

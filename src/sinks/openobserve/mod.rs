@@ -23,11 +23,11 @@ use std::io::Write;
 use serde::Deserialize;
 
 use super::delivery::item::Item;
+use super::delivery::options::DeliveryOptions;
 use super::delivery::transport::{short_text, BodyVerdict};
 use super::document;
-use super::http::{json_answer, HttpApi, Request};
+use super::http::{json_answer, HttpApi, HttpOptions, Request};
 use super::template::{event_time, Template};
-use super::{DeliveryOptions, HttpOptions};
 use crate::event::Stored;
 
 /// What an `openobserve` sink runs with.

@@ -28,9 +28,9 @@ use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, Wi
 use prost::Message;
 
 use super::delivery::item::Item;
+use super::delivery::options::DeliveryOptions;
 use super::delivery::transport::{short_text, truncate, BodyVerdict, MAX_ERROR_TEXT};
-use super::http::{HttpApi, Request};
-use super::{DeliveryOptions, HttpOptions};
+use super::http::{HttpApi, HttpOptions, Request};
 use crate::event::{Record, Signal, Stored};
 
 /// What an `otlp_http` sink runs with.

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use rand::Rng;
 
-use super::Policy;
+use super::policy::Policy;
 
 /// The longest `Retry-After` honoured when `backoff_max` is shorter: a
 /// receiver asking for an hour is more likely confused than right.

@@ -4,30 +4,8 @@
 
 use std::time::Duration;
 
-use super::Policy;
-use crate::sinks::delivery::transport::{BodyVerdict, ItemAnswer};
-
-/// How a request failed without a response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TransportKind {
-    /// Could not connect (refused, unreachable, DNS, TLS handshake).
-    Connect,
-    /// No complete answer within `request_timeout`.
-    Timeout,
-    /// The connection broke while sending or before the answer (reset):
-    /// the receiver may have accepted the events.
-    Connection,
-}
-
-impl TransportKind {
-    pub fn reason(self) -> &'static str {
-        match self {
-            TransportKind::Connect => "connect",
-            TransportKind::Timeout => "timeout",
-            TransportKind::Connection => "connection",
-        }
-    }
-}
+use super::policy::Policy;
+use crate::sinks::delivery::transport::{BodyVerdict, ItemAnswer, TransportKind};
 
 /// What came back for one request.
 #[derive(Debug)]

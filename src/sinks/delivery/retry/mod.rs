@@ -35,20 +35,10 @@
 //! whichever is larger). Held requests wait between half and all of
 //! `backoff_max`.
 
-use std::time::Duration;
-
 mod backoff;
 mod classify;
+mod policy;
 
 pub(crate) use backoff::parse_retry_after;
-pub(crate) use classify::{Decision, Outcome, Rejection, TransportKind, Verdict};
-
-/// The policy of one sink.
-#[derive(Debug, Clone)]
-pub(crate) struct Policy {
-    pub backoff_initial: Duration,
-    pub backoff_max: Duration,
-    /// Answers asking for a retry that an event may get before it is
-    /// rejected with "retries exhausted" (at least 1).
-    pub max_attempts: u32,
-}
+pub(crate) use classify::{Decision, Outcome, Rejection, Verdict};
+pub(crate) use policy::Policy;
