@@ -68,7 +68,9 @@ use holdfast::registry::SinkKind;
 use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions, StartAt};
 use holdfast::sinks::elasticsearch::ElasticsearchOptions;
 use holdfast::sinks::openobserve::OpenObserveOptions;
-use holdfast::sinks::{Compression, HttpSinkOptions, OtlpEncoding, OtlpHttpSinkOptions, Template};
+use holdfast::sinks::{
+    Compression, DeliveryOptions, HttpOptions, OtlpEncoding, OtlpHttpSinkOptions, Template,
+};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::resource::v1::Resource;
@@ -358,7 +360,7 @@ async fn run(backlog: u64) {
             continue;
         }
         let name = format!("bench-{i}");
-        let mut common = HttpSinkOptions::new(
+        let mut common = DeliveryOptions::new(
             vec!["app".into()],
             dir.path().join("quarantine").join(&name),
         );
@@ -368,15 +370,20 @@ async fn run(backlog: u64) {
         // default 1s for more events.
         common.batch_timeout = Duration::from_millis(20);
         common.concurrency = concurrency;
-        common.compression = compression;
+        let http = HttpOptions {
+            compression,
+            ..HttpOptions::default()
+        };
         let sink = match kind {
             "elasticsearch" => SinkKind::Elasticsearch(ElasticsearchOptions {
                 common,
+                http,
                 endpoints: vec![base.clone()],
                 index: Template::parse("holdfast-{signal}-{date}").unwrap(),
             }),
             "otlp_http" => SinkKind::OtlpHttp(OtlpHttpSinkOptions {
                 common,
+                http,
                 logs_url: base.join("/v1/logs").unwrap(),
                 traces_url: base.join("/v1/traces").unwrap(),
                 metrics_url: base.join("/v1/metrics").unwrap(),
@@ -384,6 +391,7 @@ async fn run(backlog: u64) {
             }),
             _ => SinkKind::OpenObserve(OpenObserveOptions {
                 common,
+                http,
                 endpoint: base.clone(),
                 org: "default".into(),
                 stream: Template::parse("{signal}").unwrap(),
@@ -504,14 +512,14 @@ async fn nats_rows(log: &Log, dir: &std::path::Path, metrics: &Arc<Metrics>, n: 
         let name = format!("bench-nats-{replicas}-{concurrency}");
         log.consumer(&name, StartAt::Oldest).unwrap();
         let mut common =
-            HttpSinkOptions::new(vec!["app".into()], dir.join("quarantine").join(&name));
+            DeliveryOptions::new(vec!["app".into()], dir.join("quarantine").join(&name));
         common.batch_max_events = 2000;
         common.batch_max_bytes = 8 << 20;
         common.batch_timeout = Duration::from_millis(20);
         common.concurrency = concurrency;
-        common.compression = Compression::None;
         let sink = SinkKind::Nats(NatsOptions {
             common,
+            tls: Default::default(),
             servers: servers.urls(),
             stream: "BENCH".into(),
             subject: Template::parse("telemetry.{signal}.{source}").unwrap(),
@@ -844,7 +852,7 @@ mod pushback {
         let mut normal = 0.0;
         for (i, &(label, prefix)) in runs.iter().enumerate() {
             let name = format!("push-{i}");
-            let mut common = HttpSinkOptions::new(
+            let mut common = DeliveryOptions::new(
                 vec!["app".into()],
                 dir.path().join("quarantine").join(&name),
             );
@@ -852,9 +860,12 @@ mod pushback {
             common.batch_max_bytes = 8 << 20;
             common.batch_timeout = Duration::from_millis(20);
             common.concurrency = 4;
-            common.compression = Compression::None;
             let sink = SinkKind::Elasticsearch(ElasticsearchOptions {
                 common,
+                http: HttpOptions {
+                    compression: Compression::None,
+                    ..HttpOptions::default()
+                },
                 endpoints: vec![base.join(prefix).unwrap()],
                 index: Template::parse("holdfast-{signal}-{date}").unwrap(),
             });

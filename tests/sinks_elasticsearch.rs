@@ -221,7 +221,7 @@ async fn refused_credentials_keep_the_data_until_they_work() {
     let mut h = es().await;
     let token = h.dir.path().join("token");
     std::fs::write(&token, "s3cret\n").unwrap();
-    h.options.auth = Some(Auth::Bearer { token_file: token });
+    h.http.auth = Some(Auth::Bearer { token_file: token });
     h.options.concurrency = 1;
     h.receiver
         .script([Fault::status(401), Fault::status(401), Fault::status(403)]);
@@ -325,7 +325,7 @@ async fn documents_go_to_templated_indices_with_basic_or_api_key_auth() {
     ] {
         let mut h = es().await;
         let secret = h.dir.path().join("secret");
-        h.options.auth = Some(match auth {
+        h.http.auth = Some(match auth {
             "basic" => {
                 std::fs::write(&secret, "pass word\n").unwrap();
                 Auth::Basic {
@@ -342,7 +342,7 @@ async fn documents_go_to_templated_indices_with_basic_or_api_key_auth() {
                 Auth::ApiKey { key_file: secret }
             }
         });
-        h.options.compression = holdfast::sinks::Compression::Gzip;
+        h.http.compression = holdfast::sinks::Compression::Gzip;
         h.index = holdfast::sinks::Template::parse("logs-{source}-{date}").unwrap();
         let ids = h.append(3).await;
         h.start();

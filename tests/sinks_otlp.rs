@@ -74,7 +74,7 @@ async fn signals_go_to_their_endpoints_regrouped_by_resource_and_scope() {
         h.otlp_encoding = encoding;
         h.options.batch_max_events = 100;
         h.options.batch_timeout = std::time::Duration::from_millis(50);
-        h.options.compression = Compression::Gzip;
+        h.http.compression = Compression::Gzip;
         mixed(&mut h).await;
         h.start();
         h.wait_caught_up().await;

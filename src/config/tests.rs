@@ -278,9 +278,9 @@ auth.password_file = "/etc/holdfast/oo.password"
     assert_eq!(c.request_timeout, Duration::from_secs(30));
     assert_eq!(c.backoff_initial, Duration::from_millis(500));
     assert_eq!(c.backoff_max, Duration::from_secs(60));
-    assert_eq!(c.compression, Compression::Gzip);
+    assert_eq!(es.http.compression, Compression::Gzip);
     assert_eq!(
-        c.auth,
+        es.http.auth,
         Some(Auth::Basic {
             user: "holdfast".into(),
             password_file: "/etc/holdfast/es.password".into()
@@ -297,7 +297,7 @@ auth.password_file = "/etc/holdfast/oo.password"
     assert_eq!(o.traces_url.as_str(), "http://tempo:4318/v1/traces");
     assert_eq!(o.metrics_url.as_str(), "http://collector:4318/v1/metrics");
     assert_eq!(o.encoding, OtlpEncoding::Json);
-    assert_eq!(o.common.compression, Compression::None);
+    assert_eq!(o.http.compression, Compression::None);
     assert_eq!(o.common.quarantine.when_full, QuarantineFull::Drop);
     let SinkKind::OpenObserve(oo) = &s.sinks["oo"].kind else {
         panic!()

@@ -29,7 +29,7 @@ pub struct SinkStatusLabels {
 
 /// Every `status` of `holdfast_sink_requests_total`.
 pub const STATUS_CLASSES: [&str; 5] = ["2xx", "3xx", "4xx", "5xx", "error"];
-/// Every `reason` of `holdfast_sink_retries_total` (`src/sinks/retry.rs`
+/// Every `reason` of `holdfast_sink_retries_total` (`src/sinks/delivery/retry/classify.rs`
 /// and `deliver.rs` count them).
 #[rustfmt::skip]
 pub const RETRY_REASONS: [&str; 13] = [

@@ -10,23 +10,19 @@ delivery stopped.
   `_bulk` API), [`openobserve`] (its `_json` ingestion), [`nats`] (NATS
   JetStream: a message per event, each with its own publish ack).
 
-A network sink, piece by piece (one concept per file):
+What is here, kits first, then the components:
 
-| file | concept |
-|------|---------|
-| `runtime.rs` | the consumer, batching by events/bytes/time, delivery tasks up to the limit, the window, commits, the replay inbox |
-| `watermark.rs` | the contiguous-completion watermark: the cursor moves only to the lowest unfinished event |
-| `deliver.rs` | one batch on its way: send, classify, hand back what needs resending (same ids), split on 413, quarantine |
-| `retry_queue.rs` | events waiting to be sent again (not-before times, drawn ahead of new reads), the probe and the backoff reset after an outage |
-| `limit.rs` | adaptive concurrency: additive increase, multiplicative decrease of the requests in flight on pushback and rising latency |
-| `retry.rs` | the retry policy: per-event verdicts for every outcome, backoff with full jitter, `Retry-After` |
-| `protocol.rs` | the seam each receiver API implements: build a request, read a 2xx body |
-| `otlp_http/`, `elasticsearch/`, `openobserve/` | the three receiver APIs; each folder's `config.rs` its keys, check and description |
-| `network_config/` | the keys every network sink shares (batching, retries, `auth`, `tls`, `quarantine`): raw structs, check, description, machine checks, once; `NetworkSink` makes each a component `Sink` |
-| `document.rs`, `template.rs`, `keys.rs` | JSON documents, index/stream names, idempotency keys |
-| `http.rs` | the HTTP client: rustls, timeouts, gzip, credentials from files |
-| `quarantine.rs` | durable storage of rejected events (the operator tools are in `src/cli/`) |
-| `options.rs` | the options every network sink shares |
+| where | what |
+|-------|------|
+| `delivery/` | the delivery kit every network sink runs on: the runtime, delivery tasks, retry policy and queue, adaptive limit, watermark, quarantining, and the seam a sink's transport implements (`delivery/mod.rs` has the map) |
+| `http/` | the one HTTP transport of the HTTP sinks: the seam their API implements (build a request, read a 2xx body), the client (rustls, timeouts, gzip, credentials, bounded answers) and its options |
+| `network_config/` | the keys every network sink shares (batching, retries, `auth`, `tls`, `headers`, `quarantine`): raw structs, check, description, machine checks, once; `NetworkSink` makes each a component `Sink` |
+| `credentials.rs`, `client_tls.rs` | what transports read from files (TLS files, secrets); the HTTP client's rustls setup |
+| `quarantine.rs`, `quarantine_options.rs` | durable storage of rejected events (the operator tools are in `src/cli/`), and what it is opened with |
+| `document/`, `template.rs` | JSON documents, index/stream/subject names |
+| `otlp_http/`, `elasticsearch/`, `openobserve/` | the three HTTP receiver APIs; each folder's `config.rs` its keys, check and description |
+| `nats/` | NATS JetStream: its own transport (a publish and an ack per event) |
+| `file/` | NDJSON files; a sink of its own, not on the delivery kit |
 
 An event is finished when the receiver accepted it (or already had it), or
 when it is durably in the quarantine; the cursor never passes an event that
@@ -35,36 +31,28 @@ behaviour for operators.
 */
 
 mod client_tls;
-mod deliver;
+mod credentials;
+mod delivery;
 pub mod document;
 pub mod elasticsearch;
 pub mod file;
 mod http;
-mod keys;
-mod limit;
 pub mod nats;
 mod network_config;
 pub mod openobserve;
-pub mod options;
 pub mod otlp_http;
-mod protocol;
 pub mod quarantine;
-mod quarantining;
-mod requeue;
-mod retry;
-mod retry_queue;
-mod runtime;
+mod quarantine_options;
 pub mod template;
 #[cfg(test)]
 pub(crate) mod test_events;
-mod watermark;
 
+pub use credentials::{ClientCert, TlsFiles};
+pub use delivery::options::DeliveryOptions;
 pub use elasticsearch::ElasticsearchOptions;
+pub use http::{Auth, Compression, Header, HeaderValueFrom, HttpOptions};
 pub use nats::{NatsCredentials, NatsEncoding, NatsOptions, StreamSpec};
 pub use openobserve::OpenObserveOptions;
-pub use options::{
-    Auth, ClientCert, Compression, Header, HeaderValueFrom, HttpSinkOptions, QuarantineFull,
-    QuarantineOptions,
-};
 pub use otlp_http::{OtlpEncoding, OtlpHttpSinkOptions};
+pub use quarantine_options::{QuarantineFull, QuarantineOptions};
 pub use template::Template;

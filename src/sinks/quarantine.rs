@@ -62,7 +62,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::options::{QuarantineFull, QuarantineOptions};
+use super::quarantine_options::{QuarantineFull, QuarantineOptions};
 use crate::event::Stored;
 use crate::seglog::{sync_dir, Fs};
 use crate::state_file;

@@ -294,7 +294,7 @@ pub(crate) fn event_time(ev: &Stored) -> u64 {
             }
         }
         Some(Record::Span(s)) => s.start_time_unix_nano,
-        Some(Record::Metric(m)) => super::keys::point(m).map_or(0, |p| p.time_unix_nano),
+        Some(Record::Metric(m)) => super::delivery::keys::point(m).map_or(0, |p| p.time_unix_nano),
         None => 0,
     };
     if t != 0 {

@@ -14,7 +14,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 
-use super::protocol::{Item, Pos};
+use super::delivery::item::{Item, Pos};
 use crate::event::{
     Context, Decoder, Envelope, EventId, FileOrigin, Group, Record, Signal, Stored,
 };

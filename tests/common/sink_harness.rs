@@ -26,7 +26,9 @@ use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions};
 use holdfast::sinks::elasticsearch::ElasticsearchOptions;
 use holdfast::sinks::openobserve::OpenObserveOptions;
 use holdfast::sinks::quarantine::Record as QRecord;
-use holdfast::sinks::{Compression, HttpSinkOptions, OtlpEncoding, OtlpHttpSinkOptions, Template};
+use holdfast::sinks::{
+    Compression, DeliveryOptions, HttpOptions, OtlpEncoding, OtlpHttpSinkOptions, Template,
+};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::resource::v1::Resource;
@@ -81,9 +83,9 @@ pub fn env_id(env: &Envelope) -> String {
     env.event_id().unwrap().to_hex()
 }
 
-/// Sink options for tests: small batches, fast timers, no compression.
-pub fn test_options(quarantine_dir: PathBuf) -> HttpSinkOptions {
-    let mut o = HttpSinkOptions::new(vec![SOURCE.into()], quarantine_dir);
+/// Sink options for tests: small batches, fast timers.
+pub fn test_options(quarantine_dir: PathBuf) -> DeliveryOptions {
+    let mut o = DeliveryOptions::new(vec![SOURCE.into()], quarantine_dir);
     o.batch_max_events = 10;
     o.batch_timeout = Duration::from_millis(5);
     o.concurrency = 2;
@@ -91,7 +93,6 @@ pub fn test_options(quarantine_dir: PathBuf) -> HttpSinkOptions {
     o.backoff_initial = Duration::from_millis(5);
     o.backoff_max = Duration::from_millis(50);
     o.max_attempts = 3;
-    o.compression = Compression::None;
     o.replay_scan_interval = Duration::from_millis(20);
     o.config_hash = "testhash".into();
     o
@@ -102,7 +103,9 @@ pub struct Harness {
     pub log: Log,
     pub metrics: Arc<Metrics>,
     pub receiver: Receiver,
-    pub options: HttpSinkOptions,
+    pub options: DeliveryOptions,
+    /// The HTTP transport's options: no compression unless a test asks.
+    pub http: HttpOptions,
     /// Receiver-visible id of each appended event, by sequence number.
     pub ids: Vec<String>,
     stop: CancellationToken,
@@ -133,6 +136,10 @@ impl Harness {
             log,
             dir,
             options,
+            http: HttpOptions {
+                compression: Compression::None,
+                ..HttpOptions::default()
+            },
             ids: Vec::new(),
             stop: CancellationToken::new(),
             task: None,
@@ -181,9 +188,11 @@ impl Harness {
     pub fn kind(&self) -> SinkKind {
         let url = self.receiver.url();
         let common = self.options.clone();
+        let http = self.http.clone();
         match self.receiver.api {
             Api::Elasticsearch => SinkKind::Elasticsearch(ElasticsearchOptions {
                 common,
+                http,
                 endpoints: vec![url],
                 index: self.index.clone(),
             }),
@@ -191,6 +200,7 @@ impl Harness {
                 let u = |p: &str| url.join(p).unwrap();
                 SinkKind::OtlpHttp(OtlpHttpSinkOptions {
                     common,
+                    http,
                     logs_url: u("/v1/logs"),
                     traces_url: u("/v1/traces"),
                     metrics_url: u("/v1/metrics"),
@@ -199,6 +209,7 @@ impl Harness {
             }
             Api::OpenObserve => SinkKind::OpenObserve(OpenObserveOptions {
                 common,
+                http,
                 endpoint: url,
                 org: "default".into(),
                 stream: Template::parse("{signal}").unwrap(),

@@ -32,7 +32,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::trace::v1::{span, status, Span};
 
-use super::keys::push_hex_bytes;
+use super::delivery::keys::push_hex_bytes;
 use super::template::event_time;
 use crate::event::{Record, Stored};
 
@@ -267,7 +267,7 @@ fn metric_fields(w: &mut Obj<'_>, m: &Metric) {
     }
     o.str("type", kind);
     o.close();
-    if let Some(p) = super::keys::point(m) {
+    if let Some(p) = super::delivery::keys::point(m) {
         w.attributes_of(p.attributes);
         if p.start_time_unix_nano != 0 {
             w.key("start_timestamp");

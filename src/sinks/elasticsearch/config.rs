@@ -9,7 +9,7 @@ use toml::Spanned;
 use super::{Elasticsearch, ElasticsearchOptions, DEFAULT_INDEX};
 use crate::checking::Checker;
 use crate::sinks::network_config::{
-    check_template, check_url, network_sink, network_sink_types, required_endpoint, NameRule,
+    check_template, check_url, http_sink_types, network_sink, required_endpoint, NameRule,
     NetworkSink, Place, RawNetworkSink,
 };
 
@@ -59,7 +59,7 @@ impl RawElasticsearchSink {
                 required_endpoint(cx, p, None, "https://elasticsearch:9200");
             }
         }
-        let common = self.common().check(cx, p, true, &endpoints);
+        let (common, http) = self.common().check(cx, p, true, &endpoints);
         let index = check_template(cx, &p.key("index"), self.index.as_ref(), &INDEX);
         if endpoints.is_empty() {
             endpoints.push(
@@ -68,6 +68,7 @@ impl RawElasticsearchSink {
         }
         ElasticsearchOptions {
             common,
+            http,
             endpoints,
             index,
         }
@@ -75,7 +76,7 @@ impl RawElasticsearchSink {
 }
 
 impl NetworkSink for ElasticsearchOptions {
-    network_sink_types!(RawElasticsearchSink, Elasticsearch);
+    http_sink_types!(RawElasticsearchSink, Elasticsearch);
 
     fn describe_target(&self, out: &mut String) -> fmt::Result {
         let urls: Vec<String> = self.endpoints.iter().map(|u| u.to_string()).collect();

@@ -25,20 +25,20 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+use super::delivery::item::Item;
+use super::delivery::keys;
+use super::delivery::options::DeliveryOptions;
+use super::delivery::transport::{short_text, truncate, BodyVerdict, ItemAnswer, MAX_ERROR_TEXT};
 use super::document;
-use super::keys;
+use super::http::{json_answer, HttpApi, HttpOptions, Request};
 use super::network_config::join;
-use super::options::HttpSinkOptions;
-use super::protocol::{
-    json_answer, short_text, truncate, BodyVerdict, Item, ItemAnswer, Protocol, Request,
-    MAX_ERROR_TEXT,
-};
 use super::template::{Rendered, Template};
 
 /// What an `elasticsearch` sink runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ElasticsearchOptions {
-    pub common: HttpSinkOptions,
+    pub common: DeliveryOptions,
+    pub http: HttpOptions,
     /// Base URLs (`https://es1:9200`, or `http://oo:5080/api/default` for
     /// OpenObserve's compatible API); `/_bulk` is appended. Requests go to
     /// them in turn.
@@ -64,7 +64,7 @@ impl Elasticsearch {
     }
 }
 
-impl Protocol for Elasticsearch {
+impl HttpApi for Elasticsearch {
     fn encode(&self, items: &[Item], request: usize) -> Request {
         // Documents run about twice the size of a whole (format-1) event,
         // plus the action; a format-2 event's own bytes leave out what its

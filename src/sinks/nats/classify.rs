@@ -1,5 +1,5 @@
 //! What a JetStream publish came back with, in the shared retry policy's
-//! terms (`retry.rs`): each event's ack or error becomes a [`Class`], and a
+//! terms (`delivery/retry/`): each event's ack or error becomes a [`Class`], and a
 //! batch's classes become one [`Answer`].
 //!
 //! | what came back | becomes |
@@ -22,9 +22,9 @@ use async_nats::jetstream::publish::PublishAck;
 use async_nats::jetstream::ErrorCode;
 
 use super::connect::StreamState;
-use crate::sinks::http::Answer;
-use crate::sinks::protocol::{BodyVerdict, ItemAnswer};
-use crate::sinks::retry::TransportKind;
+use crate::sinks::delivery::transport::{
+    short_text, Answer, BodyVerdict, ItemAnswer, TransportKind,
+};
 
 /// One event's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,7 +136,7 @@ pub(super) fn judge(classes: &[Class], stream: Option<&StreamState>) -> Answer {
             .iter()
             .all(|c| *c == Class::Stored { duplicate: false })
         {
-            return Answer::Read(BodyVerdict::Accepted);
+            return read(BodyVerdict::Accepted);
         }
         return per_item(classes, stream);
     }
@@ -211,16 +211,24 @@ fn per_item(classes: &[Class], stream: Option<&StreamState>) -> Answer {
             },
         })
         .collect();
-    Answer::Read(BodyVerdict::PerItem(answers))
+    read(BodyVerdict::PerItem(answers))
 }
 
+/// The acks of every event, as the answer for each of them (a 200 with a
+/// body, in HTTP's terms).
+fn read(verdict: BodyVerdict) -> Answer {
+    Answer::Read {
+        status: 200,
+        verdict,
+    }
+}
+
+/// One answer for the whole batch (a status outside 2xx, in HTTP's terms).
 fn response(status: u16, text: String) -> Answer {
-    Answer::Response {
+    Answer::Refused {
         status,
         retry_after: None,
-        content_type: Some("text/plain".into()),
-        body: bytes::Bytes::from(text),
-        truncated: false,
+        error: short_text(text.as_bytes()),
     }
 }
 
@@ -230,11 +238,17 @@ mod tests {
 
     fn status(a: &Answer) -> Vec<u16> {
         match a {
-            Answer::Read(BodyVerdict::PerItem(v)) => v.iter().map(|i| i.status).collect(),
-            Answer::Read(BodyVerdict::Accepted) => vec![200],
-            Answer::Response { status, .. } => vec![*status],
+            Answer::Read {
+                verdict: BodyVerdict::PerItem(v),
+                ..
+            } => v.iter().map(|i| i.status).collect(),
+            Answer::Read {
+                verdict: BodyVerdict::Accepted,
+                ..
+            } => vec![200],
+            Answer::Refused { status, .. } => vec![*status],
             Answer::Transport { .. } => vec![0],
-            Answer::Read(other) => panic!("{other:?}"),
+            other => panic!("{other:?}"),
         }
     }
 

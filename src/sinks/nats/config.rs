@@ -12,11 +12,11 @@ use super::{connect, Nats, NatsCredentials, NatsEncoding, NatsOptions, StreamSpe
 use crate::checking::raw::one_of_newtype;
 use crate::checking::units::{format_duration, format_size, Count, Dur, Size};
 use crate::checking::{Checker, Env, Severity};
+use crate::sinks::http::{Auth, Compression};
 use crate::sinks::network_config::{
     check_template, is_loopback, network_sink, network_sink_types, NameRule, NetworkSink, Place,
-    RawNetworkSink,
+    RawNetworkSink, TransportKeys,
 };
-use crate::sinks::{Auth, Compression};
 
 one_of_newtype! {
     /// `encoding` of a `nats` sink.
@@ -101,8 +101,10 @@ impl RawNatsSink {
                 );
             }
         }
-        let mut common = self.common().check(cx, p, false, &[]);
-        common.compression = Compression::None;
+        // Compression and headers were refused above; the rest of the
+        // HTTP transport's keys is what a NATS connection uses too.
+        let (common, transport) = self.common().check(cx, p, false, &[]);
+        let tls = transport.tls;
         let servers = check_servers(cx, p, self.servers.as_ref());
         let stream = match &self.stream {
             Some(s) => {
@@ -135,8 +137,8 @@ impl RawNatsSink {
             cx.note(&key("encoding"), e);
             e.get_ref().0
         });
-        let credentials = self.credentials(cx, p, common.auth.take());
-        if credentials.is_some() && common.ca_file.is_none() && common.client_cert.is_none() {
+        let credentials = self.credentials(cx, p, transport.auth);
+        if credentials.is_some() && tls.ca_file.is_none() && tls.client_cert.is_none() {
             if let Some(s) = servers
                 .iter()
                 .find(|s| s.starts_with("nats://") && !loopback(s))
@@ -156,23 +158,9 @@ impl RawNatsSink {
             .create_stream
             .as_ref()
             .map(|c| check_create(cx, p, c, subject.as_str()));
-        // Kept in `common` only for the shared lines of `holdfast check`
-        // and its secret file checks.
-        common.auth = match &credentials {
-            Some(NatsCredentials::UserPassword {
-                user,
-                password_file,
-            }) => Some(Auth::Basic {
-                user: user.clone(),
-                password_file: password_file.clone(),
-            }),
-            Some(NatsCredentials::Token { token_file }) => Some(Auth::Bearer {
-                token_file: token_file.clone(),
-            }),
-            _ => None,
-        };
         NatsOptions {
             common,
+            tls,
             servers,
             stream,
             subject,
@@ -329,6 +317,35 @@ fn check_create(
 
 impl NetworkSink for NatsOptions {
     network_sink_types!(RawNatsSink, Nats);
+
+    /// Uncompressed, no headers; the credentials a password or a token
+    /// are, said and checked like an HTTP sink's (an NKey seed and a
+    /// `.creds` file have their own lines and checks below).
+    fn transport_keys(&self) -> TransportKeys<'_> {
+        let auth = match &self.credentials {
+            Some(NatsCredentials::UserPassword {
+                user,
+                password_file,
+            }) => Some(Auth::Basic {
+                user: user.clone(),
+                password_file: password_file.clone(),
+            }),
+            Some(NatsCredentials::Token { token_file }) => Some(Auth::Bearer {
+                token_file: token_file.clone(),
+            }),
+            _ => None,
+        };
+        TransportKeys {
+            compression: Compression::None,
+            auth,
+            tls: &self.tls,
+            headers: &[],
+        }
+    }
+
+    fn transport(&self) -> anyhow::Result<Nats> {
+        Ok(Nats::new(self))
+    }
 
     fn describe_target(&self, out: &mut String) -> fmt::Result {
         let encoding = match self.encoding {

@@ -20,8 +20,8 @@ use tokio::sync::OnceCell;
 use tracing::{info, warn};
 
 use super::{NatsCredentials, NatsOptions, StreamSpec};
-use crate::sinks::http::read_secret;
-use crate::sinks::ClientCert;
+use crate::sinks::credentials::read_secret;
+use crate::sinks::credentials::ClientCert;
 
 /// A live connection and its JetStream context.
 pub(super) struct Conn {
@@ -78,8 +78,8 @@ impl Link {
             servers: o.servers.clone(),
             stream: o.stream.clone(),
             credentials: o.credentials.clone(),
-            ca_file: o.common.ca_file.clone(),
-            client_cert: o.common.client_cert.clone(),
+            ca_file: o.tls.ca_file.clone(),
+            client_cert: o.tls.client_cert.clone(),
             ack_timeout: o.common.request_timeout,
             max_in_flight: (o.common.concurrency + 1) * o.common.batch_max_events,
             backoff: (o.common.backoff_initial, o.common.backoff_max),

@@ -13,11 +13,12 @@
 //! decoders read) or the JSON document the `elasticsearch` sink writes.
 //!
 //! The shared sink runtime batches, retries, quarantines and commits; this
-//! sink plugs in through [`Protocol::exchange`]: a batch is published as
-//! many messages in flight at once, then each PubAck is awaited and judged
-//! on its own (`classify.rs`). The cursor moves only past events whose ack
-//! arrived (`duplicate: true` counts as delivered, and as a duplicate in the
-//! metrics) or that are quarantined.
+//! sink is its own `Transport` (`delivery/transport.rs`), with no HTTP
+//! client: a batch is published as many messages in flight at once, then
+//! each PubAck is awaited and judged on its own (`classify.rs`). The
+//! cursor moves only past events whose ack arrived (`duplicate: true`
+//! counts as delivered, and as a duplicate in the metrics) or that are
+//! quarantined.
 //!
 //! | file | concept |
 //! |------|---------|
@@ -35,16 +36,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::options::HttpSinkOptions;
-use super::protocol::{BodyVerdict, Exchange, Item, Protocol, Request};
+use super::credentials::TlsFiles;
+use super::delivery::item::Item;
+use super::delivery::options::DeliveryOptions;
+use super::delivery::transport::{Answer, Sent, Transport};
 use super::template::Template;
 
 /// What a `nats` sink runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NatsOptions {
-    /// The shared network sink options (batching, retries, quarantine,
-    /// `tls`); `request_timeout` bounds the wait for each ack.
-    pub common: HttpSinkOptions,
+    /// The delivery options (batching, retries, quarantine);
+    /// `request_timeout` bounds the wait for each ack.
+    pub common: DeliveryOptions,
+    /// `tls.*`: the CA certificates to trust and the client certificate.
+    pub tls: TlsFiles,
     /// Server URLs (`nats://host:4222`, `tls://host:4222`), tried in turn
     /// and on every reconnect.
     pub servers: Vec<String>,
@@ -114,24 +119,26 @@ impl Nats {
     }
 }
 
-impl Protocol for Nats {
-    fn exchange<'a>(&'a self, items: &'a [Item]) -> Option<Exchange<'a>> {
-        Some(Box::pin(async move {
-            let (answer, wire) = self.publisher.publish(items).await;
-            (self.link.url(), answer, wire)
-        }))
+impl Transport for Nats {
+    /// The events themselves: each is encoded as it is published.
+    type Request<'a> = &'a [Item];
+    /// The acks, already judged: nothing is left to read after the clock.
+    type Reply = Answer;
+
+    fn prepare<'a>(&'a self, items: &'a [Item], _request: usize) -> &'a [Item] {
+        items
     }
 
-    // Never called: `exchange` sends every request.
-    fn encode(&self, _items: &[Item], _request: usize) -> Request {
-        Request {
-            url: self.link.url(),
-            content_type: "application/octet-stream",
-            body: Vec::new(),
+    async fn send<'a>(&'a self, items: &'a [Item]) -> Sent<Answer> {
+        let (reply, wire) = self.publisher.publish(items).await;
+        Sent {
+            target: self.link.url(),
+            reply,
+            wire,
         }
     }
 
-    fn parse(&self, _content_type: Option<&str>, _body: &[u8], _events: usize) -> BodyVerdict {
-        BodyVerdict::Unreadable("a NATS sink reads acks, not HTTP bodies".into())
+    fn judge(&self, reply: Answer, _events: usize) -> Answer {
+        reply
     }
 }

@@ -14,12 +14,11 @@ use bytes::Bytes;
 use super::classify::{self, Class};
 use super::connect::Link;
 use super::{NatsEncoding, NatsOptions};
+use crate::sinks::delivery::item::Item;
+use crate::sinks::delivery::keys::push_hex;
+use crate::sinks::delivery::transport::{Answer, TransportKind};
 use crate::sinks::document;
-use crate::sinks::http::Answer;
-use crate::sinks::keys::push_hex;
 use crate::sinks::otlp_http::export_request;
-use crate::sinks::protocol::Item;
-use crate::sinks::retry::TransportKind;
 use crate::sinks::template::{Rendered, Template};
 
 pub(super) struct Publisher {

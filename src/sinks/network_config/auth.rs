@@ -7,7 +7,7 @@ use toml::Spanned;
 use super::Place;
 use crate::checking::raw::raw_table;
 use crate::checking::Checker;
-use crate::sinks::Auth;
+use crate::sinks::http::Auth;
 
 raw_table! {
     /// `auth.*`, as written. At most one scheme.

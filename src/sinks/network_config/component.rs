@@ -6,6 +6,7 @@
 use std::fmt::{self, Write};
 use std::path::PathBuf;
 
+use anyhow::Context;
 use serde::de::DeserializeOwned;
 
 use super::{check_network, Place, RawNetworkSink};
@@ -14,18 +15,42 @@ use crate::checking::{Checker, Env, NamedTable, Severity};
 use crate::component::{ComponentContext, Run, Sink, SinkEnv};
 use crate::metrics::{Metrics, SINK_DROP_REASONS};
 use crate::sinks::client_tls::load_pair;
-use crate::sinks::protocol::Protocol;
-use crate::sinks::runtime;
-use crate::sinks::{Auth, Compression, HeaderValueFrom, HttpSinkOptions, QuarantineFull};
+use crate::sinks::credentials::TlsFiles;
+use crate::sinks::delivery::options::DeliveryOptions;
+use crate::sinks::delivery::runtime;
+use crate::sinks::delivery::transport::Transport;
+use crate::sinks::http::{Auth, Compression, Header, HeaderValueFrom, HttpOptions};
+use crate::sinks::quarantine_options::QuarantineFull;
+
+/// The shared transport keys as a sink uses them, for its lines in
+/// `holdfast check` and its machine checks.
+pub(crate) struct TransportKeys<'a> {
+    pub compression: Compression,
+    pub auth: Option<Auth>,
+    pub tls: &'a TlsFiles,
+    pub headers: &'a [Header],
+}
+
+impl TransportKeys<'_> {
+    /// An HTTP sink's: every key as written.
+    pub(crate) fn of(http: &HttpOptions) -> TransportKeys<'_> {
+        TransportKeys {
+            compression: http.compression,
+            auth: http.auth.clone(),
+            tls: &http.tls,
+            headers: &http.headers,
+        }
+    }
+}
 
 /// The lines every network sink shares: batching, retries, credentials,
 /// the quarantine.
-fn describe_network(out: &mut String, o: &HttpSinkOptions) -> fmt::Result {
-    let compression = match o.compression {
+fn describe_network(out: &mut String, o: &DeliveryOptions, t: &TransportKeys<'_>) -> fmt::Result {
+    let compression = match t.compression {
         Compression::Gzip => "gzip",
         Compression::None => "no compression",
     };
-    let auth = match &o.auth {
+    let auth = match &t.auth {
         None => "no credentials".to_string(),
         Some(Auth::Basic {
             user,
@@ -87,14 +112,14 @@ fn describe_network(out: &mut String, o: &HttpSinkOptions) -> fmt::Result {
         o.quarantine.dir.display(),
         format_size(o.quarantine.max_bytes)
     )?;
-    if let Some(ca) = &o.ca_file {
+    if let Some(ca) = &t.tls.ca_file {
         writeln!(
             out,
             "    trusts the CA certificates in {} besides the system's",
             ca.display()
         )?;
     }
-    if let Some(c) = &o.client_cert {
+    if let Some(c) = &t.tls.client_cert {
         let (cert, key) = (c.cert_file.display(), c.key_file.display());
         let reload = "loaded again when the files change";
         writeln!(
@@ -102,8 +127,8 @@ fn describe_network(out: &mut String, o: &HttpSinkOptions) -> fmt::Result {
             "    presents the client certificate {cert} (key {key}), {reload}"
         )?;
     }
-    if !o.headers.is_empty() {
-        let list: Vec<String> = o
+    if !t.headers.is_empty() {
+        let list: Vec<String> = t
             .headers
             .iter()
             .map(|h| match &h.value {
@@ -118,7 +143,7 @@ fn describe_network(out: &mut String, o: &HttpSinkOptions) -> fmt::Result {
 
 /// Paths of the secret files of a network sink, for the machine checks:
 /// (key, path, what).
-fn files_to_check(name: &str, o: &HttpSinkOptions) -> Vec<(String, PathBuf, &'static str)> {
+fn files_to_check(name: &str, o: &TransportKeys<'_>) -> Vec<(String, PathBuf, &'static str)> {
     let key = |k: &str| format!("sinks.{name}.{k}");
     let mut out = Vec::new();
     match &o.auth {
@@ -133,7 +158,7 @@ fn files_to_check(name: &str, o: &HttpSinkOptions) -> Vec<(String, PathBuf, &'st
         }
         None => {}
     }
-    for h in &o.headers {
+    for h in o.headers {
         if let HeaderValueFrom::File(f) = &h.value {
             out.push((
                 key(&format!("headers_file.{}", h.name)),
@@ -147,7 +172,7 @@ fn files_to_check(name: &str, o: &HttpSinkOptions) -> Vec<(String, PathBuf, &'st
 
 /// The CA file and the client certificate: readable PEM, and a key that
 /// fits its certificate, as `run` will load them.
-fn check_tls_files(name: &str, o: &HttpSinkOptions, env: &mut Env<'_>) {
+fn check_tls_files(name: &str, o: &TlsFiles, env: &mut Env<'_>) {
     let key = |k: &str| format!("sinks.{name}.tls.{k}");
     if let Some(ca) = &o.ca_file {
         env.pem_file(&key("ca_file"), ca, "CERTIFICATE");
@@ -173,33 +198,39 @@ fn check_tls_files(name: &str, o: &HttpSinkOptions, env: &mut Env<'_>) {
     }
 }
 
-/// A network sink type: its options, with the shared ones in `common`.
-/// Every such type is a [`Sink`] through the impl below, so a new network
-/// sink writes only what is its own.
+/// A network sink type: its options, with the delivery options in
+/// `common`. Every such type is a [`Sink`] through the impl below, so a new
+/// network sink writes only what is its own: its keys, its transport, and
+/// the line saying where it sends.
 pub(crate) trait NetworkSink: Clone + fmt::Debug + Send + Sync + 'static {
     /// The table as written (declared with [`network_sink!`]).
     type Raw: DeserializeOwned + RawNetworkSink;
-    /// The receiver API it speaks.
-    type Protocol: Protocol;
+    /// How it reaches its receiver (the HTTP sinks: `HttpTransport` with
+    /// their API).
+    type Transport: Transport;
     /// Checks the sink's own keys and, through [`Common`], the shared ones.
     fn check_raw(raw: Self::Raw, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> Self;
-    /// The options every network sink shares.
-    fn common(&self) -> &HttpSinkOptions;
+    /// The options the delivery runtime runs with.
+    fn common(&self) -> &DeliveryOptions;
+    /// The shared transport keys as it uses them.
+    fn transport_keys(&self) -> TransportKeys<'_>;
     /// The line saying where it sends, for `holdfast check`.
     fn describe_target(&self, out: &mut String) -> fmt::Result;
-    /// The protocol it speaks, built for one run.
-    fn protocol(&self) -> Self::Protocol;
+    /// Its transport, built for one run; fails (naming the file) when a
+    /// file it reads at start cannot be read.
+    fn transport(&self) -> anyhow::Result<Self::Transport>;
     /// Its own machine checks, after the shared ones (the `nats` sink's
     /// secret files and its probe of the stream).
     fn check_own_environment(&self, _name: &str, _env: &mut Env<'_>) {}
 }
 
 /// The items of a [`NetworkSink`] impl that only name its types: the raw
-/// struct (with its `check`) and the protocol (with its `new`).
+/// struct (with its `check`) and the transport; the options keep the
+/// delivery options in `common`.
 macro_rules! network_sink_types {
-    ($raw:ident, $protocol:ident) => {
+    ($raw:ident, $transport:ty) => {
         type Raw = $raw;
-        type Protocol = $protocol;
+        type Transport = $transport;
 
         fn check_raw(
             raw: $raw,
@@ -209,16 +240,33 @@ macro_rules! network_sink_types {
             raw.check(cx, p)
         }
 
-        fn common(&self) -> &$crate::sinks::HttpSinkOptions {
+        fn common(&self) -> &$crate::sinks::delivery::options::DeliveryOptions {
             &self.common
-        }
-
-        fn protocol(&self) -> $protocol {
-            $protocol::new(self)
         }
     };
 }
 pub(crate) use network_sink_types;
+
+/// The items of an HTTP sink's [`NetworkSink`] impl: [`network_sink_types!`]
+/// with the shared HTTP transport over the sink's API (built by its
+/// `new`); the options keep the HTTP transport's in `http`.
+macro_rules! http_sink_types {
+    ($raw:ident, $api:ident) => {
+        $crate::sinks::network_config::network_sink_types!(
+            $raw,
+            $crate::sinks::http::HttpTransport<$api>
+        );
+
+        fn transport_keys(&self) -> $crate::sinks::network_config::TransportKeys<'_> {
+            $crate::sinks::network_config::TransportKeys::of(&self.http)
+        }
+
+        fn transport(&self) -> anyhow::Result<$crate::sinks::http::HttpTransport<$api>> {
+            $crate::sinks::http::HttpTransport::new($api::new(self), &self.http, &self.common)
+        }
+    };
+}
+pub(crate) use http_sink_types;
 
 impl<T: NetworkSink> Sink for T {
     fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>, env: &SinkEnv<'_>) -> Option<Self> {
@@ -231,7 +279,7 @@ impl<T: NetworkSink> Sink for T {
 
     fn describe(&self, out: &mut String) -> fmt::Result {
         self.describe_target(out)?;
-        describe_network(out, self.common())
+        describe_network(out, self.common(), &self.transport_keys())
     }
 
     fn declare_metrics(&self, name: &str, metrics: &Metrics) {
@@ -241,21 +289,20 @@ impl<T: NetworkSink> Sink for T {
 
     fn run(&self, ctx: &ComponentContext) -> Run {
         let ctx = ctx.clone();
-        Box::pin(runtime::run(
-            ctx.name,
-            self.common().clone(),
-            self.protocol(),
-            ctx.log,
-            ctx.metrics,
-            ctx.stop,
-        ))
+        let common = self.common().clone();
+        let transport = self.transport();
+        Box::pin(async move {
+            let transport = transport.with_context(|| format!("starting sink {}", ctx.name))?;
+            runtime::run(ctx.name, common, transport, ctx.log, ctx.metrics, ctx.stop).await
+        })
     }
 
     fn check_environment(&self, name: &str, env: &mut Env<'_>) {
-        for (key, path, what) in files_to_check(name, self.common()) {
+        let keys = self.transport_keys();
+        for (key, path, what) in files_to_check(name, &keys) {
             env.secret_file(&key, &path, what);
         }
-        check_tls_files(name, self.common(), env);
+        check_tls_files(name, keys.tls, env);
         self.check_own_environment(name, env);
     }
 }

@@ -15,7 +15,7 @@ use toml::Spanned;
 
 use super::Place;
 use crate::checking::Checker;
-use crate::sinks::{Header, HeaderValueFrom};
+use crate::sinks::http::{Header, HeaderValueFrom};
 
 /// Header names to values (`headers`) or to files (`headers_file`).
 pub(crate) type RawHeaders = BTreeMap<Spanned<String>, Spanned<String>>;

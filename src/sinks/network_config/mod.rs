@@ -15,8 +15,11 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use toml::Spanned;
 
-use super::options::defaults as d;
-use super::{Compression, HttpSinkOptions, QuarantineFull, Template};
+use super::delivery::options::defaults as d;
+use super::delivery::options::DeliveryOptions;
+use super::http::{Compression, HttpOptions};
+use super::quarantine_options::QuarantineFull;
+use super::template::Template;
 use crate::checking::raw::{one_of_newtype, raw_table};
 use crate::checking::units::{format_duration, Size};
 use crate::checking::{Checker, NamedTable};
@@ -27,7 +30,7 @@ mod component;
 pub(crate) mod headers;
 pub(crate) mod tls;
 
-pub(crate) use component::{network_sink_types, NetworkSink};
+pub(crate) use component::{http_sink_types, network_sink_types, NetworkSink, TransportKeys};
 
 one_of_newtype! {
     /// `compression`.
@@ -201,15 +204,20 @@ impl Place<'_, '_> {
 }
 
 impl Common<'_> {
+    /// The shared keys checked: the delivery options, and the transport
+    /// keys as the HTTP transport takes them (a sink with another
+    /// transport takes what it uses: NATS its TLS files and credentials,
+    /// and refuses the rest in its own check).
     pub(crate) fn check(
         &self,
         cx: &mut Checker<'_>,
         p: &Place<'_, '_>,
         api_keys: bool,
         endpoints: &[reqwest::Url],
-    ) -> HttpSinkOptions {
+    ) -> (DeliveryOptions, HttpOptions) {
         let key = |k: &str| p.key(k);
-        let mut o = HttpSinkOptions::new(
+        let mut t = HttpOptions::default();
+        let mut o = DeliveryOptions::new(
             p.inputs.clone(),
             p.data_dir.join("quarantine").join(&p.t.name),
         );
@@ -301,14 +309,14 @@ impl Common<'_> {
         }
         if let Some(c) = self.compression {
             cx.note(&key("compression"), c);
-            o.compression = c.get_ref().0;
+            t.compression = c.get_ref().0;
         }
-        o.auth = self.auth.and_then(|a| auth::check_auth(cx, p, a, api_keys));
+        t.auth = self.auth.and_then(|a| auth::check_auth(cx, p, a, api_keys));
         if let Some(tls) = self.tls {
-            tls.get_ref().check(cx, p, &mut o);
+            tls.get_ref().check(cx, p, &mut t.tls);
         }
-        o.headers =
-            headers::check_headers(cx, p, self.headers, self.headers_file, o.auth.is_some());
+        t.headers =
+            headers::check_headers(cx, p, self.headers, self.headers_file, t.auth.is_some());
         if let Some(q) = self.quarantine {
             let q = q.get_ref();
             o.quarantine.max_bytes = cx.size(
@@ -324,7 +332,7 @@ impl Common<'_> {
             }
         }
         // Credentials over plain HTTP to another machine travel in clear.
-        if o.auth.is_some() {
+        if t.auth.is_some() {
             if let Some(u) = endpoints
                 .iter()
                 .find(|u| u.scheme() == "http" && !is_loopback(u))
@@ -340,7 +348,7 @@ impl Common<'_> {
                 );
             }
         }
-        o
+        (o, t)
     }
 }
 

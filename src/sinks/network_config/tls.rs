@@ -5,7 +5,7 @@
 use super::Place;
 use crate::checking::raw::raw_table;
 use crate::checking::Checker;
-use crate::sinks::{ClientCert, HttpSinkOptions};
+use crate::sinks::credentials::{ClientCert, TlsFiles};
 
 raw_table! {
     /// `tls.*`, as written.
@@ -22,7 +22,7 @@ raw_table! {
 
 impl RawSinkTls {
     /// Sets `ca_file` and `client_cert` of `o`.
-    pub(super) fn check(&self, cx: &mut Checker<'_>, p: &Place<'_, '_>, o: &mut HttpSinkOptions) {
+    pub(super) fn check(&self, cx: &mut Checker<'_>, p: &Place<'_, '_>, o: &mut TlsFiles) {
         let tkey = |k: &str| p.key(&format!("tls.{k}"));
         o.ca_file = cx.path(&tkey("ca_file"), self.ca_file.as_ref());
         let cert_file = cx.path(&tkey("client_cert_file"), self.client_cert_file.as_ref());

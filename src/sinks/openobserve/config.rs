@@ -9,8 +9,8 @@ use toml::Spanned;
 use super::{OpenObserve, OpenObserveOptions, DEFAULT_ORG, DEFAULT_STREAM};
 use crate::checking::Checker;
 use crate::sinks::network_config::{
-    check_template, network_sink, network_sink_types, required_endpoint, NameRule, NetworkSink,
-    Place, RawNetworkSink,
+    check_template, http_sink_types, network_sink, required_endpoint, NameRule, NetworkSink, Place,
+    RawNetworkSink,
 };
 
 network_sink! {
@@ -41,7 +41,7 @@ impl RawOpenObserveSink {
     fn check(self, cx: &mut Checker<'_>, p: &Place<'_, '_>) -> OpenObserveOptions {
         let endpoint = required_endpoint(cx, p, self.endpoint.as_ref(), "http://openobserve:5080");
         let present: Vec<reqwest::Url> = endpoint.iter().cloned().collect();
-        let common = self.common().check(cx, p, false, &present);
+        let (common, http) = self.common().check(cx, p, false, &present);
         let org = match &self.org {
             Some(v) => {
                 cx.note(&p.key("org"), v);
@@ -62,6 +62,7 @@ impl RawOpenObserveSink {
         let stream = check_template(cx, &p.key("stream"), self.stream.as_ref(), &STREAM);
         OpenObserveOptions {
             common,
+            http,
             endpoint: endpoint.unwrap_or_else(|| {
                 reqwest::Url::parse("http://127.0.0.1:5080/").unwrap_or_else(|_| unreachable!())
             }),
@@ -72,7 +73,7 @@ impl RawOpenObserveSink {
 }
 
 impl NetworkSink for OpenObserveOptions {
-    network_sink_types!(RawOpenObserveSink, OpenObserve);
+    http_sink_types!(RawOpenObserveSink, OpenObserve);
 
     fn describe_target(&self, out: &mut String) -> fmt::Result {
         writeln!(

@@ -22,16 +22,19 @@ use std::io::Write;
 
 use serde::Deserialize;
 
+use super::delivery::item::Item;
+use super::delivery::options::DeliveryOptions;
+use super::delivery::transport::{short_text, BodyVerdict};
 use super::document;
-use super::options::HttpSinkOptions;
-use super::protocol::{json_answer, short_text, BodyVerdict, Item, Protocol, Request};
+use super::http::{json_answer, HttpApi, HttpOptions, Request};
 use super::template::{event_time, Template};
 use crate::event::Stored;
 
 /// What an `openobserve` sink runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenObserveOptions {
-    pub common: HttpSinkOptions,
+    pub common: DeliveryOptions,
+    pub http: HttpOptions,
     /// The server, like `http://openobserve:5080`.
     pub endpoint: reqwest::Url,
     /// The organization.
@@ -65,7 +68,7 @@ impl OpenObserve {
     }
 }
 
-impl Protocol for OpenObserve {
+impl HttpApi for OpenObserve {
     fn route(&self, ev: &Stored) -> u64 {
         if self.stream.by_signal_only() {
             return ev.signal().map_or(0, |s| s as u64);

@@ -10,7 +10,7 @@ use super::{OtlpEncoding, OtlpHttp, OtlpHttpSinkOptions};
 use crate::checking::raw::one_of_newtype;
 use crate::checking::Checker;
 use crate::sinks::network_config::{
-    check_url, join, network_sink, network_sink_types, NetworkSink, Place, RawNetworkSink,
+    check_url, http_sink_types, join, network_sink, NetworkSink, Place, RawNetworkSink,
 };
 
 one_of_newtype! {
@@ -67,7 +67,7 @@ impl RawOtlpHttpSink {
         let placeholder =
             || reqwest::Url::parse("http://127.0.0.1:4318/").unwrap_or_else(|_| unreachable!());
         let present: Vec<reqwest::Url> = urls.iter().flatten().cloned().collect();
-        let common = self.common().check(cx, p, false, &present);
+        let (common, http) = self.common().check(cx, p, false, &present);
         let mut urls = urls.into_iter().map(|u| u.unwrap_or_else(placeholder));
         let encoding = match &self.encoding {
             Some(e) => {
@@ -78,6 +78,7 @@ impl RawOtlpHttpSink {
         };
         OtlpHttpSinkOptions {
             common,
+            http,
             logs_url: urls.next().unwrap_or_else(placeholder),
             traces_url: urls.next().unwrap_or_else(placeholder),
             metrics_url: urls.next().unwrap_or_else(placeholder),
@@ -87,7 +88,7 @@ impl RawOtlpHttpSink {
 }
 
 impl NetworkSink for OtlpHttpSinkOptions {
-    network_sink_types!(RawOtlpHttpSink, OtlpHttp);
+    http_sink_types!(RawOtlpHttpSink, OtlpHttp);
 
     fn describe_target(&self, out: &mut String) -> fmt::Result {
         let o = self;

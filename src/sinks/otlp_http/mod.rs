@@ -16,7 +16,7 @@
 //! (the OTLP specification says so) and does not say *which* records were
 //! rejected, so the whole request is quarantined with the reason "partially
 //! rejected: N of M; receiver did not say which" and the receiver's
-//! `error_message`. Failure statuses follow the shared policy (`retry.rs`);
+//! `error_message`. Failure statuses follow the shared policy (`delivery/retry/`);
 //! their body, a `google.rpc.Status`, gives the error text.
 
 mod config;
@@ -27,14 +27,17 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
 use prost::Message;
 
-use super::options::HttpSinkOptions;
-use super::protocol::{short_text, truncate, BodyVerdict, Item, Protocol, Request, MAX_ERROR_TEXT};
+use super::delivery::item::Item;
+use super::delivery::options::DeliveryOptions;
+use super::delivery::transport::{short_text, truncate, BodyVerdict, MAX_ERROR_TEXT};
+use super::http::{HttpApi, HttpOptions, Request};
 use crate::event::{Record, Signal, Stored};
 
 /// What an `otlp_http` sink runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtlpHttpSinkOptions {
-    pub common: HttpSinkOptions,
+    pub common: DeliveryOptions,
+    pub http: HttpOptions,
     /// Where each signal goes: `<endpoint>/v1/logs` unless set on its own.
     pub logs_url: reqwest::Url,
     pub traces_url: reqwest::Url,
@@ -407,7 +410,7 @@ fn open_json_group<T: serde::Serialize>(
     }
 }
 
-impl Protocol for OtlpHttp {
+impl HttpApi for OtlpHttp {
     fn route(&self, ev: &Stored) -> u64 {
         signal_index(ev) as u64
     }

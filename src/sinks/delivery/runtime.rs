@@ -53,22 +53,23 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::deliver::{deliver, Back, Raw, Shared, SinkHandles, FULL_RETRY};
-use super::http::Client;
+use super::deliver::deliver;
+use super::item::{Pos, Raw};
 use super::limit::Limit;
-use super::options::HttpSinkOptions;
-use super::protocol::{Pos, Protocol};
-use super::quarantine::{self, Quarantine};
+use super::options::DeliveryOptions;
 use super::quarantining::retry_parked;
 use super::retry::Policy;
 use super::retry_queue::{Probe, RetryQueue};
+use super::shared::{Back, Shared, SinkHandles, FULL_RETRY};
+use super::transport::Transport;
 use super::watermark::Watermark;
 use crate::event::envelope_fields::{group_of, group_sources, source_of};
 use crate::metrics::Metrics;
 use crate::seglog::{Log, LogError, StartAt};
+use crate::sinks::quarantine::{self, Quarantine};
 
 /// The most events between the committed position and the read position.
-pub(crate) fn window(opts: &HttpSinkOptions) -> usize {
+pub(crate) fn window(opts: &DeliveryOptions) -> usize {
     (opts.batch_max_events * (opts.concurrency + 1) * 4).max(10_000)
 }
 
@@ -91,15 +92,14 @@ struct Replays {
 /// Runs a network sink until `stop` is cancelled. The caller (the daemon's
 /// supervisor) restarts it on error; it then resumes from its committed
 /// position.
-pub(crate) async fn run<P: Protocol>(
+pub(crate) async fn run<T: Transport>(
     name: String,
-    opts: HttpSinkOptions,
-    protocol: P,
+    opts: DeliveryOptions,
+    transport: T,
     log: Log,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let client = Client::new(&opts).with_context(|| format!("starting sink {name}"))?;
     let quarantine = {
         let q = opts.quarantine.clone();
         tokio::task::spawn_blocking(move || Quarantine::open(&q)).await??
@@ -113,8 +113,7 @@ pub(crate) async fn run<P: Protocol>(
     handles.quarantine_bytes.set(quarantine.used_bytes() as i64);
     let shared = Arc::new(Shared {
         name: name.clone(),
-        protocol,
-        client,
+        transport,
         policy: Policy {
             backoff_initial: opts.backoff_initial,
             backoff_max: opts.backoff_max,
@@ -325,7 +324,7 @@ pub(crate) async fn run<P: Protocol>(
     result
 }
 
-fn push(forming: &mut Forming, r: Raw, opts: &HttpSinkOptions) {
+fn push(forming: &mut Forming, r: Raw, opts: &DeliveryOptions) {
     if forming.events.is_empty() {
         forming.due = Some(Instant::now() + opts.batch_timeout);
     }

@@ -8,17 +8,18 @@ use std::sync::Arc;
 use prost::Message;
 use tracing::{error, warn};
 
-use super::deliver::{log_seqs, pause, Raw, Shared, Which, FULL_RETRY};
-use super::options::QuarantineFull;
-use super::protocol::{Item, Pos, Protocol};
-use super::quarantine::{self, EventInfo, Record, WriteError};
+use super::item::{Item, Pos, Raw};
 use super::retry::Rejection;
+use super::shared::{log_seqs, pause, Parked, Shared, Which, FULL_RETRY};
+use super::transport::Transport;
 use crate::event;
+use crate::sinks::quarantine::{self, EventInfo, Record, WriteError};
+use crate::sinks::quarantine_options::QuarantineFull;
 
 /// `event`: what the record keeps of the event, self-contained (see
 /// [`Record::event`]).
-fn record<P>(
-    sh: &Shared<P>,
+fn record<T>(
+    sh: &Shared<T>,
     ev: Option<&event::Stored>,
     id: String,
     pos: Pos,
@@ -57,8 +58,8 @@ fn kept(it: &Item) -> Vec<u8> {
     }
 }
 
-pub(super) async fn quarantine_invalid<P: Protocol>(
-    sh: &Arc<Shared<P>>,
+pub(super) async fn quarantine_invalid<T: Transport>(
+    sh: &Arc<Shared<T>>,
     mut invalid: Vec<(Raw, String)>,
 ) -> bool {
     // Claimed like a send, so that an event evicted meanwhile is not both
@@ -106,8 +107,8 @@ pub(super) async fn quarantine_invalid<P: Protocol>(
     store(sh, records, positions).await
 }
 
-pub(super) async fn quarantine<P: Protocol>(
-    sh: &Arc<Shared<P>>,
+pub(super) async fn quarantine<T: Transport>(
+    sh: &Arc<Shared<T>>,
     rejected: Vec<(Item, Rejection)>,
 ) -> bool {
     let mut records = Vec::with_capacity(rejected.len());
@@ -133,16 +134,6 @@ pub(super) async fn quarantine<P: Protocol>(
     store(sh, records, positions).await
 }
 
-/// Rejected events waiting for room in a full quarantine (`when_full =
-/// "block"`). They are not finished, so the cursor stays below them; the
-/// runtime tries again every [`FULL_RETRY`] (or `backoff_max`, if shorter)
-/// while the delivery tasks go on with later events, up to the window.
-#[derive(Debug)]
-pub(crate) struct Parked {
-    records: Vec<Record>,
-    positions: Vec<Pos>,
-}
-
 /// What became of one attempt to write to the quarantine.
 enum Stored {
     Written,
@@ -151,7 +142,7 @@ enum Stored {
     Failed(String),
 }
 
-async fn write<P: Protocol>(sh: &Arc<Shared<P>>, records: &[Record], positions: &[Pos]) -> Stored {
+async fn write<T: Transport>(sh: &Arc<Shared<T>>, records: &[Record], positions: &[Pos]) -> Stored {
     let n = records.len() as u64;
     let q = sh.quarantine.clone();
     let batch = records.to_vec();
@@ -189,8 +180,8 @@ async fn write<P: Protocol>(sh: &Arc<Shared<P>>, records: &[Record], positions: 
 /// quarantine is full: drops them (counted) under `when_full = "drop"`, or
 /// parks them unfinished for the runtime to retry. When writing fails
 /// (I/O), keeps trying. False if the sink stopped meanwhile.
-async fn store<P: Protocol>(
-    sh: &Arc<Shared<P>>,
+async fn store<T: Transport>(
+    sh: &Arc<Shared<T>>,
     records: Vec<Record>,
     positions: Vec<Pos>,
 ) -> bool {
@@ -219,7 +210,7 @@ async fn store<P: Protocol>(
 }
 
 /// Tries the parked events again (the runtime calls this periodically).
-pub(crate) async fn retry_parked<P: Protocol>(sh: &Arc<Shared<P>>) {
+pub(crate) async fn retry_parked<T: Transport>(sh: &Arc<Shared<T>>) {
     let parked = std::mem::take(&mut *sh.parked.lock().unwrap_or_else(|p| p.into_inner()));
     let mut left = Vec::new();
     for p in parked {
@@ -232,16 +223,6 @@ pub(crate) async fn retry_parked<P: Protocol>(sh: &Arc<Shared<P>>) {
     parked.extend(left);
     if parked.is_empty() {
         sh.m.quarantine_full.set(0);
-    }
-}
-
-impl<P> Shared<P> {
-    pub fn has_parked(&self) -> bool {
-        !self
-            .parked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
     }
 }
 

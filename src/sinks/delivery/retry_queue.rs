@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::deliver::Raw;
+use super::item::Raw;
 
 /// How often a receiver that every waiting event backs off from is probed.
 pub(crate) const PROBE_INTERVAL: Duration = Duration::from_secs(1);
@@ -184,7 +184,7 @@ impl Probe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sinks::protocol::Pos;
+    use crate::sinks::delivery::item::Pos;
     use bytes::Bytes;
 
     fn raw(seq: u64) -> Raw {

@@ -15,12 +15,13 @@ use reqwest::header::{
     HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER,
 };
 
+use super::api::Request;
+use super::options::{Auth, Compression, Header, HeaderValueFrom, HttpOptions};
 use crate::pool;
-
-use super::client_tls::ClientTls;
-use super::options::{Auth, Compression, Header, HeaderValueFrom, HttpSinkOptions};
-use super::protocol::{BodyVerdict, Request};
-use super::retry::{parse_retry_after, TransportKind};
+use crate::sinks::client_tls::ClientTls;
+use crate::sinks::credentials::read_secret;
+use crate::sinks::delivery::retry::parse_retry_after;
+use crate::sinks::delivery::transport::TransportKind;
 
 /// The least a request's answer may take: room for any whole-request
 /// answer (an OTLP partial success, an error page) whatever the batch.
@@ -77,9 +78,9 @@ impl Settings {
     }
 }
 
-/// What came back for one request.
+/// What came back for one request, before the API reads it.
 #[derive(Debug)]
-pub(crate) enum Answer {
+pub(crate) enum Reply {
     Transport {
         kind: TransportKind,
         message: String,
@@ -93,24 +94,27 @@ pub(crate) enum Answer {
         /// ([`response_limit`]): `body` holds its start only.
         truncated: bool,
     },
-    /// A receiver not reached over HTTP answered for each event itself
-    /// (`Protocol::exchange`): judged like a 2xx body.
-    Read(BodyVerdict),
 }
 
 impl Client {
     /// Builds the client; fails (naming the file) when a credential, header,
-    /// CA or client certificate file cannot be read.
-    pub fn new(opts: &HttpSinkOptions) -> anyhow::Result<Client> {
+    /// CA or client certificate file cannot be read. `request_timeout`
+    /// bounds each request; `concurrency` connections are kept idle.
+    pub fn new(
+        opts: &HttpOptions,
+        request_timeout: Duration,
+        concurrency: usize,
+    ) -> anyhow::Result<Client> {
         let client_cert = opts
+            .tls
             .client_cert
             .as_ref()
             .map(|c| (c.cert_file.as_path(), c.key_file.as_path()));
         let settings = Settings {
-            tls: ClientTls::new(opts.ca_file.as_deref(), client_cert)?,
+            tls: ClientTls::new(opts.tls.ca_file.as_deref(), client_cert)?,
             headers: header_map(&opts.headers)?,
-            request_timeout: opts.request_timeout,
-            concurrency: opts.concurrency,
+            request_timeout,
+            concurrency,
         };
         let http = settings.build()?;
         let generation = settings.tls.identity().map_or(0, |i| i.generation());
@@ -143,7 +147,7 @@ impl Client {
 
     /// Sends one request; returns the answer and the bytes put on the wire.
     /// At most `limit` bytes of the answer's body are read (and held).
-    pub async fn send(&self, req: Request, limit: usize) -> (Answer, usize) {
+    pub async fn send(&self, req: Request, limit: usize) -> (Reply, usize) {
         let (body, encoding) = match self.compression {
             Compression::None => (pool::BODIES.freeze(req.body), None),
             Compression::Gzip => {
@@ -205,7 +209,7 @@ impl Client {
             }
         }
         (
-            Answer::Response {
+            Reply::Response {
                 status,
                 retry_after,
                 content_type,
@@ -217,7 +221,7 @@ impl Client {
     }
 }
 
-fn transport(e: &reqwest::Error) -> Answer {
+fn transport(e: &reqwest::Error) -> Reply {
     let kind = if e.is_timeout() {
         TransportKind::Timeout
     } else if e.is_connect() {
@@ -233,7 +237,7 @@ fn transport(e: &reqwest::Error) -> Answer {
         message.push_str(&s.to_string());
         source = s.source();
     }
-    Answer::Transport { kind, message }
+    Reply::Transport { kind, message }
 }
 
 /// Level 1: most of gzip's gain on telemetry for a fraction of its cost.
@@ -245,17 +249,6 @@ pub(crate) fn gzip(data: &[u8]) -> Vec<u8> {
     // Writing to a Vec cannot fail.
     let _ = e.write_all(data);
     e.finish().unwrap_or_default()
-}
-
-/// A secret file's content without surrounding blanks; empty is an error.
-pub(crate) fn read_secret(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the {what} file {}", path.display()))?;
-    let t = text.trim();
-    if t.is_empty() {
-        anyhow::bail!("the {what} file {} is empty", path.display());
-    }
-    Ok(t.to_string())
 }
 
 /// The `headers`/`headers_file` of a sink, values read from their files.

@@ -6,11 +6,12 @@
 
 use std::time::Duration;
 
-use super::deliver::{Back, Raw, Shared};
+use super::item::{Item, Raw};
 use super::limit::Signal;
-use super::protocol::{Item, Protocol};
-use super::retry::{Decision, Outcome, TransportKind, Verdict};
+use super::retry::{Decision, Outcome, Verdict};
 use super::retry_queue::Waiting;
+use super::shared::{Back, Shared};
+use super::transport::{Transport, TransportKind};
 
 /// Hands back events a receiver refused with a per-item 429. Their wait
 /// does not grow with their failures: a resent event rejoins a later request
@@ -21,8 +22,8 @@ use super::retry_queue::Waiting;
 /// round trip: a uniform draw up to the mean the limit measures, at most
 /// `backoff_initial`. Their backoff exponent is kept for other
 /// failures.
-pub(super) fn pushed_back<P: Protocol>(
-    sh: &Shared<P>,
+pub(super) fn pushed_back<T: Transport>(
+    sh: &Shared<T>,
     busy: Vec<Item>,
     rng: &mut rand::rngs::SmallRng,
 ) {
@@ -50,8 +51,8 @@ pub(super) fn pushed_back<P: Protocol>(
 /// they travelled with events that failed five times (lumping them would
 /// push everyone's wait up to the unluckiest's). `log` is called once,
 /// with the shortest wait and the number of events.
-pub(super) fn requeue<P: Protocol>(
-    sh: &Shared<P>,
+pub(super) fn requeue<T: Transport>(
+    sh: &Shared<T>,
     mut again: Vec<Item>,
     outcome: &Outcome<'_>,
     retry_after: Option<Duration>,

@@ -1,70 +1,11 @@
-//! The retry policy: what every answer means for every event, and how long
-//! to wait before trying again.
-//!
-//! [`Policy::classify`] is the one place where an outcome (no response, a
-//! status, or a 2xx body as the protocol read it) becomes a [`Verdict`] per
-//! event: delivered, duplicate (delivered earlier), retry, or reject. The
-//! rules, from `DESIGN.md` promises 6-8 and issue 6:
-//!
-//! | outcome | verdict |
-//! |---------|---------|
-//! | connection error, timeout, reset | retry every event, without limit |
-//! | 408, 429, 5xx | retry every event, without limit, honouring `Retry-After` |
-//! | 401, 403 | hold: keep every event, retry slowly, alarm (a key expired) |
-//! | 404, 405, 3xx | hold: the endpoint is wrong, which is configuration too |
-//! | 413 | split the request in two; a single event too large is rejected |
-//! | other 4xx | reject every event in the request |
-//! | 2xx, body accepts all | delivered |
-//! | 2xx, per-item answers | 2xx delivered, 409 duplicate, 429 retry (not counted: pushback), 408/5xx retry (counted), others rejected with the item's error |
-//! | 2xx, partial success without saying which | reject the whole request ("partially rejected: N of M; receiver did not say which") |
-//! | 2xx, unreadable body | retry (counted): a 200 is not a success until the body says so |
-//! | 2xx, body longer than the request's limit (`http::response_limit`) | retry every event (`response_too_large`), without limit: the receiver may have stored them, and only it is at fault |
-//!
-//! A *counted* retry adds one to the event's tally; at `max_attempts` the
-//! event is rejected with "retries exhausted". Whole-request transient
-//! failures and per-item 429s are never counted: the log's own bounds limit
-//! the backlog, and dropping data because a receiver was down or busy is
-//! what holdfast exists to avoid.
-//!
-//! Waiting (the runtime's retry queue keeps the events meanwhile, see
-//! `retry_queue.rs`): exponential backoff with full jitter (a uniform draw between
-//! zero and `min(backoff_max, backoff_initial × 2^(n-1))` for the n-th
-//! consecutive failure), never less than a `Retry-After` the receiver sent
-//! (seconds or an HTTP date, capped at [`RETRY_AFTER_CAP`] or `backoff_max`,
-//! whichever is larger). Held requests wait between half and all of
-//! `backoff_max`.
+//! What every answer means for every event: [`Policy::classify`] turns an
+//! [`Outcome`] into a [`Decision`], per event a [`Verdict`] (the table in
+//! `mod.rs`).
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use rand::Rng;
-
-use super::protocol::{BodyVerdict, ItemAnswer};
-
-/// The longest `Retry-After` honoured when `backoff_max` is shorter: a
-/// receiver asking for an hour is more likely confused than right.
-pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(300);
-
-/// How a request failed without a response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TransportKind {
-    /// Could not connect (refused, unreachable, DNS, TLS handshake).
-    Connect,
-    /// No complete answer within `request_timeout`.
-    Timeout,
-    /// The connection broke while sending or before the answer (reset):
-    /// the receiver may have accepted the events.
-    Connection,
-}
-
-impl TransportKind {
-    pub fn reason(self) -> &'static str {
-        match self {
-            TransportKind::Connect => "connect",
-            TransportKind::Timeout => "timeout",
-            TransportKind::Connection => "connection",
-        }
-    }
-}
+use super::policy::Policy;
+use crate::sinks::delivery::transport::{BodyVerdict, ItemAnswer, TransportKind};
 
 /// What came back for one request.
 #[derive(Debug)]
@@ -137,16 +78,6 @@ pub(crate) enum Decision {
     },
     /// 413 with more than one event: send them in two halves.
     Split,
-}
-
-/// The policy of one sink.
-#[derive(Debug, Clone)]
-pub(crate) struct Policy {
-    pub backoff_initial: Duration,
-    pub backoff_max: Duration,
-    /// Answers asking for a retry that an event may get before it is
-    /// rejected with "retries exhausted" (at least 1).
-    pub max_attempts: u32,
 }
 
 impl Policy {
@@ -303,45 +234,6 @@ impl Policy {
             }
         }
     }
-
-    /// The wait before the `attempt`-th consecutive retry (1-based): full
-    /// jitter under an exponential ceiling, never less than `retry_after`.
-    pub fn backoff(
-        &self,
-        attempt: u32,
-        retry_after: Option<Duration>,
-        rng: &mut impl Rng,
-    ) -> Duration {
-        let jittered = uniform(self.ceiling(attempt), rng);
-        match retry_after {
-            Some(ra) => jittered.max(ra.min(self.backoff_max.max(RETRY_AFTER_CAP))),
-            None => jittered,
-        }
-    }
-
-    /// The exponential ceiling of the `attempt`-th consecutive wait:
-    /// `min(backoff_max, backoff_initial × 2^(attempt-1))`.
-    pub fn ceiling(&self, attempt: u32) -> Duration {
-        let shift = attempt.saturating_sub(1).min(30);
-        self.backoff_initial
-            .saturating_mul(1u32 << shift)
-            .min(self.backoff_max)
-    }
-
-    /// The wait before resending a held request (credentials, endpoint):
-    /// slow, between half and all of `backoff_max`.
-    pub fn hold(&self, rng: &mut impl Rng) -> Duration {
-        let half = self.backoff_max / 2;
-        half + uniform(self.backoff_max - half, rng)
-    }
-}
-
-fn uniform(max: Duration, rng: &mut impl Rng) -> Duration {
-    let nanos = max.as_nanos().min(u64::MAX as u128) as u64;
-    if nanos == 0 {
-        return Duration::ZERO;
-    }
-    Duration::from_nanos(rng.random_range(0..=nanos))
 }
 
 fn status_reason(status: u16) -> &'static str {
@@ -352,21 +244,9 @@ fn status_reason(status: u16) -> &'static str {
     }
 }
 
-/// Parses a `Retry-After` value: a number of seconds, or an HTTP date
-/// (which yields the time from `now` until then, zero if past).
-pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
-    let v = value.trim();
-    if let Ok(secs) = v.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    let at = httpdate::parse_http_date(v).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
 
     fn policy() -> Policy {
         Policy {
@@ -565,61 +445,6 @@ mod tests {
                 "partially rejected: 2 of 5; receiver did not say which"
             );
             assert_eq!(r.error, "too old");
-        }
-    }
-
-    #[test]
-    fn retry_after_reads_seconds_and_dates() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        assert_eq!(parse_retry_after(" 7 ", now), Some(Duration::from_secs(7)));
-        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
-        assert_eq!(
-            parse_retry_after(&later, now),
-            Some(Duration::from_secs(30))
-        );
-        let past = httpdate::fmt_http_date(now - Duration::from_secs(30));
-        assert_eq!(parse_retry_after(&past, now), Some(Duration::ZERO));
-        assert_eq!(parse_retry_after("soon", now), None);
-    }
-
-    /// The waits, measured on tokio's paused clock: each one within its
-    /// exponential ceiling, the ceiling capped, Retry-After honoured (and
-    /// capped), held requests slow.
-    #[tokio::test(start_paused = true)]
-    async fn backoff_on_paused_time() {
-        let p = policy();
-        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        let mut total = Duration::ZERO;
-        for attempt in 1..=12u32 {
-            let d = p.backoff(attempt, None, &mut rng);
-            let ceiling =
-                (Duration::from_millis(100) * 2u32.pow(attempt - 1)).min(Duration::from_secs(10));
-            assert!(d <= ceiling, "attempt {attempt}: {d:?} > {ceiling:?}");
-            let start = tokio::time::Instant::now();
-            tokio::time::sleep(d).await;
-            // The paused clock moves in whole milliseconds.
-            let slept = start.elapsed();
-            assert!(
-                slept >= d && slept <= d + Duration::from_millis(1),
-                "{slept:?} for {d:?}"
-            );
-            total += d;
-        }
-        // Full jitter: the draws are spread, not all at the ceiling.
-        assert!(total < Duration::from_secs(12 * 10));
-        assert!(total > Duration::from_secs(1));
-
-        let start = tokio::time::Instant::now();
-        let d = p.backoff(1, Some(Duration::from_secs(7)), &mut rng);
-        tokio::time::sleep(d).await;
-        assert!(start.elapsed() >= Duration::from_secs(7));
-        // A huge Retry-After is capped.
-        let d = p.backoff(1, Some(Duration::from_secs(86_400)), &mut rng);
-        assert_eq!(d, RETRY_AFTER_CAP);
-
-        for _ in 0..100 {
-            let h = p.hold(&mut rng);
-            assert!(h >= Duration::from_secs(5) && h <= Duration::from_secs(10));
         }
     }
 }

@@ -1,0 +1,54 @@
+//! What one receiver API gives the shared HTTP transport: how a request
+//! is built from events, and what a 2xx body says about each of them.
+//! Compression, credentials, headers, timeouts and the bound on answers
+//! are the transport's (`client.rs`) and the same for every API.
+
+use crate::event::Stored;
+use crate::sinks::delivery::item::Item;
+use crate::sinks::delivery::transport::{short_text, BodyVerdict};
+
+/// An HTTP request body ready to send (before compression).
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub url: reqwest::Url,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
+/// A receiver's HTTP API (`otlp_http`, `elasticsearch`, `openobserve`).
+/// Implementations are pure: no I/O, no clock.
+pub(crate) trait HttpApi: Send + Sync + 'static {
+    /// Events with different routes never share a request (OTLP: one
+    /// endpoint per signal; OpenObserve: one stream per request).
+    fn route(&self, _ev: &Stored) -> u64 {
+        0
+    }
+
+    /// The request for these events (never empty, all of one route).
+    /// `request` counts requests, for APIs that spread them over several
+    /// endpoints.
+    fn encode(&self, items: &[Item], request: usize) -> Request;
+
+    /// What a 2xx body says about the `events` events of its request.
+    fn parse(&self, content_type: Option<&str>, body: &[u8], events: usize) -> BodyVerdict;
+
+    /// The receiver's explanation in a non-2xx body, shortened for logs and
+    /// the quarantine.
+    fn error_text(&self, _content_type: Option<&str>, body: &[u8]) -> String {
+        short_text(body)
+    }
+}
+
+/// A 2xx body read as the JSON answer `T`; `what` names the answer in the
+/// verdict when it is not that JSON.
+pub(crate) fn json_answer<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    what: &str,
+) -> Result<T, BodyVerdict> {
+    serde_json::from_slice(body).map_err(|e| {
+        BodyVerdict::Unreadable(format!(
+            "{what} is not the JSON expected ({e}): {}",
+            short_text(body)
+        ))
+    })
+}
