@@ -64,10 +64,10 @@ use std::time::{Duration, Instant};
 
 use holdfast::event::{Context, Envelope, EventId, FileOrigin, Group, Record};
 use holdfast::metrics::Metrics;
-use holdfast::registry::SinkKind;
 use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions, StartAt};
 use holdfast::sinks::elasticsearch::ElasticsearchOptions;
 use holdfast::sinks::openobserve::OpenObserveOptions;
+use holdfast::sinks::SinkKind;
 use holdfast::sinks::{
     Compression, DeliveryOptions, HttpOptions, OtlpEncoding, OtlpHttpSinkOptions, Template,
 };

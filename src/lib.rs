@@ -29,9 +29,6 @@ holds the code to it):
   machine checks' probes), which imports nothing of the settings.
 * [`component`] — the component contract: the `Source` and `Sink` traits
   (check, describe, metrics, run), what a started component runs with.
-* [`registry`] — the one list of source and sink types, above the
-  components, read by the config and the daemon; each component's folder
-  owns its config.
 * [`config`] — the TOML config in stages (raw serde structs → validated
   [`config::Settings`]), assembled with [`checking`] and the list of kinds;
   `holdfast check` runs it.
@@ -78,7 +75,6 @@ pub mod logging;
 pub mod metrics;
 pub mod pool;
 pub mod process;
-pub mod registry;
 pub mod seglog;
 pub mod sinks;
 pub mod sources;

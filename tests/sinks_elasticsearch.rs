@@ -289,7 +289,7 @@ async fn an_unreachable_receiver_holds_everything() {
     };
     h.append(5).await;
     let mut kind = h.kind();
-    if let holdfast::registry::SinkKind::Elasticsearch(o) = &mut kind {
+    if let holdfast::sinks::SinkKind::Elasticsearch(o) = &mut kind {
         o.endpoints = vec![format!("http://127.0.0.1:{port}").parse().unwrap()];
     }
     let stop = tokio_util::sync::CancellationToken::new();

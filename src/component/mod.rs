@@ -2,8 +2,9 @@
 The component contract: what every source and sink is to the rest of
 holdfast, and what it runs with. It sits above the shared kits, the
 metrics and the checking machinery, and below the components
-(`src/sources/`, `src/sinks/`), which implement it; the list of kinds
-(`src/registry.rs`) and the daemon reach components only through it.
+(`src/sources/`, `src/sinks/`), which implement it; the lists of kinds
+(`src/sources/mod.rs`, `src/sinks/mod.rs`, written by `kinds.rs`'s macro),
+the config and the daemon reach components only through it.
 
 * `Source` and `Sink` (`source.rs`, `sink.rs`): the traits a
   component's options implement: check its table, describe itself, declare
@@ -15,10 +16,12 @@ metrics and the checking machinery, and below the components
 */
 
 mod context;
+mod kinds;
 mod sink;
 mod source;
 
 pub use context::{ComponentContext, Run};
+pub(crate) use kinds::components;
 pub(crate) use sink::{Sink, SinkEnv};
 pub use source::Processing;
 pub(crate) use source::{Source, SourceEnv};

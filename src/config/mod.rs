@@ -9,7 +9,7 @@ written), so one file serves a fleet. [`Settings::effective_config`]
 (`crate::checking::effective`) is the result with secrets masked.
 
 1. **Raw** (`raw.rs`; each source's and sink's own in its folder's
-   `config.rs`, found through [`crate::registry`]): serde structs with `deny_unknown_fields`, every field optional and
+   `config.rs`, found through the lists of kinds ([`crate::sources::SourceKind`], [`crate::sinks::SinkKind`])): serde structs with `deny_unknown_fields`, every field optional and
    documented with its default. Sizes (`"64MiB"`) and durations (`"30s"`)
    are parsed here (`crate::checking::units`). Values that later checks point at keep
    their place in the file (`toml::Spanned`).

@@ -1,13 +1,13 @@
 //! `[sinks.<name>]`: where events go. The tables are read here by name
 //! and type; each type's own keys, check and description live with the
 //! sink (its `config.rs`, which checks its `inputs` with
-//! `SinkEnv::check_inputs`), found through [`crate::registry`].
+//! `SinkEnv::check_inputs`), found through the lists of kinds ([`crate::sources::SourceKind`], [`crate::sinks::SinkKind`]).
 
 use std::path::Path;
 
 use crate::checking::Checker;
 use crate::component::SinkEnv;
-use crate::registry::{SinkKind, SINK_TYPES};
+use crate::sinks::{SinkKind, SINK_TYPES};
 
 /// One configured sink: a consumer of the log with its own cursor.
 #[derive(Debug, Clone)]

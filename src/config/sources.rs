@@ -1,10 +1,10 @@
 //! `[sources.<name>]`: where events come from. The tables are read here
 //! by name and type; each type's keys, check and description live with the
-//! source (its `config.rs`), found through [`crate::registry`].
+//! source (its `config.rs`), found through the lists of kinds ([`crate::sources::SourceKind`], [`crate::sinks::SinkKind`]).
 
 use crate::checking::Checker;
 use crate::component::SourceEnv;
-use crate::registry::{SourceKind, SOURCE_TYPES};
+use crate::sources::{SourceKind, SOURCE_TYPES};
 
 /// One configured source.
 #[derive(Debug, Clone)]

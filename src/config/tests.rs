@@ -7,9 +7,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::*;
-use crate::registry::{SinkKind, SourceKind, SINK_TYPES, SOURCE_TYPES};
 use crate::seglog::{FsyncPolicy, WhenFull};
+use crate::sinks::{SinkKind, SINK_TYPES};
 use crate::sources::file::StartAt;
+use crate::sources::{SourceKind, SOURCE_TYPES};
 
 const FILE: &str = "/etc/holdfast/holdfast.toml";
 

@@ -56,3 +56,21 @@ pub use openobserve::OpenObserveOptions;
 pub use otlp_http::{OtlpEncoding, OtlpHttpSinkOptions};
 pub use quarantine_options::{QuarantineFull, QuarantineOptions};
 pub use template::Template;
+
+use crate::component::components;
+
+components! {
+    /// The kinds of sink, by `type`.
+    enum SinkKind: Sink, SinkEnv, SINK_TYPES, declare_sink {
+        /// `type = "file"`: NDJSON files on local disk.
+        "file" => File(file::FileSinkOptions),
+        /// `type = "otlp_http"`: OTLP/HTTP export.
+        "otlp_http" => OtlpHttp(otlp_http::OtlpHttpSinkOptions),
+        /// `type = "elasticsearch"`: the `_bulk` API.
+        "elasticsearch" => Elasticsearch(elasticsearch::ElasticsearchOptions),
+        /// `type = "openobserve"`: OpenObserve's `_json` ingestion.
+        "openobserve" => OpenObserve(openobserve::OpenObserveOptions),
+        /// `type = "nats"`: NATS JetStream, an ack per event.
+        "nats" => Nats(nats::NatsOptions),
+    }
+}

@@ -14,7 +14,7 @@ append is durable.
   as fast as appends complete.
 
 Each source's folder holds its own table (`config.rs`: raw keys, check,
-description); `crate::registry` lists the types. [`listen`] is what the
+description); the list below names the types. [`listen`] is what the
 sources that listen on TCP share (address, connection cap, TLS); `raw`
 declares the raw structs of their tables; [`budget`] is the memory budget
 `otlp_http` and `syslog` reserve from.
@@ -36,3 +36,27 @@ pub mod listen;
 pub mod otlp_http;
 pub(crate) mod raw;
 pub mod syslog;
+
+use crate::component::{components, Processing};
+
+components! {
+    /// The kinds of source, by `type`.
+    enum SourceKind: Source, SourceEnv, SOURCE_TYPES, declare_source {
+        /// `type = "file"`: tail log files.
+        "file" => File(file::FileSourceOptions),
+        /// `type = "otlp_http"`: an OTLP/HTTP receiver.
+        "otlp_http" => OtlpHttp(otlp_http::OtlpHttpSourceSettings),
+        /// `type = "journald"`: read the systemd journal.
+        "journald" => Journald(journald::JournaldOptions),
+        /// `type = "syslog"`: RFC 5424/3164 over TCP (TLS) or UDP.
+        "syslog" => Syslog(syslog::SyslogSourceSettings),
+    }
+}
+
+impl SourceKind {
+    /// The source's processing chain, for `holdfast check --sample`;
+    /// `None` when its type runs none.
+    pub fn processing(&self) -> Option<Processing<'_>> {
+        self.component().processing()
+    }
+}

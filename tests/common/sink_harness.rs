@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 use holdfast::cli::quarantine::{self, Filter};
 use holdfast::event::{Envelope, EventId, Record};
 use holdfast::metrics::{Metrics, SinkLabels, SinkReasonLabels};
-use holdfast::registry::SinkKind;
 use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions};
 use holdfast::sinks::elasticsearch::ElasticsearchOptions;
 use holdfast::sinks::openobserve::OpenObserveOptions;
 use holdfast::sinks::quarantine::Record as QRecord;
+use holdfast::sinks::SinkKind;
 use holdfast::sinks::{
     Compression, DeliveryOptions, HttpOptions, OtlpEncoding, OtlpHttpSinkOptions, Template,
 };
