@@ -15,9 +15,49 @@ pub(super) const ID: u32 = 1;
 pub(super) const SOURCE: u32 = 2;
 pub(super) const OBSERVED_TIME: u32 = 3;
 pub(super) const LOG_RECORD: u32 = 8;
+const SPAN: u32 = 9;
+const METRIC: u32 = 10;
 pub(super) const ORIGIN: u32 = 11;
 pub(super) const GROUP: u32 = 12;
 pub(super) const OBSERVED_DELTA: u32 = 13;
+
+/// The key that opens an envelope's record, length-delimited, for a writer
+/// that frames a record prost encodes (the OTLP receiver's split: the
+/// record's own fields are prost's, the envelope's are written here).
+pub const LOG_RECORD_KEY: u8 = key(LOG_RECORD);
+pub const SPAN_KEY: u8 = key(SPAN);
+pub const METRIC_KEY: u8 = key(METRIC);
+
+const fn key(field: u32) -> u8 {
+    (field << 3 | 2) as u8
+}
+
+/// Writes an envelope's `id` (format 1 stores it; format 2 derives it).
+pub fn put_id(id: &[u8; 16], out: &mut Vec<u8>) {
+    out.push(key(ID));
+    out.push(16);
+    out.extend_from_slice(id);
+}
+
+/// Writes a format-2 event's `group` (its index in the batch's context);
+/// group 0 is the default and is not written.
+pub fn put_group(group: u64, out: &mut Vec<u8>) {
+    if group != 0 {
+        prost::encoding::encode_key(GROUP, prost::encoding::WireType::Varint, out);
+        prost::encoding::encode_varint(group, out);
+    }
+}
+
+/// Writes the head of one group of a batch's `Context`: the group's
+/// encoded fields (`len` bytes) follow.
+pub fn put_context_group_head(len: usize, out: &mut Vec<u8>) {
+    prost::encoding::encode_key(
+        CONTEXT_GROUPS,
+        prost::encoding::WireType::LengthDelimited,
+        out,
+    );
+    prost::encoding::encode_varint(len as u64, out);
+}
 
 /// [`FileOrigin`](super::FileOrigin) fields (1, the path, comes encoded).
 pub(super) const ORIGIN_FINGERPRINT: u32 = 2;

@@ -57,17 +57,13 @@ use prost::Message;
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use prost::encoding::{encode_key, encode_varint, WireType};
 
 use super::decode::Decoded;
+use crate::event::envelope_fields::{self, LOG_RECORD_KEY, METRIC_KEY, SPAN_KEY};
 use crate::event::{Envelope, EventId, Group};
 
 /// Protobuf keys (field number << 3 | wire type 2) of the record fields of
 /// [`Envelope`] and the data members of `Metric`.
-const KEY_ID: u8 = 1 << 3 | 2;
-const KEY_LOG: u8 = 8 << 3 | 2;
-const KEY_SPAN: u8 = 9 << 3 | 2;
-const KEY_METRIC: u8 = 10 << 3 | 2;
 const KEY_GAUGE: u8 = 5 << 3 | 2;
 const KEY_SUM: u8 = 7 << 3 | 2;
 const KEY_HISTOGRAM: u8 = 9 << 3 | 2;
@@ -217,9 +213,7 @@ impl<F: FnMut(&[u8])> Writer<F> {
             s.push(key);
             return;
         }
-        s.push(KEY_ID);
-        s.push(16);
-        s.extend_from_slice(&EventId::random().0);
+        envelope_fields::put_id(&EventId::random().0, s);
         s.extend_from_slice(&self.head);
         s.extend_from_slice(&self.prefix);
         s.push(key);
@@ -228,11 +222,7 @@ impl<F: FnMut(&[u8])> Writer<F> {
     fn finish(&mut self) -> Result<(), SplitError> {
         let mut context = 0;
         if let Some(v2) = &self.v2 {
-            let g = v2.current.unwrap_or(0);
-            if g != 0 {
-                encode_key(12, WireType::Varint, &mut self.scratch);
-                encode_varint(g as u64, &mut self.scratch);
-            }
+            envelope_fields::put_group(v2.current.unwrap_or(0) as u64, &mut self.scratch);
             context = v2.buf.len() as u64;
         }
         (self.emit)(&self.scratch);
@@ -309,7 +299,7 @@ impl<F: FnMut(&[u8])> Writer<F> {
             + prost::length_delimiter_len(data_len)
             + data_len
             + shell.after.len();
-        self.start(KEY_METRIC);
+        self.start(METRIC_KEY);
         let s = &mut self.scratch;
         prost::encode_length_delimiter(metric_len, s).expect("a Vec grows as needed");
         s.extend_from_slice(&shell.before);
@@ -346,8 +336,7 @@ impl Contexts {
         let i = *self.groups.entry(prefix.to_vec()).or_insert(next);
         if i == next {
             let len = head.len() + prefix.len() + self.tail.len();
-            encode_key(1, WireType::LengthDelimited, &mut self.buf);
-            encode_varint(len as u64, &mut self.buf);
+            envelope_fields::put_context_group_head(len, &mut self.buf);
             self.buf.extend_from_slice(head);
             self.buf.extend_from_slice(prefix);
             self.buf.extend_from_slice(&self.tail);
@@ -406,8 +395,10 @@ pub(crate) fn split_as(
 ) -> Result<Split, SplitError> {
     let mut w = Writer::new(source, observed_unix_nano, limit, format2, emit);
     match decoded {
-        Decoded::Logs(req) => records!(w, KEY_LOG, req.resource_logs.scope_logs.log_records)?,
-        Decoded::Traces(req) => records!(w, KEY_SPAN, req.resource_spans.scope_spans.spans)?,
+        Decoded::Logs(req) => {
+            records!(w, LOG_RECORD_KEY, req.resource_logs.scope_logs.log_records)?
+        }
+        Decoded::Traces(req) => records!(w, SPAN_KEY, req.resource_spans.scope_spans.spans)?,
         Decoded::Metrics(req) => {
             for (i, rm) in req.resource_metrics.into_iter().enumerate() {
                 w.resource(rm.resource, rm.schema_url);
