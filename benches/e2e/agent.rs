@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::measure::{proc_sample, ProcSample, RssPeaks};
-use crate::{BIN, PHASE_DEADLINE};
+use crate::{bin, PHASE_DEADLINE};
 
 pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -66,7 +66,7 @@ impl Agent {
     pub(crate) fn spawn_config(dir: &Path, config: &Path, api: SocketAddr) -> Agent {
         let stderr = dir.join(format!("stderr-{}.log", now_nanos()));
         let spawned = Instant::now();
-        let child = Command::new(BIN)
+        let child = Command::new(bin())
             .arg("run")
             .arg("--config")
             .arg(config)

@@ -133,7 +133,13 @@ use crate::syslog_ng::syslog_ng_phase;
 use crate::syslog_ng_under_test::SYSLOG_NG_HTTP_SETTINGS;
 use crate::table::{thousands, Table};
 
-const BIN: &str = env!("CARGO_BIN_EXE_holdfast");
+/// The agent under test: the release binary Cargo builds for this bench,
+/// or `HOLDFAST_BENCH_BIN` (another build, to compare two versions with
+/// one bench binary).
+fn bin() -> String {
+    std::env::var("HOLDFAST_BENCH_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_holdfast").to_string())
+}
 const FILES: usize = 4;
 
 /// Generous bounds for a slow, shared machine: a bench that hangs is worse
@@ -169,14 +175,15 @@ fn main() {
 
     let mut table = Table::new(54, 44, true);
     table.note(format!(
-        "holdfast end-to-end benchmark: {} ({} cores, {}), binary {BIN}",
+        "holdfast end-to-end benchmark: {} ({} cores, {}), binary {}",
         if gib < 1.0 {
             "SCALED-DOWN run, figures are indicative only"
         } else {
             "full run"
         },
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        cpu_model()
+        cpu_model(),
+        bin()
     ));
     for var in [
         "HOLDFAST_E2E_LOG_TOML",
