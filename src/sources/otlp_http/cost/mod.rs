@@ -13,6 +13,7 @@ could fit but finds the budget busy waits, then gets 429.
 
 mod json;
 mod protobuf;
+mod schema;
 
 use super::response::{Encoding, RequestError};
 use crate::event::Signal;
