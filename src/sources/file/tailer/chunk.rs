@@ -5,10 +5,22 @@ use std::sync::Arc;
 
 use prost::Message;
 
-use super::out::Ids;
-use super::protocol::StreamId;
 use crate::event::Context;
-use crate::sources::file::encode::{Encoder, InGroup};
+use crate::sources::file::encode::{Encoder, InGroup, Template};
+
+/// A stream's number, unique within a source (see the tailer's `Streams`);
+/// records and chunk positions name streams by it.
+pub type StreamId = u64;
+
+/// What an emitted line belongs to.
+pub(super) struct Ids<'a> {
+    pub(super) id: StreamId,
+    pub(super) key: u64,
+    pub(super) generation: u32,
+    pub(super) template: &'a Template,
+    /// Spans whose lines are in the log already (see `Stream::ahead`).
+    pub(super) ahead: &'a [(u64, u64)],
+}
 
 /// Groups a file may have in one chunk's context (format 2). Each read
 /// takes the time it was read as its lines' observed time; a group per

@@ -9,10 +9,11 @@ use tracing::warn;
 
 use super::super::beat::Step;
 use super::super::checkpoint::Record;
-use super::super::encode::{Encoder, LineMeta, Template};
+use super::super::encode::{Encoder, LineMeta};
 use super::super::lines::Line;
 use super::super::multiline::{self, Group};
 use super::super::{FileSourceOptions, Multiline};
+use super::chunk::Ids;
 use super::protocol::{Chunk, Counters, StreamId, Update};
 
 /// Room reserved in a new chunk beyond `chunk_bytes`, for the event that
@@ -52,16 +53,6 @@ pub(super) struct Limits {
     pub(super) chunk_bytes: usize,
     /// Lines (and multiline events) are cut at this many bytes.
     pub(super) max_line: usize,
-}
-
-/// What an emitted line belongs to.
-pub(super) struct Ids<'a> {
-    pub(super) id: StreamId,
-    pub(super) key: u64,
-    pub(super) generation: u32,
-    pub(super) template: &'a Template,
-    /// Spans whose lines are in the log already (see `Stream::ahead`).
-    pub(super) ahead: &'a [(u64, u64)],
 }
 
 /// Cuts `b` to at most `max` bytes, at a character boundary if the bytes

@@ -12,11 +12,7 @@ use super::super::checkpoint::Record;
 use super::super::open::Skip;
 use crate::metrics::Metrics;
 
-pub use super::chunk::Chunk;
-
-/// A stream's number, unique within a source (see the tailer's `Streams`);
-/// records and chunk positions name streams by it.
-pub type StreamId = u64;
+pub use super::chunk::{Chunk, StreamId};
 
 /// What the tailer tells the appender, in order.
 #[derive(Debug)]

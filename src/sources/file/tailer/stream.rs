@@ -11,7 +11,8 @@ use super::super::encode::Template;
 use super::super::identity::{FileMeta, Prefix};
 use super::super::lines::Splitter;
 use super::super::multiline::Group;
-use super::out::{Ids, Lines, Out};
+use super::chunk::Ids;
+use super::out::{Lines, Out};
 use super::protocol::StreamId;
 
 /// Bytes of the last data read kept per stream to recognise copies.

@@ -2,7 +2,8 @@ use prost::Message;
 
 use super::super::encode::{Encoder, LineMeta, Template};
 use super::super::lines::Line;
-use super::out::{cut, Ids, Limits, Out};
+use super::chunk::Ids;
+use super::out::{cut, Limits, Out};
 use super::protocol::Chunk;
 use super::*;
 use crate::event::Context;
