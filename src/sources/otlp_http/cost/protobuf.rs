@@ -69,21 +69,12 @@ impl Walk {
     }
 
     fn message(&mut self, mut buf: &[u8], desc: &Desc, depth: u32) -> Result<(), WalkError> {
-        if depth > MAX_DEPTH {
-            return Err(WalkError::Malformed(
-                "recursion limit reached: messages nested too deeply",
-            ));
-        }
+        within_depth(depth)?;
         // The repeated fields (by their index in `desc.fields`) that already
         // had an element in this message.
         let mut started = 0u32;
         while !buf.is_empty() {
-            let key = varint(&mut buf)?;
-            let number = u32::try_from(key >> 3).map_err(|_| WalkError::Malformed("bad tag"))?;
-            let wire = (key & 7) as u8;
-            if number == 0 {
-                return Err(WalkError::Malformed("field number 0"));
-            }
+            let (number, wire) = tag(&mut buf)?;
             let known = desc.field(number);
             let mut first = |i: usize| {
                 let bit = 1u32 << (i % 32);
@@ -146,20 +137,11 @@ impl Walk {
     /// and before each descent. The same sums as `message` with
     /// `LOG_RECORD` (a test compares them).
     fn log_record(&mut self, mut buf: &[u8], depth: u32) -> Result<(), WalkError> {
-        if depth > MAX_DEPTH {
-            return Err(WalkError::Malformed(
-                "recursion limit reached: messages nested too deeply",
-            ));
-        }
+        within_depth(depth)?;
         let mut cost = 0u64;
         let mut attributes = false;
         while !buf.is_empty() {
-            let key = varint(&mut buf)?;
-            let number = u32::try_from(key >> 3).map_err(|_| WalkError::Malformed("bad tag"))?;
-            let wire = (key & 7) as u8;
-            if number == 0 {
-                return Err(WalkError::Malformed("field number 0"));
-            }
+            let (number, wire) = tag(&mut buf)?;
             if wire != 2 || !matches!(number, 3 | 5 | 6 | 9 | 10 | 12) {
                 skip(&mut buf, wire, number, depth)?;
                 continue;
@@ -229,6 +211,28 @@ fn lone_string(any: &[u8]) -> Option<u64> {
         }
         _ => None,
     }
+}
+
+/// A field's number and wire type, refused as prost refuses them.
+#[inline(always)]
+fn tag(buf: &mut &[u8]) -> Result<(u32, u8), WalkError> {
+    let key = varint(buf)?;
+    let number = u32::try_from(key >> 3).map_err(|_| WalkError::Malformed("bad tag"))?;
+    if number == 0 {
+        return Err(WalkError::Malformed("field number 0"));
+    }
+    Ok((number, (key & 7) as u8))
+}
+
+/// prost's recursion limit, for a message at `depth`.
+#[inline(always)]
+fn within_depth(depth: u32) -> Result<(), WalkError> {
+    if depth > MAX_DEPTH {
+        return Err(WalkError::Malformed(
+            "recursion limit reached: messages nested too deeply",
+        ));
+    }
+    Ok(())
 }
 
 /// Tags, lengths and most scalars of a request fit in one byte: that case
