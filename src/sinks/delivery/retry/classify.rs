@@ -249,11 +249,7 @@ mod tests {
     use super::*;
 
     fn policy() -> Policy {
-        Policy {
-            backoff_initial: Duration::from_millis(100),
-            backoff_max: Duration::from_secs(10),
-            max_attempts: 3,
-        }
+        Policy::for_tests()
     }
 
     fn status(s: u16) -> Outcome<'static> {

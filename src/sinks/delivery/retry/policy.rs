@@ -13,3 +13,16 @@ pub(crate) struct Policy {
     /// rejected with "retries exhausted" (at least 1).
     pub max_attempts: u32,
 }
+
+#[cfg(test)]
+impl Policy {
+    /// The policy the unit tests of `classify.rs` and `backoff.rs` use:
+    /// 100 ms doubling to 10 s, three attempts.
+    pub(super) fn for_tests() -> Policy {
+        Policy {
+            backoff_initial: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(10),
+            max_attempts: 3,
+        }
+    }
+}
