@@ -1,7 +1,7 @@
 //! The wait between retries, one kind for every retry loop: exponential
 //! from a first wait, doubled after each failed try up to a cap, back to
 //! the first after a success. Used by the sources' appends
-//! (`source_append.rs`: `file`, `journald`, `syslog`), the `file` source's
+//! (`append_retry.rs`: `journald`, `syslog`; the `file` appender), the `file` source's
 //! checkpoint barrier, and the daemon's supervisor; the sinks' per-event
 //! retries take [`Backoff::ceiling`] and [`full_jitter`] (a wait drawn
 //! uniformly under the ceiling), since their exponent is an event's count
