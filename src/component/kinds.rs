@@ -1,6 +1,7 @@
 /*!
 The macro that turns a side's list of component types into its kind enum:
-the `type` names, and the dispatch of check, describe, metrics and run to
+the `type` names, and the dispatch of check, describe, metrics (each
+type's own families, and the series a component creates at 0) and run to
 each type's `Source` or `Sink` implementation. The lists themselves are in
 `src/sources/mod.rs` and `src/sinks/mod.rs`, beside the folders they name:
 adding a component is its folder and one entry there.
@@ -34,6 +35,11 @@ macro_rules! components {
             /// Starts the component.
             pub fn run(&self, ctx: &$crate::component::ComponentContext) -> $crate::component::Run {
                 self.component().run(ctx)
+            }
+
+            /// Registers every type's own metric families, in list order.
+            pub fn register_families(metrics: &$crate::metrics::Metrics) {
+                $(<$options as $crate::component::$component>::register_families(metrics);)*
             }
 
             /// Creates at 0 every series the component `name` can move:

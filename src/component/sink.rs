@@ -24,6 +24,16 @@ pub(crate) trait Sink: fmt::Debug + Send + Sync {
     /// Creates at 0 the series of its type's own families for the sink
     /// `name` (every sink's are created before: `Metrics::declare_sink`).
     fn declare_metrics(&self, name: &str, metrics: &Metrics);
+    /// Registers its type's own group of metric families (declared in its
+    /// folder with `families!`, reached with `Metrics::group`), once for
+    /// the type, configured or not: the daemon calls it for every kind in
+    /// list order, so `/metrics` lists the families in the same order on
+    /// every start. A type with none keeps this default.
+    fn register_families(_metrics: &Metrics)
+    where
+        Self: Sized,
+    {
+    }
     /// Starts the sink.
     fn run(&self, ctx: &ComponentContext) -> Run;
     /// The checks that need the machine (`Settings::check_environment`).

@@ -22,6 +22,7 @@ last sync is replayed next time (duplicates, never loss).
 
 mod components;
 pub mod forget;
+pub mod metrics;
 mod private;
 mod reload;
 mod startup_pages;
@@ -38,7 +39,6 @@ use tracing::{error, info, warn};
 
 use crate::api::{self, Health, Phase};
 use crate::config::Settings;
-use crate::metrics::Metrics;
 use components::Components;
 
 use crate::seglog::Log;
@@ -96,7 +96,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<Exit> {
         "log ready"
     );
 
-    let metrics = Arc::new(Metrics::new(Some(log.clone())));
+    let metrics = Arc::new(metrics::assemble(Some(log.clone())));
     reload::declare_metrics(&metrics);
     let health = Arc::new(Health::default());
     let api_stop = CancellationToken::new();

@@ -18,6 +18,9 @@ pub trait Families {
     fn unregistered() -> Self;
     /// Registers every family (and every group's families) in `registry`.
     fn register(&self, registry: &mut Registry);
+    /// A sample in every family, so that each one is encoded.
+    #[cfg(test)]
+    fn touch_every_family(&self);
 }
 
 /// Groups are shared with the components that update them.
@@ -28,6 +31,11 @@ impl<T: Families> Families for Arc<T> {
 
     fn register(&self, registry: &mut Registry) {
         (**self).register(registry);
+    }
+
+    #[cfg(test)]
+    fn touch_every_family(&self) {
+        (**self).touch_every_family();
     }
 }
 
@@ -70,48 +78,45 @@ macro_rules! families {
             )*
         }
 
-        impl $crate::metrics::families::Families for $group {
+        impl $crate::metrics::Families for $group {
             fn unregistered() -> Self {
                 $group {
                     $($($plain: Default::default(),)*)?
-                    $($field: families!(@new [$($($ctor)?)?] [$($name)?]),)*
+                    $($field: $crate::metrics::families!(@new [$($($ctor)?)?] [$($name)?]),)*
                 }
             }
 
             fn register(&self, registry: &mut ::prometheus_client::registry::Registry) {
-                $(families!(
+                $($crate::metrics::families!(
                     @register registry, self.$field,
                     [$($name, [$($help)?])?] [$($doc)*]
                 );)*
             }
-        }
 
-        #[cfg(test)]
-        impl $group {
-            /// A sample in every family, so that each one is encoded.
-            pub(crate) fn touch_every_family(&self) {
-                $(families!(@touch self.$field, [$($name)?]);)*
+            #[cfg(test)]
+            fn touch_every_family(&self) {
+                $($crate::metrics::families!(@touch self.$field, [$($name)?]);)*
             }
         }
     };
 
-    (@touch $f:expr, []) => { $f.touch_every_family() };
+    (@touch $f:expr, []) => { $crate::metrics::Families::touch_every_family(&$f) };
     (@touch $f:expr, [$name:literal]) => {
         drop($f.get_or_create(&Default::default()))
     };
 
     (@new [$ctor:expr] [$($name:literal)?]) => { $ctor };
     (@new [] [$name:literal]) => { ::prometheus_client::metrics::family::Family::default() };
-    (@new [] []) => { $crate::metrics::families::Families::unregistered() };
+    (@new [] []) => { $crate::metrics::Families::unregistered() };
 
     (@register $registry:ident, $f:expr, [] [$($doc:literal)*]) => {
-        $crate::metrics::families::Families::register(&$f, $registry)
+        $crate::metrics::Families::register(&$f, $registry)
     };
     (@register $registry:ident, $f:expr, [$name:literal, [$help:literal]] [$($doc:literal)*]) => {
-        $crate::metrics::families::register($registry, $name, $help, $f.clone())
+        $crate::metrics::register_family($registry, $name, $help, $f.clone())
     };
     (@register $registry:ident, $f:expr, [$name:literal, []] [$($doc:literal)*]) => {
-        $crate::metrics::families::register($registry, $name, concat!($($doc),*), $f.clone())
+        $crate::metrics::register_family($registry, $name, concat!($($doc),*), $f.clone())
     };
 }
 
@@ -120,7 +125,7 @@ pub(crate) use families;
 /// Registers `metric` as `name`, with the unit its name ends in. `help`
 /// may be a doc comment's text: each of its lines starts with a space and
 /// the registry adds the final full stop.
-pub fn register(registry: &mut Registry, name: &str, help: &str, metric: impl Metric) {
+pub fn register_family(registry: &mut Registry, name: &str, help: &str, metric: impl Metric) {
     let help = help.trim().trim_end_matches('.');
     let unit = [("_bytes", Unit::Bytes), ("_seconds", Unit::Seconds)]
         .into_iter()

@@ -11,8 +11,11 @@ Two kinds live here:
 
 * counters and gauges that components update as things happen, held in
   [`Metrics`]: each family is one `families!` entry (its doc comment is
-  the help, then handle and served name) in the file of the part that owns it ([`sources`], [`sinks`], and
-  here the ones that belong to no single component);
+  the help, then handle and served name) in the file of the part that
+  owns it: [`sources`] and [`sinks`] for what every source or sink moves,
+  here the ones that belong to no single component, and a component
+  type's own in its folder, registered as a group (`groups.rs`,
+  [`Metrics::group`]);
 * the log's figures, read from [`Log::stats`] at scrape time by
   [`LogCollector`] (in `log.rs`), so the log's hot path updates nothing for
   metrics, and the process's (`process.rs`), read from `/proc/self`.
@@ -24,7 +27,7 @@ OpenMetrics to scrapers that ask for it and the classic text format to the
 rest (`classic.rs`).
 */
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -36,6 +39,7 @@ use crate::seglog::Log;
 
 mod classic;
 mod families;
+mod groups;
 mod log;
 mod process;
 pub mod sinks;
@@ -43,15 +47,17 @@ pub mod sources;
 mod zero;
 
 pub use classic::Format;
-use families::{families, Families};
+pub(crate) use families::families;
+pub use families::{register_family, Families};
+use groups::Groups;
 pub use log::LogCollector;
 use process::ProcessCollector;
 pub use sinks::{SinkLabels, SinkMetrics, SinkReasonLabels, SinkStatusLabels};
 pub use sources::{
-    FileSourceMetrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels,
-    OtlpSourceMetrics, ProcessedLabels, SourceLabels, SourceMetrics, SourceReasonLabels,
-    SyslogReasonLabels, SyslogSourceMetrics, LISTENER_CLOSE_REASONS,
+    OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels, OtlpSourceMetrics,
+    ProcessedLabels, SourceLabels, SourceMetrics, SourceReasonLabels, LISTENER_CLOSE_REASONS,
 };
+pub use zero::zero;
 
 /// The component a series is about: `source="<name>"` or `sink="<name>"`,
 /// the same label names as every other family, so `sum by (sink)` works
@@ -109,14 +115,12 @@ pub struct ReloadLabels {
 
 families! {
     /// The metrics components update, and the registry `/metrics` encodes.
-    pub struct Metrics [registry: Registry] {
+    /// A component type's own families are a group in its folder, reached
+    /// with [`Metrics::group`].
+    pub struct Metrics [registry: Mutex<Registry>, groups: Groups] {
         pub sources: Arc<SourceMetrics>;
         /// The `otlp_http` sources' requests, events and rejections.
         pub otlp: Arc<OtlpSourceMetrics>;
-        /// The `file` sources' files, lines, rotations and errors.
-        pub file_sources: Arc<FileSourceMetrics>;
-        /// The `syslog` sources' parse errors, cut messages and connection errors.
-        pub syslog: Arc<SyslogSourceMetrics>;
         pub sinks: Arc<SinkMetrics>;
         // Every event lost for a reason other than log eviction (which the log counts per
         // consumer): a full output directory, a record too large to store, …
@@ -143,12 +147,25 @@ impl Metrics {
             registry.register_collector(Box::new(LogCollector { log }));
         }
         registry.register_collector(Box::new(ProcessCollector));
-        metrics.registry = registry;
+        metrics.registry = Mutex::new(registry);
         metrics
             .build_info
             .get_or_create(&BuildLabels::current())
             .set(1);
         metrics
+    }
+
+    /// A sample in every family, the groups' too, so that each is encoded.
+    #[cfg(test)]
+    pub(crate) fn touch_every_family_and_group(&self) {
+        self.touch_every_family();
+        self.groups.touch_every_family();
+    }
+
+    /// The group of families `T` that a component type owns (declared in
+    /// its folder with `families!`), registered on first use.
+    pub fn group<T: Families + Send + Sync + 'static>(&self) -> Arc<T> {
+        self.groups.get(&self.registry)
     }
 
     /// Counts `n` events lost by `component` (`source:<name>` or
@@ -172,7 +189,8 @@ impl Metrics {
     /// The exposition in OpenMetrics, prometheus-client's own format.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        prometheus_client::encoding::text::encode(&mut out, &registry)?;
         Ok(out)
     }
 
@@ -186,17 +204,6 @@ impl Metrics {
     }
 }
 
-/// Every `reason` of `holdfast_dropped_events_total` for a network sink
-/// (a full quarantine under `when_full = "drop"`, damaged replay lines).
-pub const SINK_DROP_REASONS: &[&str] = &["quarantine_full", "replay_damaged"];
-/// ... for a `file` sink (its oldest output files removed at `max_bytes`).
-pub const FILE_SINK_DROP_REASONS: &[&str] = &["output_retention"];
-/// ... for a `file` source (a line too large for one log append).
-pub const FILE_SOURCE_DROP_REASONS: &[&str] = &["too_large"];
-/// ... for a `journald` source (entries vacuumed past its checkpoint while
-/// stopped, entries too large for one append, entries without a cursor).
-pub const JOURNALD_SOURCE_DROP_REASONS: &[&str] = &["journal_vacuumed", "too_large", "no_cursor"];
-
 impl DropLabels {
     pub fn of(component: &str, reason: &str) -> DropLabels {
         DropLabels {
@@ -209,13 +216,10 @@ impl DropLabels {
 impl BuildLabels {
     /// This binary's version, and the commit `build.rs` found (`unknown`
     /// outside a git checkout).
-    fn current() -> BuildLabels {
+    pub(crate) fn current() -> BuildLabels {
         BuildLabels {
             version: env!("CARGO_PKG_VERSION").to_string(),
             commit: env!("HOLDFAST_GIT_COMMIT").to_string(),
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

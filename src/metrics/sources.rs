@@ -1,10 +1,10 @@
-//! The families sources update: every source's events and bytes, and what
-//! the `file` and `otlp_http` sources count of their own.
+//! The families sources update: every source's events and bytes, what the
+//! listening sources share, and what the `otlp_http` sources count of their
+//! own.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::families::families;
@@ -123,64 +123,5 @@ families! {
         /// Unknown OTLP/JSON keys (fields of a newer OTLP release, or misspelt) ignored in
         /// accepted requests, by signal
         pub unknown_fields: Family<OtlpSignalLabels, Counter> = "holdfast_otlp_unknown_fields";
-    }
-}
-
-families! {
-    /// Per-source figures of `file` sources (`src/sources/file/`).
-    pub struct FileSourceMetrics {
-        /// Files a file source follows (matched by its globs)
-        pub files_watched: Family<SourceLabels, Gauge> = "holdfast_file_source_files_watched";
-        /// Files a file source holds open
-        pub files_open: Family<SourceLabels, Gauge> = "holdfast_file_source_open_files";
-        /// Lines a file source read (before multiline joining)
-        pub lines: Family<SourceLabels, Counter> = "holdfast_file_source_lines";
-        /// Bytes a file source read from files
-        pub bytes: Family<SourceLabels, Counter> = "holdfast_file_source_read_bytes";
-        /// Lines (or multiline events) cut at max_line_bytes and marked log.record.truncated
-        pub lines_truncated: Family<SourceLabels, Counter> = "holdfast_file_source_truncated_lines";
-        /// Lines with invalid UTF-8, kept lossily and marked log.record.invalid_utf8
-        pub lines_invalid_utf8: Family<SourceLabels, Counter> = "holdfast_file_source_invalid_utf8_lines";
-        /// Followed files renamed, deleted or moved out of the globs
-        pub rotations: Family<SourceLabels, Counter> = "holdfast_file_source_rotations";
-        /// Followed files truncated in place (copytruncate); each starts a new generation
-        pub truncations: Family<SourceLabels, Counter> = "holdfast_file_source_truncations";
-        /// Failed opens and reads of matched files
-        pub read_errors: Family<SourceLabels, Counter> = "holdfast_file_source_read_errors";
-        /// Matched paths not read, by reason (symlink_outside, symlink, not_regular); each
-        /// counted once while it stays so
-        pub skipped: Family<SourceReasonLabels, Counter> = "holdfast_file_source_skipped_files";
-        /// Seconds a file source's tailer thread has spent in its current step (0 while it
-        /// waits); past 30 the source is listed in /readyz as stuck
-        pub tailer_stalled: Family<SourceLabels, Gauge> = "holdfast_file_source_tailer_stalled_seconds";
-        /// File source checkpoints that failed to write or were found damaged
-        pub checkpoint_errors: Family<SourceLabels, Counter> = "holdfast_file_source_checkpoint_errors";
-    }
-}
-
-/// Every `reason` of `holdfast_file_source_skipped_files_total`: what
-/// `src/sources/file/open.rs` refuses to read.
-pub const FILE_SKIP_REASONS: [&str; 3] = ["symlink_outside", "symlink", "not_regular"];
-
-/// The labels of `holdfast_syslog_connection_errors_total`.
-pub type SyslogReasonLabels = SourceReasonLabels;
-
-/// Every `reason` of `holdfast_syslog_connection_errors_total`: why
-/// `src/sources/syslog/tcp.rs` ended a connection early.
-pub const SYSLOG_CONNECTION_ERRORS: [&str; 4] = ["idle_timeout", "bad_frame", "tls", "read"];
-/// Every `reason` a `syslog` source drops events for.
-pub const SYSLOG_DROP_REASONS: &[&str] = &["log_full", "log_error", "too_large"];
-
-families! {
-    /// Per-source figures of `syslog` sources (`src/sources/syslog/`).
-    pub struct SyslogSourceMetrics {
-        /// Syslog messages that did not parse, kept whole with syslog.parse_error
-        pub parse_errors: Family<SourceLabels, Counter> = "holdfast_syslog_parse_errors";
-        /// Syslog messages cut at max_message_size and marked log.record.truncated
-        pub truncated: Family<SourceLabels, Counter> = "holdfast_syslog_truncated_messages";
-        /// Syslog TCP connections ended by holdfast, by reason (idle_timeout, bad_frame, tls, read)
-        pub connection_errors: Family<SyslogReasonLabels, Counter> = "holdfast_syslog_connection_errors";
-        /// Times a syslog TCP connection stopped reading until the source's max_buffer_size had room
-        pub budget_waits: Family<SourceLabels, Counter> = "holdfast_syslog_budget_waits";
     }
 }

@@ -8,50 +8,34 @@
 //! `STATUS_CLASSES`, `SIGNALS`); a reason missing there still counts, but
 //! appears only once it happens.
 //!
-//! Nothing here names a component type: each group of families knows its
-//! own series, and each component says which groups it moves through the
-//! component contract (`declare_metrics`, `src/component/`).
+//! Here are the series of the families every source or sink shares; a
+//! component type's own families and their series are in its folder, and
+//! each component creates its series through the component contract
+//! (`declare_metrics`, `src/component/`).
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use super::sinks::{SinkMetrics, REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
 use super::sources::{
-    FileSourceMetrics, OtlpRequestLabels, OtlpSourceMetrics, SourceReasonLabels,
-    SyslogSourceMetrics, FILE_SKIP_REASONS, LISTENER_CLOSE_REASONS, OTLP_REJECT_REASONS,
-    OTLP_SIGNAL_PATHS, SIGNALS, SYSLOG_CONNECTION_ERRORS,
+    OtlpRequestLabels, OtlpSourceMetrics, SourceReasonLabels, LISTENER_CLOSE_REASONS,
+    OTLP_REJECT_REASONS, OTLP_SIGNAL_PATHS, SIGNALS,
 };
 use super::{
     ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
-    SinkStatusLabels, SourceLabels, SyslogReasonLabels,
+    SinkStatusLabels, SourceLabels,
 };
 
 /// Creates the series of `labels` in each family, at 0.
-fn zero<L: Clone + std::hash::Hash + Eq>(families: &[&Family<L, Counter>], labels: &L) {
+pub fn zero<L: Clone + std::hash::Hash + Eq>(families: &[&Family<L, Counter>], labels: &L) {
     for family in families {
         drop(family.get_or_create(labels));
     }
 }
 
-impl FileSourceMetrics {
-    /// Every counter of a `file` source.
-    pub(super) fn counters(&self) -> [&Family<SourceLabels, Counter>; 8] {
-        [
-            &self.lines,
-            &self.bytes,
-            &self.lines_truncated,
-            &self.lines_invalid_utf8,
-            &self.rotations,
-            &self.truncations,
-            &self.read_errors,
-            &self.checkpoint_errors,
-        ]
-    }
-}
-
 impl SinkMetrics {
     /// Every counter of a sink labelled by the sink alone.
-    pub(super) fn counters(&self) -> [&Family<SinkLabels, Counter>; 6] {
+    pub fn counters(&self) -> [&Family<SinkLabels, Counter>; 6] {
         [
             &self.events_sent,
             &self.bytes_sent,
@@ -60,25 +44,6 @@ impl SinkMetrics {
             &self.receiver_warnings,
             &self.partially_rejected,
         ]
-    }
-}
-
-impl FileSourceMetrics {
-    /// The series of the `file` source `name`, at 0.
-    pub fn declare(&self, name: &str) {
-        let labels = SourceLabels {
-            source: name.to_string(),
-        };
-        zero(&self.counters(), &labels);
-        // Its tailer's heartbeat: 0 until a step lasts.
-        drop(self.tailer_stalled.get_or_create(&labels));
-        for reason in FILE_SKIP_REASONS {
-            let labels = SourceReasonLabels {
-                source: name.to_string(),
-                reason: reason.to_string(),
-            };
-            zero(&[&self.skipped], &labels);
-        }
     }
 }
 
@@ -109,26 +74,6 @@ impl OtlpSourceMetrics {
                 reason: reason.to_string(),
             };
             zero(&[&self.rejected], &labels);
-        }
-    }
-}
-
-impl SyslogSourceMetrics {
-    /// The series of the syslog receiver `name`, at 0.
-    pub fn declare(&self, name: &str) {
-        let labels = SourceLabels {
-            source: name.to_string(),
-        };
-        zero(
-            &[&self.parse_errors, &self.truncated, &self.budget_waits],
-            &labels,
-        );
-        for reason in SYSLOG_CONNECTION_ERRORS {
-            let labels = SyslogReasonLabels {
-                source: name.to_string(),
-                reason: reason.to_string(),
-            };
-            zero(&[&self.connection_errors], &labels);
         }
     }
 }

@@ -38,7 +38,7 @@ pub mod elasticsearch;
 pub mod file;
 mod http;
 pub mod nats;
-mod network_config;
+pub(crate) mod network_config;
 pub mod openobserve;
 pub mod otlp_http;
 pub mod quarantine;

@@ -13,7 +13,7 @@ use crate::checking::raw::raw_table;
 use crate::checking::units::{format_duration, format_size, room_for_two, Count, Dur, Size};
 use crate::checking::{Checker, Env, NamedTable};
 use crate::component::{ComponentContext, Run, Sink, SinkEnv};
-use crate::metrics::{Metrics, FILE_SINK_DROP_REASONS};
+use crate::metrics::Metrics;
 
 /// Defaults of a file sink.
 mod file_defaults {
@@ -148,7 +148,7 @@ impl Sink for FileSinkOptions {
 
     fn declare_metrics(&self, name: &str, metrics: &Metrics) {
         metrics.sinks.declare_local(name);
-        metrics.declare_sink_drops(name, FILE_SINK_DROP_REASONS);
+        metrics.declare_sink_drops(name, DROP_REASONS);
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {
@@ -163,3 +163,7 @@ impl Sink for FileSinkOptions {
         Some(&self.dir)
     }
 }
+
+/// Every `reason` of `holdfast_dropped_events_total` for a `file` sink (its
+/// oldest output files removed at `max_bytes`).
+pub const DROP_REASONS: &[&str] = &["output_retention"];

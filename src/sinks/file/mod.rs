@@ -25,6 +25,8 @@ and their lines counted in `holdfast_dropped_events_total{reason="output_retenti
 
 mod config;
 
+pub use config::DROP_REASONS;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

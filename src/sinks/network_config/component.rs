@@ -13,7 +13,7 @@ use super::{check_network, Place, RawNetworkSink};
 use crate::checking::units::{format_duration, format_size};
 use crate::checking::{Checker, Env, NamedTable, Severity};
 use crate::component::{ComponentContext, Run, Sink, SinkEnv};
-use crate::metrics::{Metrics, SINK_DROP_REASONS};
+use crate::metrics::Metrics;
 use crate::sinks::client_tls::load_pair;
 use crate::sinks::credentials::TlsFiles;
 use crate::sinks::delivery::options::DeliveryOptions;
@@ -284,7 +284,7 @@ impl<T: NetworkSink> Sink for T {
 
     fn declare_metrics(&self, name: &str, metrics: &Metrics) {
         metrics.sinks.declare(name);
-        metrics.declare_sink_drops(name, SINK_DROP_REASONS);
+        metrics.declare_sink_drops(name, DROP_REASONS);
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {
@@ -306,3 +306,7 @@ impl<T: NetworkSink> Sink for T {
         self.check_own_environment(name, env);
     }
 }
+
+/// Every `reason` of `holdfast_dropped_events_total` for a network sink (a
+/// full quarantine under `when_full = "drop"`, damaged replay lines).
+pub const DROP_REASONS: &[&str] = &["quarantine_full", "replay_damaged"];

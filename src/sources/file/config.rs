@@ -8,12 +8,13 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::metrics::{FileSourceMetrics, FILE_SOURCE_DROP_REASONS};
 use super::{FileSourceOptions, FollowSymlinks, Multiline, StartAt};
 use crate::checking::raw::one_of_newtype;
 use crate::checking::units::{format_duration, format_size, Dur, Size};
 use crate::checking::{Checker, Env, NamedTable};
 use crate::component::{ComponentContext, Processing, Run, Source, SourceEnv};
-use crate::metrics::{Metrics, FILE_SOURCE_DROP_REASONS};
+use crate::metrics::Metrics;
 use crate::sources::raw::raw_source;
 
 /// Defaults, in the units the checks use (the source's own constants).
@@ -349,8 +350,12 @@ impl Source for FileSourceOptions {
         Ok(())
     }
 
+    fn register_families(metrics: &Metrics) {
+        metrics.group::<FileSourceMetrics>();
+    }
+
     fn declare_metrics(&self, name: &str, metrics: &Metrics) {
-        metrics.file_sources.declare(name);
+        metrics.group::<FileSourceMetrics>().declare(name);
         metrics.declare_source_drops(name, FILE_SOURCE_DROP_REASONS);
     }
 

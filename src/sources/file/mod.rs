@@ -75,6 +75,7 @@ mod discovery;
 mod encode;
 mod identity;
 pub(crate) mod lines;
+pub mod metrics;
 pub(crate) mod multiline;
 mod open;
 mod recovery;

@@ -13,7 +13,7 @@ use crate::checking::raw::one_of_newtype;
 use crate::checking::units::{format_size, Size};
 use crate::checking::{Checker, Env, NamedTable, Severity};
 use crate::component::{ComponentContext, Run, Source, SourceEnv};
-use crate::metrics::{Metrics, JOURNALD_SOURCE_DROP_REASONS};
+use crate::metrics::Metrics;
 
 one_of_newtype! {
     /// `start_at`, as written.
@@ -268,7 +268,7 @@ impl Source for JournaldOptions {
     }
 
     fn declare_metrics(&self, name: &str, metrics: &Metrics) {
-        metrics.declare_source_drops(name, JOURNALD_SOURCE_DROP_REASONS);
+        metrics.declare_source_drops(name, DROP_REASONS);
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {
@@ -291,6 +291,11 @@ impl Source for JournaldOptions {
         Some(super::hold_name(name))
     }
 }
+
+/// Every `reason` of `holdfast_dropped_events_total` for a `journald` source
+/// (entries vacuumed past its checkpoint while stopped, entries too large
+/// for one append, entries without a cursor).
+pub const DROP_REASONS: &[&str] = &["journal_vacuumed", "too_large", "no_cursor"];
 
 #[cfg(all(test, not(feature = "journald")))]
 mod tests {

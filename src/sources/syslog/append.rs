@@ -11,11 +11,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 use super::mapping::Pending;
+use super::metrics::{SyslogReasonLabels, SyslogSourceMetrics};
 use super::SyslogSourceSettings;
 use crate::append_retry::{self, Appended, Refusal, Retry};
 use crate::backoff::Backoff;
 use crate::component::ComponentContext;
-use crate::metrics::{Metrics, SourceLabels, SyslogReasonLabels};
+use crate::metrics::{Metrics, SourceLabels};
 use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use crate::seglog::{Log, LogError};
 use crate::syslog_format::parse::ParseOptions;
@@ -47,6 +48,8 @@ pub(super) struct Appender {
     bytes: Counter,
     parse_errors: Counter,
     truncated: Counter,
+    /// The `syslog` sources' own families (connection errors by reason).
+    own: Arc<SyslogSourceMetrics>,
     parse: ParseOptions,
     /// A batch is appended once its events take this many bytes.
     pub batch_bytes: usize,
@@ -59,6 +62,9 @@ impl Appender {
             source: ctx.name.clone(),
         };
         let m = &ctx.metrics;
+        let own = m.group::<SyslogSourceMetrics>();
+        let parse_errors = own.parse_errors.get_or_create(&labels).clone();
+        let truncated = own.truncated.get_or_create(&labels).clone();
         // What one append may carry (see `seglog::Log::append`), halved so
         // that a batch plus one more message of `max_message_size` fits.
         let max_append = (ctx.log.options().segment_bytes as usize)
@@ -72,8 +78,9 @@ impl Appender {
             metrics: ctx.metrics.clone(),
             events: m.sources.events.get_or_create(&labels).clone(),
             bytes: m.sources.bytes.get_or_create(&labels).clone(),
-            parse_errors: m.syslog.parse_errors.get_or_create(&labels).clone(),
-            truncated: m.syslog.truncated.get_or_create(&labels).clone(),
+            parse_errors,
+            truncated,
+            own,
             parse: ParseOptions {
                 time_zone: opts.time_zone,
                 now_unix: 0,
@@ -88,8 +95,7 @@ impl Appender {
     }
 
     pub fn connection_error(&self, reason: &str) {
-        self.metrics
-            .syslog
+        self.own
             .connection_errors
             .get_or_create(&SyslogReasonLabels {
                 source: self.name.clone(),

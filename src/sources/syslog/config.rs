@@ -6,11 +6,11 @@ use std::fmt::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
+use super::metrics::{SyslogSourceMetrics, SYSLOG_DROP_REASONS};
 use crate::calendar::TimeZone;
 use crate::checking::units::{format_duration, format_size, Count, Dur, Size};
 use crate::checking::{Checker, Env, NamedTable};
 use crate::component::{ComponentContext, Run, Source, SourceEnv};
-use crate::metrics::sources::SYSLOG_DROP_REASONS;
 use crate::metrics::Metrics;
 use crate::sources::listen::{Listener, OtherAuth, RawListener, RawTls};
 use crate::sources::raw::raw_source;
@@ -254,9 +254,13 @@ impl Source for SyslogSourceSettings {
         Ok(())
     }
 
+    fn register_families(metrics: &Metrics) {
+        metrics.group::<SyslogSourceMetrics>();
+    }
+
     fn declare_metrics(&self, name: &str, metrics: &Metrics) {
         metrics.declare_listener(name);
-        metrics.syslog.declare(name);
+        metrics.group::<SyslogSourceMetrics>().declare(name);
         metrics.declare_source_drops(name, SYSLOG_DROP_REASONS);
     }
 

@@ -51,6 +51,7 @@ mod config;
 mod framing;
 mod mapping;
 mod memory;
+pub mod metrics;
 mod tcp;
 mod udp;
 

@@ -34,6 +34,7 @@ use super::append::{now_ns, Appender, WhenNoRoom};
 use super::framing::{Frame, Framer};
 use super::mapping::{Message, Pending};
 use super::memory::Memory;
+use super::metrics::SyslogSourceMetrics;
 use super::SyslogSourceSettings;
 use crate::component::ComponentContext;
 use crate::metrics::SourceLabels;
@@ -58,7 +59,7 @@ pub(super) async fn serve(
     let budget = Budget::with_bytes(opts.max_buffer_size);
     let waits = ctx
         .metrics
-        .syslog
+        .group::<SyslogSourceMetrics>()
         .budget_waits
         .get_or_create(&SourceLabels {
             source: name.clone(),

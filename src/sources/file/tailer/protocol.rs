@@ -9,6 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 
 use super::super::beat::Beat;
 use super::super::checkpoint::Record;
+use super::super::metrics::FileSourceMetrics;
 use super::super::open::Skip;
 use crate::metrics::Metrics;
 
@@ -60,8 +61,8 @@ impl Counters {
         let l = crate::metrics::SourceLabels {
             source: name.to_string(),
         };
-        let f = &metrics.file_sources;
-        Counters {
+        let f = metrics.group::<FileSourceMetrics>();
+        let counters = Counters {
             metrics: metrics.clone(),
             component: format!("source:{name}"),
             files_watched: f.files_watched.get_or_create(&l).clone(),
@@ -85,6 +86,7 @@ impl Counters {
             beat: Arc::new(Beat::default()),
             events: metrics.sources.events.get_or_create(&l).clone(),
             event_bytes: metrics.sources.bytes.get_or_create(&l).clone(),
-        }
+        };
+        counters
     }
 }

@@ -5,8 +5,15 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::*;
-use crate::seglog::{LogOptions, StartAt};
+use super::assemble;
+use crate::metrics::{
+    BuildLabels, ComponentLabels, Metrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels,
+    OtlpSignalLabels, ReloadLabels, SinkLabels, SinkReasonLabels, SinkStatusLabels, SourceLabels,
+};
+use crate::seglog::{Log, LogOptions, StartAt};
+use crate::sinks::file::DROP_REASONS as FILE_SINK_DROP_REASONS;
+use crate::sinks::network_config::DROP_REASONS as SINK_DROP_REASONS;
+use crate::sources::file::metrics::{FileSourceMetrics, FILE_SOURCE_DROP_REASONS};
 
 /// A registry with a log, a `file` source, an `otlp_http` source and a
 /// sink declared (every series they can move, at 0, as their
@@ -16,9 +23,10 @@ fn exposition() -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = Log::open(dir.path(), LogOptions::default()).expect("open log");
     log.consumer("es", StartAt::Oldest).expect("consumer");
-    let m = Metrics::new(Some(log));
+    let m = assemble(Some(log));
+    let f = m.group::<FileSourceMetrics>();
     m.declare_source("app");
-    m.file_sources.declare("app");
+    f.declare("app");
     m.declare_source_drops("app", FILE_SOURCE_DROP_REASONS);
     m.declare_source("otlp");
     m.declare_listener("otlp");
@@ -37,7 +45,6 @@ fn exposition() -> String {
     };
     // Counters: each family of a group by the same amount, the gauges and
     // histograms one by one.
-    let f = &m.file_sources;
     let source_counters = [&m.sources.events, &m.sources.bytes];
     for family in source_counters.into_iter().chain(f.counters()) {
         family.get_or_create(&source).inc_by(3);
@@ -133,7 +140,7 @@ fn stable(text: &str) -> String {
         .collect()
 }
 
-const GOLDEN: &str = "src/metrics/exposition.golden.txt";
+const GOLDEN: &str = "src/daemon/metrics/exposition.golden.txt";
 
 fn repo_file(rel: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
@@ -188,8 +195,8 @@ fn every_metric_is_documented() {
     // a family added later is checked without touching this test.
     let dir = tempfile::tempdir().expect("tempdir");
     let log = Log::open(dir.path(), LogOptions::default()).expect("open log");
-    let m = Metrics::new(Some(log));
-    m.touch_every_family();
+    let m: Metrics = assemble(Some(log));
+    m.touch_every_family_and_group();
     let served = served_names(&m.encode().expect("encode"));
     let documented = documented_names(&docs);
     let undocumented: Vec<_> = served.difference(&documented).collect();
