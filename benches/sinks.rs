@@ -65,6 +65,7 @@ use std::time::{Duration, Instant};
 use holdfast::event::{Context, Envelope, EventId, FileOrigin, Group, Record};
 use holdfast::metrics::Metrics;
 use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions, StartAt};
+use holdfast::sinks::document::Layout;
 use holdfast::sinks::elasticsearch::ElasticsearchOptions;
 use holdfast::sinks::openobserve::OpenObserveOptions;
 use holdfast::sinks::SinkKind;
@@ -380,6 +381,7 @@ async fn run(backlog: u64) {
                 http,
                 endpoints: vec![base.clone()],
                 index: Template::parse("holdfast-{signal}-{date}").unwrap(),
+                document: bench_layout(),
             }),
             "otlp_http" => SinkKind::OtlpHttp(OtlpHttpSinkOptions {
                 common,
@@ -395,6 +397,7 @@ async fn run(backlog: u64) {
                 endpoint: base.clone(),
                 org: "default".into(),
                 stream: Template::parse("{signal}").unwrap(),
+                document: bench_layout(),
             }),
         };
         reset_peak_rss();
@@ -524,6 +527,7 @@ async fn nats_rows(log: &Log, dir: &std::path::Path, metrics: &Arc<Metrics>, n: 
             stream: "BENCH".into(),
             subject: Template::parse("telemetry.{signal}.{source}").unwrap(),
             encoding: NatsEncoding::Otlp,
+            document: bench_layout(),
             credentials: None,
             create_stream: None,
         });
@@ -868,6 +872,7 @@ mod pushback {
                 },
                 endpoints: vec![base.join(prefix).unwrap()],
                 index: Template::parse("holdfast-{signal}-{date}").unwrap(),
+                document: bench_layout(),
             });
             let t0 = Instant::now();
             let stop = CancellationToken::new();
@@ -957,5 +962,14 @@ mod pushback {
         drop(child.stdin.take());
         let _ = child.wait();
         log.close().await.unwrap();
+    }
+}
+
+/// The documents' layout: lean (the default), or full with
+/// `HOLDFAST_BENCH_DOCUMENT=full`, to compare what a receiver is sent.
+fn bench_layout() -> Layout {
+    match std::env::var("HOLDFAST_BENCH_DOCUMENT").as_deref() {
+        Ok("full") => Layout::Full,
+        _ => Layout::Lean,
     }
 }

@@ -22,6 +22,7 @@ use holdfast::cli::quarantine::{self, Filter};
 use holdfast::event::{Envelope, EventId, Record};
 use holdfast::metrics::{Metrics, SinkLabels, SinkReasonLabels};
 use holdfast::seglog::{Batch, FsyncPolicy, Log, LogOptions};
+use holdfast::sinks::document::Layout;
 use holdfast::sinks::elasticsearch::ElasticsearchOptions;
 use holdfast::sinks::openobserve::OpenObserveOptions;
 use holdfast::sinks::quarantine::Record as QRecord;
@@ -195,6 +196,7 @@ impl Harness {
                 http,
                 endpoints: vec![url],
                 index: self.index.clone(),
+                document: Layout::Lean,
             }),
             Api::Otlp => {
                 let u = |p: &str| url.join(p).unwrap();
@@ -213,6 +215,7 @@ impl Harness {
                 endpoint: url,
                 org: "default".into(),
                 stream: Template::parse("{signal}").unwrap(),
+                document: Layout::Lean,
             }),
         }
     }

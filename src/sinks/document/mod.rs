@@ -7,7 +7,8 @@
 //!   milliseconds), `observed_timestamp`, `event_id`, `source`, `signal`;
 //!   `resource` (attributes as an object), `scope` (`name`, `version`,
 //!   `attributes`) when present; `log.file.path`/`log.file.offset` for file
-//!   events;
+//!   events (a lean document, the default, leaves out what it would repeat:
+//!   `layout.rs`);
 //! * logs: `message` for a string body, `body` for any other, `severity_text`,
 //!   `severity_number`, `attributes`, `trace_id`, `span_id`, `event_name`;
 //! * spans: `trace_id`, `span_id`, `parent_span_id`, `name`, `kind`,
@@ -36,46 +37,61 @@ use super::delivery::keys::push_hex_bytes;
 use super::template::event_time;
 use crate::event::{Record, Stored};
 
+mod layout;
 mod shared;
 
+pub use layout::Layout;
+pub(crate) use layout::{check as check_layout, RawLayout};
 pub(crate) use shared::Shared;
 
 /// Appends the document of `ev` (one JSON object, no newline) to `out`.
 #[cfg(test)]
 pub(crate) fn write(out: &mut Vec<u8>, ev: &Stored) {
-    write_with(out, ev, None, &mut Shared::default());
+    write_with(out, ev, None, false, &mut Shared::default());
 }
 
 /// Appends the document of `ev` to `out`, the parts it shares with its
 /// group copied from `shared` (rendered there for the group's first
 /// event), its own fields read from the event. `id_hex`: the event id in
-/// hex when the caller has it already.
+/// hex when the caller has it already; `id_beside`: the caller sends the
+/// event id beside the document (so a lean one leaves it out).
 pub(crate) fn write_with(
     out: &mut Vec<u8>,
     ev: &Stored,
     id_hex: Option<&[u8]>,
+    id_beside: bool,
     shared: &mut Shared,
 ) {
+    let shape = shared.layout;
     let mut w = Obj::open(out);
     w.key("@timestamp");
-    shared.clock.write(w.out, event_time(ev));
-    w.key("observed_timestamp");
-    shared.clock.write(w.out, ev.observed_time_unix_nano());
-    match id_hex {
-        Some(hex) => {
-            w.key("event_id");
-            w.out.push(b'"');
-            w.out.extend_from_slice(hex);
-            w.out.push(b'"');
+    let time = event_time(ev);
+    shared.clock.write(w.out, time);
+    let observed = ev.observed_time_unix_nano();
+    if !shape.lean() || observed != time {
+        w.key("observed_timestamp");
+        shared.clock.write(w.out, observed);
+    }
+    if !(shape.lean() && id_beside) {
+        match id_hex {
+            Some(hex) => {
+                w.key("event_id");
+                w.out.push(b'"');
+                w.out.extend_from_slice(hex);
+                w.out.push(b'"');
+            }
+            None => w.hex("event_id", &ev.id.0),
         }
-        None => w.hex("event_id", &ev.id.0),
     }
     let grouped = shared.refresh(ev);
     if grouped {
         w.out.extend_from_slice(&shared.head);
     } else {
-        head(&mut w, ev);
+        head(&mut w, ev, shape);
     }
+    // The top-level path says it; a lean document does not repeat it
+    // among the attributes.
+    let skip = shape.skipped_attribute(ev);
     if let Some(o) = ev.origin() {
         if grouped && !shared.path.is_empty() {
             w.out.extend_from_slice(&shared.path);
@@ -91,7 +107,7 @@ pub(crate) fn write_with(
             } else {
                 SharedAttributes::List(ev.shared_attributes())
             };
-            log(&mut w, attrs, l)
+            log(&mut w, attrs, l, skip)
         }
         Some(Record::Span(s)) => span_fields(&mut w, s),
         Some(Record::Metric(m)) => metric_fields(&mut w, m),
@@ -101,18 +117,20 @@ pub(crate) fn write_with(
 }
 
 /// The fields an event shares with its group: source, signal, resource,
-/// scope.
-fn head(w: &mut Obj<'_>, ev: &Stored) {
+/// scope (not holdfast's own in a lean document).
+fn head(w: &mut Obj<'_>, ev: &Stored, shape: Layout) {
     w.str("source", ev.source());
     w.str("signal", ev.signal().map_or("unknown", |s| s.as_str()));
     if let Some(r) = ev.resource() {
         if !r.attributes.is_empty() {
             w.key("resource");
-            attributes(w.out, &r.attributes, &[]);
+            attributes(w.out, &r.attributes);
         }
     }
     if let Some(s) = ev.scope() {
-        scope(w, s);
+        if !(shape.lean() && s.name.starts_with(layout::OWN_SCOPE_PREFIX)) {
+            scope(w, s);
+        }
     }
 }
 
@@ -142,8 +160,8 @@ fn scope(w: &mut Obj<'_>, s: &InstrumentationScope) {
 }
 
 /// `shared`: the attributes the record shares with its batch's group,
-/// which come before its own.
-fn log(w: &mut Obj<'_>, shared: SharedAttributes<'_>, l: &LogRecord) {
+/// which come before its own; `skip`: an attribute left out.
+fn log(w: &mut Obj<'_>, shared: SharedAttributes<'_>, l: &LogRecord, skip: Option<&str>) {
     if !l.severity_text.is_empty() {
         w.str("severity_text", &l.severity_text);
     }
@@ -160,24 +178,29 @@ fn log(w: &mut Obj<'_>, shared: SharedAttributes<'_>, l: &LogRecord) {
             None => {}
         }
     }
+    let kept = |list: &[KeyValue]| list.iter().any(|kv| Some(kv.key.as_str()) != skip);
     let shared_empty = match shared {
-        SharedAttributes::List(a) => a.is_empty(),
+        SharedAttributes::List(a) => !kept(a),
         SharedAttributes::Rendered(_, empty) => empty,
     };
-    if !shared_empty || !l.attributes.is_empty() {
+    if !shared_empty || kept(&l.attributes) {
         w.key("attributes");
-        match shared {
-            SharedAttributes::List(a) => attributes(w.out, a, &l.attributes),
+        let mut o = match shared {
+            SharedAttributes::List(a) => {
+                let mut o = Obj::open(w.out);
+                kvs(&mut o, a, skip);
+                o
+            }
             SharedAttributes::Rendered(open, empty) => {
                 w.out.extend_from_slice(open);
-                let mut o = Obj {
+                Obj {
                     out: w.out,
                     first: empty,
-                };
-                kvs(&mut o, &l.attributes);
-                o.close();
+                }
             }
-        }
+        };
+        kvs(&mut o, &l.attributes, skip);
+        o.close();
     }
     if !l.trace_id.is_empty() {
         w.hex("trace_id", &l.trace_id);
@@ -442,7 +465,7 @@ impl<'a> Obj<'a> {
     fn attributes_of(&mut self, list: &[KeyValue]) {
         if !list.is_empty() {
             self.key("attributes");
-            attributes(self.out, list, &[]);
+            attributes(self.out, list);
         }
     }
 
@@ -470,16 +493,15 @@ fn array<T>(
 /// Attributes as one object: `first`, then `then` (one list split in two,
 /// a record's shared and own attributes). A repeated key keeps its last
 /// value.
-fn attributes(out: &mut Vec<u8>, first: &[KeyValue], then: &[KeyValue]) {
+fn attributes(out: &mut Vec<u8>, list: &[KeyValue]) {
     let mut o = Obj::open(out);
-    kvs(&mut o, first);
-    kvs(&mut o, then);
+    kvs(&mut o, list, None);
     o.close();
 }
 
 /// Attributes as fields of the object `o`.
-fn kvs(o: &mut Obj<'_>, list: &[KeyValue]) {
-    for kv in list {
+fn kvs(o: &mut Obj<'_>, list: &[KeyValue], skip: Option<&str>) {
+    for kv in list.iter().filter(|kv| Some(kv.key.as_str()) != skip) {
         o.any_key(&kv.key);
         match &kv.value {
             Some(v) => any(o.out, v),
@@ -501,7 +523,7 @@ fn any(out: &mut Vec<u8>, v: &AnyValue) {
         Some(any_value::Value::IntValue(i)) => integer(out, *i),
         Some(any_value::Value::DoubleValue(d)) => float(out, *d),
         Some(any_value::Value::ArrayValue(a)) => array(out, &a.values, any),
-        Some(any_value::Value::KvlistValue(kv)) => attributes(out, &kv.values, &[]),
+        Some(any_value::Value::KvlistValue(kv)) => attributes(out, &kv.values),
         Some(any_value::Value::BytesValue(b)) => {
             string(out, &base64::engine::general_purpose::STANDARD.encode(b))
         }

@@ -19,11 +19,10 @@ use std::sync::Arc;
 use crate::calendar::Civil;
 use crate::event::{Context, Signal, Stored};
 
-use super::{head, kvs, Obj};
+use super::{head, kvs, Layout, Obj};
 
 /// Rendered fragments of the last group seen, and the clock; one per
 /// request being encoded.
-#[derive(Default)]
 pub(crate) struct Shared {
     /// The group the fragments were rendered for; the context is held so
     /// that its address cannot be reused by another batch meanwhile.
@@ -39,9 +38,31 @@ pub(crate) struct Shared {
     /// Whether `attributes` holds no attribute yet.
     pub(super) attributes_empty: bool,
     pub(super) clock: Clock,
+    /// What the sink's documents hold.
+    pub(super) layout: Layout,
+}
+
+impl Default for Shared {
+    /// For full documents, every field: what the tests compare whole.
+    fn default() -> Shared {
+        Shared::new(Layout::Full)
+    }
 }
 
 impl Shared {
+    /// Fragments for documents of `layout`.
+    pub(crate) fn new(layout: Layout) -> Shared {
+        Shared {
+            group: None,
+            head: Vec::new(),
+            path: Vec::new(),
+            attributes: Vec::new(),
+            attributes_empty: true,
+            clock: Clock::default(),
+            layout,
+        }
+    }
+
     /// Makes the fragments those of `ev`'s group; false for an event that
     /// shares nothing (format 1), whose document is written whole.
     pub(super) fn refresh(&mut self, ev: &Stored) -> bool {
@@ -58,15 +79,19 @@ impl Shared {
             return false;
         };
         self.head.clear();
-        head(&mut Obj::resume(&mut self.head), ev);
+        head(&mut Obj::resume(&mut self.head), ev, self.layout);
         self.path.clear();
         if let Some(o) = &group.origin {
             Obj::resume(&mut self.path).str("log.file.path", &o.path);
         }
         self.attributes.clear();
         let mut o = Obj::open(&mut self.attributes);
-        kvs(&mut o, &group.attributes);
-        self.attributes_empty = group.attributes.is_empty();
+        let skip = self.layout.skipped_attribute(ev);
+        kvs(&mut o, &group.attributes, skip);
+        self.attributes_empty = !group
+            .attributes
+            .iter()
+            .any(|kv| Some(kv.key.as_str()) != skip);
         self.group = Some((ctx.clone(), gi, signal));
         true
     }

@@ -98,18 +98,89 @@ fn cached_documents_are_the_uncached_bytes() {
     let v1 = test_events::items_v1(&envs, 0);
     let v2 = test_events::items_v2(&envs, 2, 0);
     let order: Vec<usize> = (0..envs.len()).chain((0..envs.len()).rev()).collect();
-    let mut whole = Vec::new();
-    let mut cached = Vec::new();
-    let mut shared = Shared::default();
-    for &i in &order {
-        write(&mut whole, &v1[i].ev);
-        whole.push(b'\n');
-        write_with(&mut cached, &v2[i].ev, None, &mut shared);
-        cached.push(b'\n');
+    for layout in [Layout::Full, Layout::Lean] {
+        let mut whole = Vec::new();
+        let mut cached = Vec::new();
+        let mut shared = Shared::new(layout);
+        for &i in &order {
+            write_with(&mut whole, &v1[i].ev, None, true, &mut Shared::new(layout));
+            whole.push(b'\n');
+            write_with(&mut cached, &v2[i].ev, None, true, &mut shared);
+            cached.push(b'\n');
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&whole),
+            String::from_utf8_lossy(&cached),
+            "{layout:?}"
+        );
     }
+}
+
+/// A file line with no time of its own, from holdfast's file source: the
+/// lean document says each fact once, the full one keeps every field.
+#[test]
+fn a_lean_document_says_each_fact_once() {
+    use any_value::Value::StringValue;
+    let id = EventId::for_file_line(1, 0, 0);
+    let env = Envelope {
+        id: id.0.to_vec(),
+        source: "app".into(),
+        observed_time_unix_nano: 1_709_251_199_500_000_000,
+        scope: Some(InstrumentationScope {
+            name: "holdfast.sources.file".into(),
+            version: "1.2.3".into(),
+            ..Default::default()
+        }),
+        record: Some(Record::Log(LogRecord {
+            body: Some(AnyValue {
+                value: Some(StringValue("hello".into())),
+            }),
+            attributes: vec![
+                kv("log.file.path", StringValue("/var/log/app.log".into())),
+                kv("log.file.name", StringValue("app.log".into())),
+            ],
+            ..Default::default()
+        })),
+        origin: Some(FileOrigin {
+            path: "/var/log/app.log".into(),
+            offset: 7,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let ev = test_events::stored(&env);
+    let doc = |layout, id_beside| {
+        let mut out = Vec::new();
+        write_with(&mut out, &ev, None, id_beside, &mut Shared::new(layout));
+        String::from_utf8(out).unwrap()
+    };
     assert_eq!(
-        String::from_utf8_lossy(&whole),
-        String::from_utf8_lossy(&cached)
+        doc(Layout::Lean, true),
+        r#"{"@timestamp":"2024-02-29T23:59:59.500Z","source":"app","signal":"logs","log.file.path":"/var/log/app.log","log.file.offset":7,"message":"hello","attributes":{"log.file.name":"app.log"}}"#
+    );
+    // Where nothing else carries the id (OpenObserve), it stays.
+    assert!(doc(Layout::Lean, false).contains(&format!(r#""event_id":"{}""#, id.to_hex())));
+    assert_eq!(
+        doc(Layout::Full, true),
+        format!(
+            r#"{{"@timestamp":"2024-02-29T23:59:59.500Z","observed_timestamp":"2024-02-29T23:59:59.500Z","event_id":"{}","source":"app","signal":"logs","scope":{{"name":"holdfast.sources.file","version":"1.2.3"}},"log.file.path":"/var/log/app.log","log.file.offset":7,"message":"hello","attributes":{{"log.file.path":"/var/log/app.log","log.file.name":"app.log"}}}}"#,
+            id.to_hex()
+        )
+    );
+    // A scope a client sent, and a time of the record's own, stay.
+    let mut env = env;
+    env.scope.as_mut().unwrap().name = "my.library".into();
+    if let Some(Record::Log(l)) = env.record.as_mut() {
+        l.time_unix_nano = 1_709_251_000_000_000_000;
+    }
+    let ev = test_events::stored(&env);
+    let mut out = Vec::new();
+    write_with(&mut out, &ev, None, true, &mut Shared::new(Layout::Lean));
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains(r#""scope":{"name":"my.library""#), "{text}");
+    assert!(
+        text.contains(r#""observed_timestamp":"2024-02-29T23:59:59.500Z""#),
+        "{text}"
     );
 }
 

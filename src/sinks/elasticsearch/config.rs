@@ -8,6 +8,7 @@ use toml::Spanned;
 
 use super::{Elasticsearch, ElasticsearchOptions, DEFAULT_INDEX};
 use crate::checking::Checker;
+use crate::sinks::document::{check_layout, RawLayout};
 use crate::sinks::network_config::{
     check_template, check_url, http_sink_types, network_sink, required_endpoint, NameRule,
     NetworkSink, Place, RawNetworkSink,
@@ -22,6 +23,8 @@ network_sink! {
         endpoints: Option<Spanned<Vec<Spanned<String>>>>,
         /// Index name template. Default `"holdfast-{signal}-{date}"`.
         index: Option<Spanned<String>>,
+        /// `"lean"` (default) or `"full"`: what each document repeats.
+        document: Option<Spanned<RawLayout>>,
     }
 }
 
@@ -61,6 +64,7 @@ impl RawElasticsearchSink {
         }
         let (common, http) = self.common().check(cx, p, true, &endpoints);
         let index = check_template(cx, &p.key("index"), self.index.as_ref(), &INDEX);
+        let document = check_layout(cx, &p.key("document"), self.document.as_ref());
         if endpoints.is_empty() {
             endpoints.push(
                 reqwest::Url::parse("http://127.0.0.1:9200/").unwrap_or_else(|_| unreachable!()),
@@ -71,6 +75,7 @@ impl RawElasticsearchSink {
             http,
             endpoints,
             index,
+            document,
         }
     }
 }
@@ -83,9 +88,11 @@ impl NetworkSink for ElasticsearchOptions {
         writeln!(
             out,
             "    sends _bulk create requests to {} into index \"{}\" (_id = the event's \
-                 idempotency key, so a resend is refused as a duplicate, not stored twice)",
+                 idempotency key, so a resend is refused as a duplicate, not stored twice), \
+                 {} documents",
             urls.join(", "),
-            self.index.as_str()
+            self.index.as_str(),
+            self.document.as_str()
         )?;
         Ok(())
     }

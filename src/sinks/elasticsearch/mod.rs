@@ -29,7 +29,7 @@ use super::delivery::item::Item;
 use super::delivery::keys;
 use super::delivery::options::DeliveryOptions;
 use super::delivery::transport::{short_text, truncate, BodyVerdict, ItemAnswer, MAX_ERROR_TEXT};
-use super::document;
+use super::document::{self, Layout};
 use super::http::{json_answer, HttpApi, HttpOptions, Request};
 use super::network_config::join;
 use super::template::{Rendered, Template};
@@ -45,6 +45,8 @@ pub struct ElasticsearchOptions {
     pub endpoints: Vec<reqwest::Url>,
     /// The index of each event.
     pub index: Template,
+    /// What each document repeats.
+    pub document: Layout,
 }
 
 /// The default index template.
@@ -53,6 +55,7 @@ pub const DEFAULT_INDEX: &str = "holdfast-{signal}-{date}";
 pub(crate) struct Elasticsearch {
     bulk: Vec<reqwest::Url>,
     index: Template,
+    layout: Layout,
 }
 
 impl Elasticsearch {
@@ -60,6 +63,7 @@ impl Elasticsearch {
         Elasticsearch {
             bulk: opts.endpoints.iter().map(|e| join(e, "_bulk")).collect(),
             index: opts.index.clone(),
+            layout: opts.document,
         }
     }
 }
@@ -73,7 +77,7 @@ impl HttpApi for Elasticsearch {
             crate::pool::BODIES.take_with(items.iter().map(|i| i.data.len() * 3 + 360).sum());
         let mut cache = Rendered::default();
         let mut key = String::with_capacity(66);
-        let mut shared = document::Shared::default();
+        let mut shared = document::Shared::new(self.layout);
         for it in items {
             let index = self.index.render_cached(&it.ev, &mut cache);
             key.clear();
@@ -84,7 +88,7 @@ impl HttpApi for Elasticsearch {
             body.extend_from_slice(key.as_bytes());
             body.extend_from_slice(b"\"}}\n");
             let id_hex = key_is_id.then_some(key.as_bytes());
-            document::write_with(&mut body, &it.ev, id_hex, &mut shared);
+            document::write_with(&mut body, &it.ev, id_hex, key_is_id, &mut shared);
             body.push(b'\n');
         }
         Request {
@@ -208,6 +212,7 @@ mod tests {
         let es = Elasticsearch {
             bulk: vec![reqwest::Url::parse("http://es:9200/_bulk").unwrap()],
             index: Template::parse("hf-{signal}-{source}-{date}").unwrap(),
+            layout: Layout::Full,
         };
         let v1 = es.encode(&items_v1(&envs, 100), 0);
         let v2 = es.encode(&items_v2(&envs, 2, 100), 0);

@@ -12,6 +12,7 @@ use super::{connect, Nats, NatsCredentials, NatsEncoding, NatsOptions, StreamSpe
 use crate::checking::raw::one_of_newtype;
 use crate::checking::units::{format_duration, format_size, Count, Dur, Size};
 use crate::checking::{Checker, Env, Severity};
+use crate::sinks::document::{check_layout, Layout, RawLayout};
 use crate::sinks::http::{Auth, Compression};
 use crate::sinks::network_config::{
     check_template, is_loopback, network_sink, network_sink_types, NameRule, NetworkSink, Place,
@@ -55,6 +56,8 @@ network_sink! {
         subject: Option<Spanned<String>>,
         /// `"otlp"` (protobuf) or `"json"`. Default `"otlp"`.
         encoding: Option<Spanned<RawNatsEncoding>>,
+        /// With `encoding = "json"`: `"lean"` (default) or `"full"`.
+        document: Option<Spanned<RawLayout>>,
         /// A file holding an NKey seed.
         nkey_seed_file: Option<Spanned<String>>,
         /// A `.creds` file (user JWT and NKey seed).
@@ -137,6 +140,15 @@ impl RawNatsSink {
             cx.note(&key("encoding"), e);
             e.get_ref().0
         });
+        let document = check_layout(cx, &key("document"), self.document.as_ref());
+        if let (Some(d), NatsEncoding::Otlp) = (&self.document, encoding) {
+            cx.error(
+                Some(d.span()),
+                &key("document"),
+                "document shapes the JSON documents, and with encoding = \"otlp\" (the \
+                 default) the sink publishes protobuf: remove document or set encoding = \"json\"",
+            );
+        }
         let credentials = self.credentials(cx, p, transport.auth);
         if credentials.is_some() && tls.ca_file.is_none() && tls.client_cert.is_none() {
             if let Some(s) = servers
@@ -165,6 +177,7 @@ impl RawNatsSink {
             stream,
             subject,
             encoding,
+            document,
             credentials,
             create_stream,
         }
@@ -350,7 +363,10 @@ impl NetworkSink for NatsOptions {
     fn describe_target(&self, out: &mut String) -> fmt::Result {
         let encoding = match self.encoding {
             NatsEncoding::Otlp => "one OTLP protobuf export request per event",
-            NatsEncoding::Json => "the elasticsearch sink's JSON document per event",
+            NatsEncoding::Json => match self.document {
+                Layout::Lean => "the elasticsearch sink's lean JSON document per event",
+                Layout::Full => "the elasticsearch sink's full JSON document per event",
+            },
         };
         writeln!(
             out,

@@ -40,6 +40,7 @@ use super::credentials::TlsFiles;
 use super::delivery::item::Item;
 use super::delivery::options::DeliveryOptions;
 use super::delivery::transport::{Answer, Sent, Transport};
+use super::document::Layout;
 use super::template::Template;
 
 /// What a `nats` sink runs with.
@@ -58,6 +59,8 @@ pub struct NatsOptions {
     /// The subject of each event.
     pub subject: Template,
     pub encoding: NatsEncoding,
+    /// What each JSON document repeats (`encoding = "json"`).
+    pub document: Layout,
     pub credentials: Option<NatsCredentials>,
     /// Create the stream when it is missing (off by default).
     pub create_stream: Option<StreamSpec>,

@@ -17,7 +17,7 @@ use super::{NatsEncoding, NatsOptions};
 use crate::sinks::delivery::item::Item;
 use crate::sinks::delivery::keys::push_hex;
 use crate::sinks::delivery::transport::{Answer, TransportKind};
-use crate::sinks::document;
+use crate::sinks::document::{self, Layout};
 use crate::sinks::otlp_http::export_request;
 use crate::sinks::template::{Rendered, Template};
 
@@ -25,6 +25,7 @@ pub(super) struct Publisher {
     link: Arc<Link>,
     subject: Template,
     encoding: NatsEncoding,
+    layout: Layout,
 }
 
 impl Publisher {
@@ -33,6 +34,7 @@ impl Publisher {
             link,
             subject: o.subject.clone(),
             encoding: o.encoding,
+            layout: o.document,
         }
     }
 
@@ -57,7 +59,7 @@ impl Publisher {
             return (Answer::Transport { kind, message }, 0);
         }
         let mut cache = Rendered::default();
-        let mut shared = document::Shared::default();
+        let mut shared = document::Shared::new(self.layout);
         let mut id = String::with_capacity(32);
         let mut wire = 0;
         let mut pending = Vec::with_capacity(items.len());
@@ -117,7 +119,8 @@ impl Publisher {
             NatsEncoding::Otlp => Bytes::from(export_request(it)),
             NatsEncoding::Json => {
                 let mut out = Vec::with_capacity(it.data.len() * 3 + 256);
-                document::write_with(&mut out, &it.ev, None, shared);
+                // `Nats-Msg-Id` is the event id.
+                document::write_with(&mut out, &it.ev, None, true, shared);
                 Bytes::from(out)
             }
         }

@@ -8,6 +8,7 @@ use toml::Spanned;
 
 use super::{OpenObserve, OpenObserveOptions, DEFAULT_ORG, DEFAULT_STREAM};
 use crate::checking::Checker;
+use crate::sinks::document::{check_layout, RawLayout};
 use crate::sinks::network_config::{
     check_template, http_sink_types, network_sink, required_endpoint, NameRule, NetworkSink, Place,
     RawNetworkSink,
@@ -22,6 +23,8 @@ network_sink! {
         org: Option<Spanned<String>>,
         /// Stream name template. Default `"{signal}"`.
         stream: Option<Spanned<String>>,
+        /// `"lean"` (default) or `"full"`: what each document repeats.
+        document: Option<Spanned<RawLayout>>,
     }
 }
 
@@ -68,6 +71,7 @@ impl RawOpenObserveSink {
             }),
             org,
             stream,
+            document: check_layout(cx, &p.key("document"), self.document.as_ref()),
         }
     }
 }
@@ -78,10 +82,11 @@ impl NetworkSink for OpenObserveOptions {
     fn describe_target(&self, out: &mut String) -> fmt::Result {
         writeln!(
             out,
-            "    sends JSON to {} (organization \"{}\", stream \"{}\")",
+            "    sends JSON to {} (organization \"{}\", stream \"{}\"), {} documents",
             self.endpoint,
             self.org,
-            self.stream.as_str()
+            self.stream.as_str(),
+            self.document.as_str()
         )?;
         Ok(())
     }

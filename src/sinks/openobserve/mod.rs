@@ -25,7 +25,7 @@ use serde::Deserialize;
 use super::delivery::item::Item;
 use super::delivery::options::DeliveryOptions;
 use super::delivery::transport::{short_text, BodyVerdict};
-use super::document;
+use super::document::{self, Layout};
 use super::http::{json_answer, HttpApi, HttpOptions, Request};
 use super::template::{event_time, Template};
 use crate::event::Stored;
@@ -41,6 +41,8 @@ pub struct OpenObserveOptions {
     pub org: String,
     /// The stream of each event.
     pub stream: Template,
+    /// What each document repeats.
+    pub document: Layout,
 }
 
 pub const DEFAULT_ORG: &str = "default";
@@ -50,6 +52,7 @@ pub(crate) struct OpenObserve {
     base: reqwest::Url,
     org: String,
     stream: Template,
+    layout: Layout,
 }
 
 impl OpenObserve {
@@ -58,6 +61,7 @@ impl OpenObserve {
             base: opts.endpoint.clone(),
             org: opts.org.clone(),
             stream: opts.stream.clone(),
+            layout: opts.document,
         }
     }
 
@@ -82,14 +86,15 @@ impl HttpApi for OpenObserve {
         let mut body =
             crate::pool::BODIES.take_with(items.iter().map(|i| i.data.len() * 3 + 264).sum());
         let mut doc = Vec::with_capacity(1024);
-        let mut shared = document::Shared::default();
+        let mut shared = document::Shared::new(self.layout);
         body.push(b'[');
         for (i, it) in items.iter().enumerate() {
             if i > 0 {
                 body.push(b',');
             }
             doc.clear();
-            document::write_with(&mut doc, &it.ev, None, &mut shared);
+            // OpenObserve has no `_id`: the document keeps the event id.
+            document::write_with(&mut doc, &it.ev, None, false, &mut shared);
             body.extend_from_slice(b"{\"_timestamp\":");
             let _ = write!(body, "{}", event_time(&it.ev) / 1000);
             body.push(b',');
@@ -169,6 +174,7 @@ mod tests {
                 base: reqwest::Url::parse("http://oo:5080").unwrap(),
                 org: "default".into(),
                 stream: Template::parse(stream).unwrap(),
+                layout: Layout::Full,
             };
             let (v1, v2) = (items_v1(&envs, 0), items_v2(&envs, 2, 0));
             let routes =
