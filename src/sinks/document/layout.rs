@@ -12,8 +12,8 @@
 //!   `Nats-Msg-Id`); OpenObserve, which has no such place, keeps it for
 //!   reconciliation, and so do spans and metric points, whose `_id` is
 //!   their own identity;
-//! * the `log.file.path` attribute of a file event, which the top-level
-//!   `log.file.path` beside `log.file.offset` already says;
+//! * the `log.file.path` and `log.file.name` attributes of a file event,
+//!   which the top-level `log.file.path` beside `log.file.offset` says;
 //! * the `scope` of holdfast's own sources (`holdfast.sources.<type>` and
 //!   the agent's version): the same for every event of a source, and
 //!   `source` names it.
@@ -50,19 +50,23 @@ impl Layout {
         self == Layout::Lean
     }
 
-    /// The attribute `ev`'s document leaves out: the file path, which a
-    /// file event has at the top level already.
-    pub(super) fn skipped_attribute(self, ev: &Stored) -> Option<&'static str> {
-        (self.lean() && ev.origin().is_some()).then_some(FILE_PATH_ATTRIBUTE)
+    /// The attributes `ev`'s document leaves out: the file's path and
+    /// name, which the top-level `log.file.path` of a file event says.
+    pub(super) fn skipped_attributes(self, ev: &Stored) -> &'static [&'static str] {
+        if self.lean() && ev.origin().is_some() {
+            FILE_ATTRIBUTES
+        } else {
+            &[]
+        }
     }
 }
 
 /// The scope name prefix of holdfast's own sources.
 pub(super) const OWN_SCOPE_PREFIX: &str = "holdfast.";
 
-/// The attribute the `file` source names a line's file with (OpenTelemetry's
-/// semantic convention, `src/sources/file/encode.rs`).
-const FILE_PATH_ATTRIBUTE: &str = "log.file.path";
+/// The attributes the `file` source names a line's file with (OpenTelemetry's
+/// semantic conventions, `src/sources/file/encode.rs`).
+const FILE_ATTRIBUTES: &[&str] = &["log.file.path", "log.file.name"];
 
 /// The checked `document` key at `key`: lean when absent.
 pub(crate) fn check(

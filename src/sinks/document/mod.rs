@@ -91,7 +91,7 @@ pub(crate) fn write_with(
     }
     // The top-level path says it; a lean document does not repeat it
     // among the attributes.
-    let skip = shape.skipped_attribute(ev);
+    let skip = shape.skipped_attributes(ev);
     if let Some(o) = ev.origin() {
         if grouped && !shared.path.is_empty() {
             w.out.extend_from_slice(&shared.path);
@@ -160,8 +160,8 @@ fn scope(w: &mut Obj<'_>, s: &InstrumentationScope) {
 }
 
 /// `shared`: the attributes the record shares with its batch's group,
-/// which come before its own; `skip`: an attribute left out.
-fn log(w: &mut Obj<'_>, shared: SharedAttributes<'_>, l: &LogRecord, skip: Option<&str>) {
+/// which come before its own; `skip`: attributes left out.
+fn log(w: &mut Obj<'_>, shared: SharedAttributes<'_>, l: &LogRecord, skip: &[&str]) {
     if !l.severity_text.is_empty() {
         w.str("severity_text", &l.severity_text);
     }
@@ -178,7 +178,7 @@ fn log(w: &mut Obj<'_>, shared: SharedAttributes<'_>, l: &LogRecord, skip: Optio
             None => {}
         }
     }
-    let kept = |list: &[KeyValue]| list.iter().any(|kv| Some(kv.key.as_str()) != skip);
+    let kept = |list: &[KeyValue]| list.iter().any(|kv| !skip.contains(&kv.key.as_str()));
     let shared_empty = match shared {
         SharedAttributes::List(a) => !kept(a),
         SharedAttributes::Rendered(_, empty) => empty,
@@ -495,13 +495,13 @@ fn array<T>(
 /// value.
 fn attributes(out: &mut Vec<u8>, list: &[KeyValue]) {
     let mut o = Obj::open(out);
-    kvs(&mut o, list, None);
+    kvs(&mut o, list, &[]);
     o.close();
 }
 
 /// Attributes as fields of the object `o`.
-fn kvs(o: &mut Obj<'_>, list: &[KeyValue], skip: Option<&str>) {
-    for kv in list.iter().filter(|kv| Some(kv.key.as_str()) != skip) {
+fn kvs(o: &mut Obj<'_>, list: &[KeyValue], skip: &[&str]) {
+    for kv in list.iter().filter(|kv| !skip.contains(&kv.key.as_str())) {
         o.any_key(&kv.key);
         match &kv.value {
             Some(v) => any(o.out, v),

@@ -86,12 +86,12 @@ impl Shared {
         }
         self.attributes.clear();
         let mut o = Obj::open(&mut self.attributes);
-        let skip = self.layout.skipped_attribute(ev);
+        let skip = self.layout.skipped_attributes(ev);
         kvs(&mut o, &group.attributes, skip);
         self.attributes_empty = !group
             .attributes
             .iter()
-            .any(|kv| Some(kv.key.as_str()) != skip);
+            .any(|kv| !skip.contains(&kv.key.as_str()));
         self.group = Some((ctx.clone(), gi, signal));
         true
     }

@@ -156,7 +156,7 @@ fn a_lean_document_says_each_fact_once() {
     };
     assert_eq!(
         doc(Layout::Lean, true),
-        r#"{"@timestamp":"2024-02-29T23:59:59.500Z","source":"app","signal":"logs","log.file.path":"/var/log/app.log","log.file.offset":7,"message":"hello","attributes":{"log.file.name":"app.log"}}"#
+        r#"{"@timestamp":"2024-02-29T23:59:59.500Z","source":"app","signal":"logs","log.file.path":"/var/log/app.log","log.file.offset":7,"message":"hello"}"#
     );
     // Where nothing else carries the id (OpenObserve), it stays.
     assert!(doc(Layout::Lean, false).contains(&format!(r#""event_id":"{}""#, id.to_hex())));
