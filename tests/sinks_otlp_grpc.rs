@@ -372,6 +372,34 @@ async fn each_status_is_retried_held_or_quarantined_as_the_specification_says() 
     assert!(a.stop().success(), "{}", a.stderr());
 }
 
+/// tonic panics on a `grpc-status-details-bin` that is not base64; a
+/// broken or hostile receiver must not crash the sink with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_details_that_are_not_base64_do_not_crash_the_sink() {
+    let r = Receiver::start().await;
+    let mut a = file_agent(&format!("http://{}", r.addr), "");
+    r.answer_next([Answer::BrokenDetails(14), Answer::BrokenDetails(8)]);
+    let l = lines("broken", 3);
+    append(&a, &l);
+    a.start();
+    a.wait_ready();
+    // UNAVAILABLE is retried; RESOURCE_EXHAUSTED without readable details
+    // has no RetryInfo, so it is quarantined.
+    wait_for("the events quarantined", DEADLINE, || {
+        (quarantined(&a, "rejected") == 3.0).then_some(())
+    });
+    let restarts: f64 = a
+        .metrics()
+        .lines()
+        .filter(|l| l.starts_with("holdfast_task_restarts_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(restarts, 0.0, "{}", a.stderr());
+    assert!(!a.stderr().contains("panicked"), "{}", a.stderr());
+    assert_eq!(r.state().calls.len(), 2);
+    assert!(a.stop().success(), "{}", a.stderr());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partial_success_quarantines_its_request() {
     let r = Receiver::start().await;

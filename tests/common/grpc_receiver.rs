@@ -37,6 +37,8 @@ pub enum Answer {
     Partial(i64, String),
     /// A status code other than `OK`, its message, and a RetryInfo delay.
     Status(i32, String, Option<Duration>),
+    /// A status code whose `grpc-status-details-bin` is not base64.
+    BrokenDetails(i32),
 }
 
 /// One call as the receiver saw it.
@@ -275,6 +277,12 @@ fn reply(answer: &Answer) -> Response<Body> {
             b.body(Full::new(Bytes::new()).with_trailers(std::future::ready(None)))
                 .unwrap()
         }
+        Answer::BrokenDetails(code) => b
+            .header("grpc-status", code.to_string())
+            .header("grpc-message", "details follow")
+            .header("grpc-status-details-bin", "!!not base64!!")
+            .body(Full::new(Bytes::new()).with_trailers(std::future::ready(None)))
+            .unwrap(),
     }
 }
 

@@ -10,6 +10,12 @@
 //! tonic, makes the TLS connection. A new client certificate makes a new
 //! channel: TLS authenticates a client once per connection, so the old
 //! connection would go on speaking for the old certificate.
+//!
+//! The answers pass through [`Checked`] before tonic reads them: tonic
+//! panics on a `grpc-status-details-bin` that is not base64
+//! (`Status::from_header_map`), and a broken or hostile receiver must not
+//! crash the sink with one header. Such details are dropped; the status
+//! and its message stay.
 
 use std::fmt;
 use std::future::Future;
@@ -19,11 +25,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::combinators::MapFrame;
+use http_body_util::BodyExt;
+use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 use tonic::codegen::http::Uri;
+use tonic::codegen::http::{HeaderMap, Request, Response};
 use tonic::codegen::Service;
 use tonic::transport::{Channel, Endpoint};
 
@@ -128,7 +139,7 @@ impl Link {
     }
 
     /// The channel to send on, new when the client certificate changed.
-    pub fn channel(&self) -> Channel {
+    pub fn channel(&self) -> Checked {
         let generation = self
             .connector
             .tls
@@ -143,7 +154,64 @@ impl Link {
                     .connect_with_connector_lazy(self.connector.clone()),
             );
         }
-        current.1.clone()
+        Checked(current.1.clone())
+    }
+}
+
+/// A channel whose answers' status details are checked (module docs).
+#[derive(Clone)]
+pub(super) struct Checked(Channel);
+
+type CheckedBody = MapFrame<tonic::body::Body, fn(Frame<Bytes>) -> Frame<Bytes>>;
+
+impl Service<Request<tonic::body::Body>> for Checked {
+    type Response = Response<CheckedBody>;
+    type Error = tonic::transport::Error;
+    type Future = Pin<
+        Box<dyn Future<Output = Result<Response<CheckedBody>, tonic::transport::Error>> + Send>,
+    >;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<tonic::body::Body>) -> Self::Future {
+        let answer = self.0.call(request);
+        Box::pin(async move {
+            let (mut parts, body) = answer.await?.into_parts();
+            // A status with no body comes in the headers ("Trailers-Only").
+            drop_broken_details(&mut parts.headers);
+            let check: fn(Frame<Bytes>) -> Frame<Bytes> = check_trailers;
+            Ok(Response::from_parts(parts, body.map_frame(check)))
+        })
+    }
+}
+
+fn check_trailers(frame: Frame<Bytes>) -> Frame<Bytes> {
+    match frame.into_trailers() {
+        Ok(mut trailers) => {
+            drop_broken_details(&mut trailers);
+            Frame::trailers(trailers)
+        }
+        Err(frame) => frame,
+    }
+}
+
+/// Removes a `grpc-status-details-bin` that tonic could not decode (its
+/// base64: the standard alphabet, padding optional).
+pub(super) fn drop_broken_details(headers: &mut HeaderMap) {
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::Engine;
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    const DETAILS: &str = "grpc-status-details-bin";
+    if let Some(v) = headers.get(DETAILS) {
+        if LENIENT.decode(v.as_bytes()).is_err() {
+            tracing::debug!("the receiver's status details are not base64; ignoring them");
+            headers.remove(DETAILS);
+        }
     }
 }
 
@@ -210,5 +278,23 @@ impl Service<Uri> for Connector {
                 ))),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_details_tonic_cannot_decode_are_dropped() {
+        let details = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert("grpc-status-details-bin", v.parse().unwrap());
+            drop_broken_details(&mut h);
+            h.get("grpc-status-details-bin").is_some()
+        };
+        assert!(details("CAgSBHNsb3c"));
+        assert!(details("CAgSBHNsb3c="));
+        assert!(!details("!!not base64!!"));
     }
 }
