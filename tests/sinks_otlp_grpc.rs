@@ -372,6 +372,35 @@ async fn each_status_is_retried_held_or_quarantined_as_the_specification_says() 
     assert!(a.stop().success(), "{}", a.stderr());
 }
 
+/// `request_timeout` is the call's deadline: sent as `grpc-timeout`, and a
+/// call past it is given up and sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_past_request_timeout_is_sent_again() {
+    let r = Receiver::start().await;
+    let mut a = file_agent(&format!("http://{}", r.addr), "request_timeout = \"700ms\"");
+    r.answer_next([Answer::Stall(Duration::from_secs(5))]);
+    let l = lines("slow", 3);
+    append(&a, &l);
+    a.start();
+    a.wait_ready();
+    wait_for("the events sent again", DEADLINE, || {
+        let st = r.state();
+        (st.calls.len() >= 2 && st.calls[1].answer == Answer::Ok).then_some(())
+    });
+    {
+        let st = r.state();
+        assert_eq!(st.calls[0].metadata["grpc-timeout"], "700000u");
+        let waited = st.calls[1].at - st.calls[0].at;
+        assert!(
+            waited >= Duration::from_millis(700),
+            "sent again after {waited:?}"
+        );
+        assert_eq!(st.calls[0].lines(), st.calls[1].lines());
+    }
+    assert!(metric(&a, "holdfast_sink_retries_total", ",reason=\"timeout\"") >= 1.0);
+    assert!(a.stop().success(), "{}", a.stderr());
+}
+
 /// tonic panics on a `grpc-status-details-bin` that is not base64; a
 /// broken or hostile receiver must not crash the sink with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,6 +39,8 @@ pub enum Answer {
     Status(i32, String, Option<Duration>),
     /// A status code whose `grpc-status-details-bin` is not base64.
     BrokenDetails(i32),
+    /// No answer for this long, then `OK`.
+    Stall(Duration),
 }
 
 /// One call as the receiver saw it.
@@ -221,13 +223,16 @@ async fn handle(
         });
         answer
     };
+    if let Answer::Stall(d) = answer {
+        tokio::time::sleep(d).await;
+    }
     reply(&answer)
 }
 
 fn reply(answer: &Answer) -> Response<Body> {
     let b = Response::builder().header("content-type", "application/grpc");
     match answer {
-        Answer::Ok | Answer::Partial(..) => {
+        Answer::Ok | Answer::Partial(..) | Answer::Stall(_) => {
             let response = match answer {
                 Answer::Partial(rejected, message) => ExportResponse {
                     partial_success: Some(PartialSuccess {
