@@ -175,15 +175,12 @@ pub(super) fn code_name(code: Code) -> &'static str {
 }
 
 /// A failed call. A status tonic made from an error of its own (it keeps
-/// the error as its source: connect, reset, GOAWAY) is no answer from the
-/// receiver; a status the receiver sent has no source.
-pub(super) fn failed(status: &Status, connect_failed: bool) -> Answer {
+/// the error as its source: connect, deadline, reset, GOAWAY) is no answer
+/// from the receiver, of the `kind` its causes tell; a status the receiver
+/// sent has no source.
+pub(super) fn failed(status: &Status, kind: impl FnOnce() -> TransportKind) -> Answer {
     if std::error::Error::source(status).is_some() {
-        let kind = if connect_failed {
-            TransportKind::Connect
-        } else {
-            TransportKind::Connection
-        };
+        let kind = kind();
         return Answer::Transport {
             kind,
             message: chain(status),
@@ -379,7 +376,9 @@ mod tests {
 
     #[test]
     fn a_receivers_status_is_refused_with_its_name_and_message() {
-        let a = failed(&Status::invalid_argument("bad record"), false);
+        let a = failed(&Status::invalid_argument("bad record"), || {
+            TransportKind::Connection
+        });
         match a {
             Answer::Refused { status, error, .. } => {
                 assert_eq!(status, 400);
@@ -390,7 +389,10 @@ mod tests {
         let local = Status::out_of_range(format!(
             "{ANSWER_TOO_LARGE}: found 9999999 bytes, the limit is: 1048576 bytes"
         ));
-        assert!(matches!(failed(&local, false), Answer::TooLarge { .. }));
+        assert!(matches!(
+            failed(&local, || TransportKind::Connection),
+            Answer::TooLarge { .. }
+        ));
     }
 
     #[test]

@@ -40,6 +40,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::sinks::client_tls::ClientTls;
 use crate::sinks::credentials::TlsFiles;
+use crate::sinks::delivery::transport::TransportKind;
 
 /// What the connector failed at: found in a failed call's chain of causes,
 /// it tells "could not connect" from "the connection broke".
@@ -54,16 +55,22 @@ impl fmt::Display for ConnectFailed {
 
 impl std::error::Error for ConnectFailed {}
 
-/// Whether a failed call's chain of causes holds a [`ConnectFailed`].
-pub(super) fn connect_failed(e: &(dyn std::error::Error + 'static)) -> bool {
+/// What kind of "no answer" a failed call's chain of causes tells: our
+/// connector's [`ConnectFailed`] (could not connect), tonic's
+/// `TimeoutExpired` (the `grpc-timeout` deadline passed, which tonic's
+/// channel enforces too), or else a broken connection.
+pub(super) fn no_answer(e: &(dyn std::error::Error + 'static)) -> TransportKind {
     let mut cause = Some(e);
     while let Some(c) = cause {
         if c.is::<ConnectFailed>() {
-            return true;
+            return TransportKind::Connect;
+        }
+        if c.is::<tonic::TimeoutExpired>() {
+            return TransportKind::Timeout;
         }
         cause = c.source();
     }
-    false
+    TransportKind::Connection
 }
 
 /// The connection's settings and the channel of the current client
@@ -296,5 +303,25 @@ mod tests {
         assert!(details("CAgSBHNsb3c"));
         assert!(details("CAgSBHNsb3c="));
         assert!(!details("!!not base64!!"));
+    }
+
+    #[test]
+    fn a_local_failure_says_what_kind_of_no_answer_it_is() {
+        let local =
+            |e: Box<dyn std::error::Error + Send + Sync>| no_answer(&tonic::Status::from_error(e));
+        assert_eq!(
+            local(Box::new(ConnectFailed("refused".into()))),
+            TransportKind::Connect
+        );
+        assert_eq!(
+            local(Box::new(tonic::TimeoutExpired(()))),
+            TransportKind::Timeout
+        );
+        assert_eq!(
+            local(Box::new(std::io::Error::from(
+                std::io::ErrorKind::ConnectionReset
+            ))),
+            TransportKind::Connection
+        );
     }
 }

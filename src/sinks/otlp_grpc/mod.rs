@@ -224,7 +224,7 @@ impl Transport for OtlpGrpc {
             },
             Reply::Answered(Ok(response)) => classify::accepted(response.into_inner()),
             Reply::Answered(Err(status)) => {
-                classify::failed(&status, connect::connect_failed(&status))
+                classify::failed(&status, || connect::no_answer(&status))
             }
         }
     }
