@@ -142,6 +142,13 @@ impl NetworkSink for OtlpGrpcSinkOptions {
              service of its signal; headers and credentials as metadata",
             self.endpoint.scheme(),
             authority(&self.endpoint)
+        )?;
+        writeln!(
+            out,
+            "    gRPC statuses: UNAVAILABLE, CANCELLED, DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE and \
+             DATA_LOSS are retried as 5xx below; RESOURCE_EXHAUSTED only with a RetryInfo (its \
+             delay as Retry-After); UNAUTHENTICATED and PERMISSION_DENIED are held as 401/403; \
+             every other code quarantines the request's events"
         )
     }
 }
