@@ -216,7 +216,14 @@ async fn the_three_signals_arrive_intact_with_and_without_gzip() {
             });
         }
     }
-    for (r, gzip) in [(&plain, false), (&zipped, true)] {
+    for (r, gzip, sink) in [(&plain, false, "plain"), (&zipped, true, "zipped")] {
+        // Bytes as they went on the wire, compressed when they were.
+        // (Counted once the answer is read: waited for.)
+        let wire: usize = r.state().calls.iter().map(|c| c.wire).sum();
+        let family = format!("holdfast_sink_sent_bytes_total{{sink=\"{sink}\"}}");
+        wait_for(&format!("{sink}'s sent bytes"), DEADLINE, || {
+            (a.metric(&family) == Some(wire as f64)).then_some(())
+        });
         for c in &r.state().calls {
             assert_eq!(c.compressed, gzip, "{}", c.path);
             assert_eq!(c.metadata["content-type"], "application/grpc");

@@ -53,6 +53,9 @@ pub struct Call {
     pub compressed: bool,
     /// The message, decompressed.
     pub message: Vec<u8>,
+    /// The body's length on the wire: the 5-byte prefix and the message
+    /// as sent.
+    pub wire: usize,
     pub answer: Answer,
     pub at: Instant,
     /// The DER of the client certificate of its connection.
@@ -194,6 +197,7 @@ async fn handle(
         .collect();
     let body = req.into_body().collect().await.unwrap().to_bytes();
     assert!(body.len() >= 5, "a gRPC message has a 5-byte prefix");
+    let wire = body.len();
     let compressed = body[0] == 1;
     let len = u32::from_be_bytes(body[1..5].try_into().unwrap()) as usize;
     assert_eq!(body.len(), 5 + len, "one message per call");
@@ -217,6 +221,7 @@ async fn handle(
             metadata,
             compressed,
             message,
+            wire,
             answer: answer.clone(),
             at: Instant::now(),
             client_cert: cert,

@@ -11,7 +11,9 @@
 //! channel: TLS authenticates a client once per connection, so the old
 //! connection would go on speaking for the old certificate.
 //!
-//! The answers pass through [`Checked`] before tonic reads them: tonic
+//! [`Checked`] also counts the bytes of each request's body as they leave
+//! ([`WireBytes`]: the message as sent, compressed when it is), and the
+//! answers pass through it before tonic reads them: tonic
 //! panics on a `grpc-status-details-bin` that is not base64
 //! (`Status::from_header_map`), and a broken or hostile receiver must not
 //! crash the sink with one header. Such details are dropped; the status
@@ -20,6 +22,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -165,7 +168,13 @@ impl Link {
     }
 }
 
-/// A channel whose answers' status details are checked (module docs).
+/// Where [`Checked`] counts the body bytes of the request it travels with
+/// (in the request's extensions).
+#[derive(Clone, Default)]
+pub(super) struct WireBytes(pub Arc<AtomicUsize>);
+
+/// A channel whose requests' bytes are counted and whose answers' status
+/// details are checked (module docs).
 #[derive(Clone)]
 pub(super) struct Checked(Channel);
 
@@ -183,6 +192,17 @@ impl Service<Request<tonic::body::Body>> for Checked {
     }
 
     fn call(&mut self, request: Request<tonic::body::Body>) -> Self::Future {
+        let request = match request.extensions().get::<WireBytes>().cloned() {
+            Some(WireBytes(sent)) => request.map(|body| {
+                tonic::body::Body::new(body.map_frame(move |frame| {
+                    if let Some(data) = frame.data_ref() {
+                        sent.fetch_add(data.len(), Ordering::Relaxed);
+                    }
+                    frame
+                }))
+            }),
+            None => request,
+        };
         let answer = self.0.call(request);
         Box::pin(async move {
             let (mut parts, body) = answer.await?.into_parts();

@@ -149,8 +149,8 @@ fn metadata(opts: &HttpOptions) -> anyhow::Result<MetadataMap> {
 pub(crate) struct Call {
     signal: usize,
     request: tonic::Request<Vec<u8>>,
-    /// The message's length before compression.
-    len: usize,
+    /// The body's bytes as they leave (the channel counts them).
+    wire: connect::WireBytes,
 }
 
 /// What came back, not yet judged.
@@ -170,14 +170,15 @@ impl Transport for OtlpGrpc {
 
     fn prepare<'a>(&'a self, items: &'a [Item], _request: usize) -> Call {
         let body = super::otlp_http::export_requests(items);
-        let len = body.len();
         let mut request = tonic::Request::new(body);
         *request.metadata_mut() = self.metadata.clone();
         request.set_timeout(self.timeout);
+        let wire = connect::WireBytes::default();
+        request.extensions_mut().insert(wire.clone());
         Call {
             signal: signal_index(&items[0].ev),
             request,
-            len,
+            wire,
         }
     }
 
@@ -185,7 +186,7 @@ impl Transport for OtlpGrpc {
         let Call {
             signal,
             request,
-            len,
+            wire,
         } = call;
         let mut grpc = tonic::client::Grpc::new(self.link.channel())
             .max_decoding_message_size(classify::MAX_ANSWER_BYTES);
@@ -210,9 +211,9 @@ impl Transport for OtlpGrpc {
         Sent {
             target: self.targets[signal].clone(),
             reply,
-            // The gRPC frame: a flag byte and a length, then the message
-            // (counted before compression: tonic compresses it on its way).
-            wire: len + 5,
+            // The gRPC frame as sent: a flag byte and a length, then the
+            // message, compressed when it is.
+            wire: wire.0.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
