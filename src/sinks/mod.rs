@@ -6,7 +6,8 @@ delivery stopped.
 * [`file`](mod@file) — NDJSON files in a directory, for air-gapped devices and the
   default configuration (`file/config.rs`: its table).
 * Network sinks, all run by one shared runtime:
-  [`otlp_http`] (OTLP/HTTP, protobuf or JSON), [`elasticsearch`] (the
+  [`otlp_http`] (OTLP/HTTP, protobuf or JSON), [`otlp_grpc`] (OTLP/gRPC,
+  an `Export` call per request), [`elasticsearch`] (the
   `_bulk` API), [`openobserve`] (its `_json` ingestion), [`nats`] (NATS
   JetStream: a message per event, each with its own publish ack).
 
@@ -22,6 +23,7 @@ What is here, kits first, then the components:
 | `document/`, `template.rs` | JSON documents, index/stream/subject names |
 | `otlp_http/`, `elasticsearch/`, `openobserve/` | the three HTTP receiver APIs; each folder's `config.rs` its keys, check and description |
 | `nats/` | NATS JetStream: its own transport (a publish and an ack per event) |
+| `otlp_grpc/` | OTLP/gRPC: its own transport (tonic, one `Export` call per request, the status mapped onto the shared policy) |
 | `file/` | NDJSON files; a sink of its own, not on the delivery kit |
 
 An event is finished when the receiver accepted it (or already had it), or
@@ -40,6 +42,7 @@ mod http;
 pub mod nats;
 pub(crate) mod network_config;
 pub mod openobserve;
+pub mod otlp_grpc;
 pub mod otlp_http;
 pub mod quarantine;
 mod quarantine_options;
@@ -53,6 +56,7 @@ pub use elasticsearch::ElasticsearchOptions;
 pub use http::{Auth, Compression, Header, HeaderValueFrom, HttpOptions};
 pub use nats::{NatsCredentials, NatsEncoding, NatsOptions, StreamSpec};
 pub use openobserve::OpenObserveOptions;
+pub use otlp_grpc::OtlpGrpcSinkOptions;
 pub use otlp_http::{OtlpEncoding, OtlpHttpSinkOptions};
 pub use quarantine_options::{QuarantineFull, QuarantineOptions};
 pub use template::Template;
@@ -66,6 +70,8 @@ components! {
         "file" => File(file::FileSinkOptions),
         /// `type = "otlp_http"`: OTLP/HTTP export.
         "otlp_http" => OtlpHttp(otlp_http::OtlpHttpSinkOptions),
+        /// `type = "otlp_grpc"`: OTLP/gRPC export.
+        "otlp_grpc" => OtlpGrpc(otlp_grpc::OtlpGrpcSinkOptions),
         /// `type = "elasticsearch"`: the `_bulk` API.
         "elasticsearch" => Elasticsearch(elasticsearch::ElasticsearchOptions),
         /// `type = "openobserve"`: OpenObserve's `_json` ingestion.

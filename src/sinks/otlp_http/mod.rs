@@ -336,6 +336,12 @@ fn encode_protobuf(groups: &[Group<'_>]) -> Vec<u8> {
     buf
 }
 
+/// Events of one signal as one OTLP `Export*ServiceRequest`, protobuf, as
+/// this sink sends them (the `otlp_grpc` sink's messages).
+pub(crate) fn export_requests(items: &[Item]) -> Vec<u8> {
+    encode_protobuf(&group(items))
+}
+
 /// One event as its own OTLP `Export*ServiceRequest`, protobuf (the `nats`
 /// sink's messages).
 pub(crate) fn export_request(item: &Item) -> Vec<u8> {
