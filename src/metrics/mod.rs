@@ -48,9 +48,10 @@ pub use log::LogCollector;
 use process::ProcessCollector;
 pub use sinks::{SinkLabels, SinkMetrics, SinkReasonLabels, SinkStatusLabels};
 pub use sources::{
-    FileSourceMetrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels,
-    OtlpSourceMetrics, ProcessedLabels, SourceLabels, SourceMetrics, SourceReasonLabels,
-    SyslogReasonLabels, SyslogSourceMetrics, LISTENER_CLOSE_REASONS,
+    FileSourceMetrics, OtlpGrpcLabels, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels,
+    OtlpSignalLabels, OtlpSourceMetrics, ProcessedLabels, SourceLabels, SourceMetrics,
+    SourceReasonLabels, SyslogReasonLabels, SyslogSourceMetrics, LISTENER_CLOSE_REASONS,
+    OTLP_GRPC_METHODS,
 };
 
 /// The component a series is about: `source="<name>"` or `sink="<name>"`,

@@ -57,7 +57,7 @@ const DISCARD_WAIT: Duration = Duration::from_secs(1);
 /// Once `stop` is cancelled, a request still receiving its body has this
 /// long to finish it before it is answered 503, so that shutdown is bounded
 /// whatever `request_timeout` is.
-const DRAIN_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
 /// Repeated warnings (log full, log errors) are logged at most this often.
 const WARN_EVERY: Duration = Duration::from_secs(10);
@@ -67,11 +67,11 @@ pub(crate) struct Source {
     pub name: String,
     pub opts: OtlpHttpSourceSettings,
     log: Log,
-    metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
     health: Arc<Health>,
-    stop: CancellationToken,
-    token: Option<Token>,
-    budget: Budget,
+    pub(crate) stop: CancellationToken,
+    pub(crate) token: Option<Token>,
+    pub(crate) budget: Budget,
     /// The most framed bytes one append may carry (see `seglog::Log::append`).
     max_append_bytes: usize,
     process: Processing,
@@ -115,9 +115,9 @@ fn now_unix_nanos() -> u64 {
 }
 
 /// What an accepted request added to the log.
-struct Accepted {
+pub(crate) struct Accepted {
     signal: Signal,
-    events: u64,
+    pub(crate) events: u64,
     event_bytes: u64,
     body_bytes: u64,
     /// OTLP/JSON keys the decoder ignored.
@@ -199,13 +199,24 @@ impl Source {
         }
     }
 
-    fn draining(&self) -> bool {
+    pub(crate) fn draining(&self) -> bool {
         self.stop.is_cancelled() || self.health.phase() == Phase::Draining
     }
 
     /// Whether a repeated message whose last time is kept in `last` may be
     /// logged now.
-    fn may_log(last: &AtomicU64) -> bool {
+    /// The rate-limited warning that the log is full.
+    pub(crate) fn warn_full(&self) {
+        if Source::may_log(&self.last_full_warning_ms) {
+            warn!(
+                source = %self.name,
+                "the log is full (when_full = \"block\"): OTLP clients are told to retry \
+                 later; a sink is not keeping up or log.max_bytes is too small"
+            )
+        }
+    }
+
+    pub(crate) fn may_log(last: &AtomicU64) -> bool {
         let now = (now_unix_nanos() / 1_000_000).max(1);
         let then = last.load(Ordering::Relaxed);
         now.saturating_sub(then) >= WARN_EVERY.as_millis() as u64
@@ -223,6 +234,13 @@ impl Source {
                 status: status.to_string(),
             })
             .inc();
+        self.tally(outcome);
+    }
+
+    /// Counts what a request added to the log, or why it was refused:
+    /// the same families whichever listener (HTTP or gRPC) received it.
+    pub(crate) fn tally(&self, outcome: &Result<Accepted, RequestError>) {
+        let o = &self.metrics.otlp;
         match outcome {
             Ok(a) => {
                 self.events[index(a.signal)].inc_by(a.events);
@@ -266,13 +284,7 @@ pub(crate) async fn handle(
         Err(e) => {
             match e {
                 RequestError::LogUnavailable | RequestError::Internal(_) => {}
-                RequestError::LogFull { .. } if Source::may_log(&src.last_full_warning_ms) => {
-                    warn!(
-                        source = %src.name,
-                        "the log is full (when_full = \"block\"): OTLP clients are told to retry \
-                         later; a sink is not keeping up or log.max_bytes is too small"
-                    )
-                }
+                RequestError::LogFull { .. } => src.warn_full(),
                 _ => debug!(source = %src.name, %peer, status = e.status().as_u16(),
                     reason = e.reason(), error = %e, "OTLP request refused"),
             }
@@ -353,7 +365,10 @@ async fn accept(
             compression,
             raw,
             res,
-            Caller { deadline, subject },
+            Caller {
+                deadline,
+                who: Who::new(&src.opts.listener, subject),
+            },
         )
         .await,
         false,
@@ -429,7 +444,7 @@ fn prepare(
     compression: Compression,
     raw: bytes::Bytes,
     res: &mut body::Reservation,
-    subject: Option<ClientSubject>,
+    who: Who,
 ) -> Result<Step, RequestError> {
     let data = decode::decompress(raw, compression, src.opts.max_body_bytes, res)?;
     let room = src.budget.bytes().saturating_sub(res.held()) as u64;
@@ -437,7 +452,7 @@ fn prepare(
     if !res.try_grow(cost as usize) {
         return Ok(Step::Wait { data, cost });
     }
-    decode_and_split(src, signal, encoding, data, subject).map(Step::Done)
+    decode_and_split(src, signal, encoding, data, who).map(Step::Done)
 }
 
 /// Decodes and splits a body whose decoding cost is reserved.
@@ -446,7 +461,7 @@ fn decode_and_split(
     signal: Signal,
     encoding: Encoding,
     data: bytes::Bytes,
-    subject: Option<ClientSubject>,
+    who: Who,
 ) -> Result<Prepared, RequestError> {
     let unknown = json::UnknownKeys::default();
     let mut decoded: Decoded = decode::decode(signal, encoding, &data, &unknown)?;
@@ -456,7 +471,7 @@ fn decode_and_split(
         p.lock().unwrap_or_else(|e| e.into_inner()).logs(req);
     }
     if let Decoded::Logs(req) = &mut decoded {
-        auth::stamp_subject(req, &src.opts.listener, subject.as_ref());
+        auth::stamp_subject(req, who.asks, who.subject.as_ref());
     }
     if unknown.count() > 0 {
         debug!(source = %src.name, signal = signal.as_str(), count = unknown.count(),
@@ -506,31 +521,52 @@ fn decode_and_split(
 }
 
 /// What a request brings besides its body: the time its answer is due by
-/// (a wait for the memory budget ends there) and the client certificate's
-/// subject, if the handshake verified one.
-struct Caller {
-    deadline: Instant,
-    subject: Option<ClientSubject>,
+/// (a wait for the memory budget ends there) and who sent it.
+pub(crate) struct Caller {
+    pub(crate) deadline: Instant,
+    pub(crate) who: Who,
 }
 
-async fn prepare_and_append(
+/// Whether the listener that received a request asks for client
+/// certificates, and the subject of the one its handshake verified: what
+/// `tls.client.subject` says on its log records (`auth::stamp_subject`).
+#[derive(Clone)]
+pub(crate) struct Who {
+    pub(crate) asks: bool,
+    pub(crate) subject: Option<ClientSubject>,
+}
+
+impl Who {
+    pub(crate) fn new(
+        listener: &crate::sources::listen::Listener,
+        subject: Option<ClientSubject>,
+    ) -> Who {
+        let asks = listener.tls.as_ref().is_some_and(|t| t.client_ca.is_some());
+        Who { asks, subject }
+    }
+}
+
+/// Decompresses, decodes, splits and appends one request's body (already
+/// read within its bounds, its room held in `res`): the pipeline both
+/// listeners of an OTLP source share. `Ok` only after the append returned.
+pub(crate) async fn prepare_and_append(
     src: &Arc<Source>,
     signal: Signal,
     encoding: Encoding,
     compression: Compression,
     raw: bytes::Bytes,
     res: body::Reservation,
-    Caller { deadline, subject }: Caller,
+    Caller { deadline, who }: Caller,
 ) -> Result<Accepted, RequestError> {
     let inline = match compression {
         Compression::Identity => raw.len() <= INLINE_BYTES,
         _ => raw.len() <= INLINE_BYTES / 4,
     };
     let s = src.clone();
-    // The subject again for a decode that had to wait for the budget.
-    let again = subject.clone();
+    // Who again for a decode that had to wait for the budget.
+    let again = who.clone();
     let (step, mut res) = on_cpu(inline, res, move |res| {
-        prepare(&s, signal, encoding, compression, raw, res, subject)
+        prepare(&s, signal, encoding, compression, raw, res, who)
     })
     .await?;
     let (prepared, res) = match step {

@@ -82,15 +82,15 @@ every in-flight request has been answered: 200 after a durable append, or an
 error.
 */
 
-mod auth;
+pub(crate) mod auth;
 pub(crate) mod body;
-mod config;
+pub(crate) mod config;
 pub(crate) mod cost;
 pub(crate) mod decode;
-mod handler;
+pub(crate) mod handler;
 mod json;
 pub(crate) mod response;
-mod server;
+pub(crate) mod server;
 pub(crate) mod split;
 
 use std::sync::Arc;
