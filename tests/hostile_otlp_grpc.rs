@@ -1,0 +1,191 @@
+//! Hostile gRPC clients against the `otlp` source, on the real binary:
+//! each gets its status, nothing of its call reaches the log, and a good
+//! client is still served after it.
+
+mod otlp_grpc_common;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::body::Frame;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use otlp_grpc_common::daemon::{free_port, Agent};
+use otlp_grpc_common::*;
+use prost::Message;
+use tonic::Code;
+
+const TOKEN: &str = "s3cret-grpc-token";
+const BEARER: (&str, &str) = ("authorization", "Bearer s3cret-grpc-token");
+
+fn agent() -> (Agent, SocketAddr) {
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut a = Agent::new("");
+    let token = a.path("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let body = format!(
+        "[sources.otlp]\ntype = \"otlp\"\nmax_body_bytes = \"64KiB\"\nrequest_timeout = \"2s\"\n\
+         bearer_token_file = \"{}\"\n[sources.otlp.grpc]\nlisten = \"{addr}\"\n\
+         max_concurrent_streams = 2\n",
+        token.display()
+    );
+    let text = std::fs::read_to_string(&a.config).unwrap() + &body;
+    std::fs::write(&a.config, text).unwrap();
+    a.start();
+    a.wait_ready();
+    (a, addr)
+}
+
+fn appended(a: &Agent) -> u64 {
+    a.inspect_json()["next_seq"].as_u64().unwrap()
+}
+
+/// A good call still gets `OK` and its records appended.
+async fn good_client_is_served(a: &Agent, addr: SocketAddr) {
+    let before = appended(a);
+    let mut c = connect(addr).await;
+    let r = c
+        .call(
+            LOGS,
+            &[BEARER],
+            frame(&logs("good", 2).encode_to_vec(), false),
+        )
+        .await;
+    assert_eq!(r.code(), Code::Ok, "{:?}", r.status);
+    assert_eq!(appended(a), before + 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_calls_get_their_status_and_append_nothing() {
+    let (a, addr) = agent();
+    let mut c = connect(addr).await;
+
+    // Malformed protobuf: a field tag of 0 never decodes.
+    let r = c
+        .call(LOGS, &[BEARER], frame(&[0x00, 0x01, 0x02], false))
+        .await;
+    assert_eq!(r.code(), Code::InvalidArgument, "{:?}", r.status);
+    // Not a gRPC frame at all.
+    let r = c
+        .call(
+            LOGS,
+            &[BEARER],
+            Bytes::from_static(b"{\"resourceLogs\":[]}"),
+        )
+        .await;
+    assert_eq!(r.code(), Code::InvalidArgument, "{:?}", r.status);
+    // Wrong content type: HTTP 415, the status beside it.
+    let r = c
+        .call(
+            LOGS,
+            &[BEARER, ("content-type", "application/x-protobuf")],
+            frame(b"", false),
+        )
+        .await;
+    assert_eq!(r.http, 415);
+    assert_eq!(r.code(), Code::InvalidArgument, "{:?}", r.status);
+    // Another route.
+    let r = c
+        .call("/grpc.health.v1.Health/Check", &[BEARER], frame(b"", false))
+        .await;
+    assert_eq!(r.code(), Code::Unimplemented, "{:?}", r.status);
+    // No token, a wrong one.
+    let body = frame(&logs("x", 1).encode_to_vec(), false);
+    let r = c.call(LOGS, &[], body.clone()).await;
+    assert_eq!(r.code(), Code::Unauthenticated, "{:?}", r.status);
+    let r = c
+        .call(LOGS, &[("authorization", "Bearer nope")], body)
+        .await;
+    assert_eq!(r.code(), Code::Unauthenticated, "{:?}", r.status);
+    // Over max_body_bytes: final, so no RetryInfo.
+    let big = logs(&"x".repeat(1000), 100).encode_to_vec();
+    assert!(big.len() > 64 << 10);
+    let r = c.call(LOGS, &[BEARER], frame(&big, false)).await;
+    assert_eq!(r.code(), Code::ResourceExhausted, "{:?}", r.status);
+    assert!(
+        r.status.details().is_empty(),
+        "an oversize message must not be retried"
+    );
+    // A gzip bomb: small on the wire, over the cap once inflated.
+    let bomb = vec![b'a'; 8 << 20];
+    let r = c
+        .call(
+            LOGS,
+            &[BEARER, ("grpc-encoding", "gzip")],
+            frame(&bomb, true),
+        )
+        .await;
+    assert_eq!(r.code(), Code::ResourceExhausted, "{:?}", r.status);
+
+    assert_eq!(appended(&a), 0, "nothing of a refused call is in the log");
+    let rejected = |reason: &str| {
+        a.metric(&format!(
+            "holdfast_otlp_rejected_requests_total{{source=\"otlp\",reason=\"{reason}\"}}"
+        ))
+    };
+    assert_eq!(rejected("decode"), Some(2.0));
+    assert_eq!(rejected("unauthorized"), Some(2.0));
+    assert_eq!(rejected("too_large"), Some(2.0));
+    good_client_is_served(&a, addr).await;
+}
+
+/// A request body that never sends a byte nor ends.
+struct Silent;
+
+impl hyper::body::Body for Silent {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Pending
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_that_never_send_their_message_are_cut_at_the_deadline() {
+    let (a, addr) = agent();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (send, conn) = hyper::client::conn::http2::handshake::<_, _, Silent>(
+        TokioExecutor::new(),
+        TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let started = Instant::now();
+    // max_concurrent_streams = 2 of them, open and silent.
+    let silent: Vec<_> = (0..2)
+        .map(|_| {
+            let mut send = send.clone();
+            tokio::spawn(async move {
+                let req = hyper::Request::post(format!("http://{addr}{LOGS}"))
+                    .header("content-type", "application/grpc")
+                    .header("authorization", "Bearer s3cret-grpc-token")
+                    .body(Silent)
+                    .unwrap();
+                send.ready().await.unwrap();
+                let resp = send.send_request(req).await.unwrap();
+                tonic::Status::from_header_map(resp.headers()).map(|s| s.code())
+            })
+        })
+        .collect();
+    // Another client is served meanwhile.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    good_client_is_served(&a, addr).await;
+    for s in silent {
+        let code = tokio::time::timeout(Duration::from_secs(10), s)
+            .await
+            .expect("answered within the deadline")
+            .unwrap();
+        assert_eq!(code, Some(Code::DeadlineExceeded));
+    }
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_secs(2), "{waited:?}");
+    assert_eq!(appended(&a), 2, "only the good client's records");
+}
