@@ -189,3 +189,50 @@ async fn calls_that_never_send_their_message_are_cut_at_the_deadline() {
     assert!(waited >= Duration::from_secs(2), "{waited:?}");
     assert_eq!(appended(&a), 2, "only the good client's records");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_log_answers_resource_exhausted_with_retry_info() {
+    let [port, closed] = otlp_grpc_common::daemon::free_ports();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // A sink that never takes anything: the log only fills.
+    let mut a = Agent::new(&format!(
+        "[log]\nsegment_size = \"64KiB\"\nmax_bytes = \"256KiB\"\nwhen_full = \"block\"\n\
+         compression = \"none\"\n\n\
+         [sources.otlp]\ntype = \"otlp\"\n[sources.otlp.grpc]\nlisten = \"{addr}\"\n\n\
+         [sinks.stuck]\ntype = \"otlp_http\"\ninputs = [\"otlp\"]\n\
+         endpoint = \"http://127.0.0.1:{closed}\"\n"
+    ));
+    a.start();
+    // Not `wait_ready`: the stuck sink may hold readiness back.
+    otlp_grpc_common::daemon::wait_for("the gRPC listener", Duration::from_secs(10), || {
+        std::net::TcpStream::connect(addr).ok()
+    });
+    let mut c = connect(addr).await;
+    let mut accepted = 0u64;
+    let full = loop {
+        let r = c
+            .call(
+                LOGS,
+                &[],
+                frame(&logs(&"y".repeat(200), 50).encode_to_vec(), false),
+            )
+            .await;
+        match r.code() {
+            Code::Ok => accepted += 50,
+            _ => break r,
+        }
+        assert!(accepted < 100_000, "the log never filled");
+    };
+    assert_eq!(full.code(), Code::ResourceExhausted, "{:?}", full.status);
+    assert!(
+        full.status.message().contains("log is full"),
+        "{:?}",
+        full.status
+    );
+    assert!(
+        !full.status.details().is_empty(),
+        "RetryInfo makes it retryable"
+    );
+    assert!(accepted > 0);
+    assert_eq!(appended(&a), accepted, "whole calls only");
+}
