@@ -135,3 +135,56 @@ async fn the_http_listener_of_the_same_source_serves_too() {
         (appended(&a) == 5).then_some(())
     });
 }
+
+#[path = "common/identity.rs"]
+mod identity;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_over_tls_with_a_client_certificate() {
+    use std::sync::Arc;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio_rustls::rustls::{crypto, ClientConfig, RootCertStore};
+
+    let dir = tempfile::tempdir().unwrap();
+    let pki = identity::Pki::new(dir.path());
+    let (cert, key) = pki.client("device-7", 2);
+    let [port] = free_ports();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut a = Agent::new(&format!(
+        "[sources.otlp]\ntype = \"otlp\"\n[sources.otlp.grpc]\nlisten = \"{addr}\"\n\
+         tls.cert_file = \"{}\"\ntls.key_file = \"{}\"\ntls.client_ca_file = \"{}\"\n",
+        pki.path("server.pem").display(),
+        pki.path("server.key").display(),
+        pki.path("ca.pem").display(),
+    ));
+    a.start();
+    a.wait_ready();
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(pki.path("ca.pem")).unwrap())
+        .unwrap();
+    let chain = CertificateDer::pem_file_iter(&cert)
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let mut config =
+        ClientConfig::builder_with_provider(Arc::new(crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, PrivateKeyDer::from_pem_file(&key).unwrap())
+            .unwrap();
+    // gRPC clients offer only h2: the listener must pick it.
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let mut c = connect_over(addr, tls).await;
+    let r = c.export_logs(&logs("tls", 2), false).await;
+    assert_eq!(r.code(), tonic::Code::Ok, "{:?}", r.status);
+    assert_eq!(appended(&a), 2);
+}

@@ -46,8 +46,16 @@ impl Answer {
 
 pub async fn connect(addr: SocketAddr) -> Client {
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    connect_over(addr, tcp).await
+}
+
+/// A client over a stream already open to `addr` (a TLS one, say).
+pub async fn connect_over<IO>(addr: SocketAddr, io: IO) -> Client
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
             .await
             .unwrap();
     tokio::spawn(conn);
