@@ -133,25 +133,40 @@ async fn refused_calls_get_their_status_and_append_nothing() {
     good_client_is_served(&a, addr).await;
 }
 
-/// A request body that never sends a byte nor ends.
-struct Silent;
+/// A request body: `Silent` never sends a byte nor ends; `Once` is one
+/// frame and the end.
+enum Body {
+    Silent,
+    Once(Option<Bytes>),
+}
 
-impl hyper::body::Body for Silent {
+impl hyper::body::Body for Body {
     type Data = Bytes;
     type Error = Infallible;
     fn poll_frame(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Pending
+        match &mut *self {
+            Body::Silent => Poll::Pending,
+            Body::Once(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+        }
     }
+}
+
+fn call_request(addr: SocketAddr, body: Body) -> hyper::Request<Body> {
+    hyper::Request::post(format!("http://{addr}{LOGS}"))
+        .header("content-type", "application/grpc")
+        .header("authorization", "Bearer s3cret-grpc-token")
+        .body(body)
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_that_never_send_their_message_are_cut_at_the_deadline() {
     let (a, addr) = agent();
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (send, conn) = hyper::client::conn::http2::handshake::<_, _, Silent>(
+    let (send, conn) = hyper::client::conn::http2::handshake::<_, _, Body>(
         TokioExecutor::new(),
         TokioIo::new(tcp),
     )
@@ -164,20 +179,16 @@ async fn calls_that_never_send_their_message_are_cut_at_the_deadline() {
         .map(|_| {
             let mut send = send.clone();
             tokio::spawn(async move {
-                let req = hyper::Request::post(format!("http://{addr}{LOGS}"))
-                    .header("content-type", "application/grpc")
-                    .header("authorization", "Bearer s3cret-grpc-token")
-                    .body(Silent)
-                    .unwrap();
+                let req = call_request(addr, Body::Silent);
                 send.ready().await.unwrap();
                 let resp = send.send_request(req).await.unwrap();
                 tonic::Status::from_header_map(resp.headers()).map(|s| s.code())
             })
         })
         .collect();
-    // Another client is served meanwhile.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Another client is served meanwhile, while both are still open.
     good_client_is_served(&a, addr).await;
+    assert!(silent.iter().all(|s| !s.is_finished()));
     for s in silent {
         let code = tokio::time::timeout(Duration::from_secs(10), s)
             .await
@@ -235,4 +246,52 @@ async fn a_full_log_answers_resource_exhausted_with_retry_info() {
     );
     assert!(accepted > 0);
     assert_eq!(appended(&a), accepted, "whole calls only");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_in_flight_at_shutdown_is_answered_unavailable_with_retry_info() {
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut a = Agent::new(&format!(
+        "[sources.otlp]\ntype = \"otlp\"\nrequest_timeout = \"60s\"\n\
+         [sources.otlp.grpc]\nlisten = \"{addr}\"\n"
+    ));
+    a.start();
+    a.wait_ready();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake::<_, _, Body>(
+        TokioExecutor::new(),
+        TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    send.ready().await.unwrap();
+    let call = tokio::spawn(send.send_request(call_request(addr, Body::Silent)));
+    // A later call on the same connection answered OK: the server has
+    // taken the silent call's head, which came first.
+    let good = Body::Once(Some(frame(&logs("good", 1).encode_to_vec(), false)));
+    send.ready().await.unwrap();
+    let resp = send.send_request(call_request(addr, good)).await.unwrap();
+    let trailers = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .trailers()
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        tonic::Status::from_header_map(&trailers).unwrap().code(),
+        Code::Ok
+    );
+    a.signal("TERM");
+    let resp = tokio::time::timeout(Duration::from_secs(15), call)
+        .await
+        .expect("answered within the drain")
+        .unwrap()
+        .unwrap();
+    let status = tonic::Status::from_header_map(resp.headers()).expect("grpc-status");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(!status.details().is_empty(), "RetryInfo: {status:?}");
+    let exit = a.wait_exit(Duration::from_secs(15));
+    assert!(exit.success(), "{exit:?}\n{}", a.stderr());
 }
