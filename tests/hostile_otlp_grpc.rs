@@ -93,14 +93,18 @@ async fn refused_calls_get_their_status_and_append_nothing() {
         .call("/grpc.health.v1.Health/Check", &[BEARER], frame(b"", false))
         .await;
     assert_eq!(r.code(), Code::Unimplemented, "{:?}", r.status);
-    // No token, a wrong one.
+    // No token, a wrong one: each closes its connection, as OTLP/HTTP's
+    // 401 does, so a flood of them holds no slot.
     let body = frame(&logs("x", 1).encode_to_vec(), false);
-    let r = c.call(LOGS, &[], body.clone()).await;
-    assert_eq!(r.code(), Code::Unauthenticated, "{:?}", r.status);
-    let r = c
-        .call(LOGS, &[("authorization", "Bearer nope")], body)
-        .await;
-    assert_eq!(r.code(), Code::Unauthenticated, "{:?}", r.status);
+    for auth in [&[][..], &[("authorization", "Bearer nope")][..]] {
+        let mut c = connect(addr).await;
+        let r = c.call(LOGS, auth, body.clone()).await;
+        assert_eq!(r.code(), Code::Unauthenticated, "{:?}", r.status);
+        assert!(
+            c.closes_within(Duration::from_secs(5)).await,
+            "the connection is closed after a refused token"
+        );
+    }
     // Over max_body_bytes: final, so no RetryInfo.
     let big = logs(&"x".repeat(1000), 100).encode_to_vec();
     assert!(big.len() > 64 << 10);

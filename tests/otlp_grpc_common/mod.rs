@@ -117,6 +117,16 @@ impl Client {
         Ok(Answer { http, status, body })
     }
 
+    /// Whether the server closes the connection within `within`.
+    pub async fn closes_within(&self, within: std::time::Duration) -> bool {
+        let closed = async {
+            while !self.send.is_closed() {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(within, closed).await.is_ok()
+    }
+
     /// An export of `logs` as one protobuf message.
     pub async fn export_logs(&mut self, logs: &ExportLogsServiceRequest, gzip: bool) -> Answer {
         let enc: &[(&str, &str)] = if gzip {

@@ -44,13 +44,16 @@ fn signal_of(path: &str) -> Option<Signal> {
     Some([Signal::Logs, Signal::Traces, Signal::Metrics][i])
 }
 
-/// Answers one call. Never fails: every outcome is a status.
+/// Answers one call. Never fails: every outcome is a status. Also says
+/// whether the connection should close once the answer is out: after a
+/// missing or wrong token, as OTLP/HTTP does, so a flood of
+/// unauthenticated calls holds no slot for long.
 pub(crate) async fn handle(
     src: Arc<Source>,
     grpc: Arc<Listener>,
     peer: SocketAddr,
     req: Request<Incoming>,
-) -> Response<GrpcBody> {
+) -> (Response<GrpcBody>, bool) {
     let started = Instant::now();
     let method = match signal_of(req.uri().path()) {
         Some(_) => req.uri().path().to_string(),
@@ -91,7 +94,8 @@ pub(crate) async fn handle(
             path: method,
         })
         .observe(started.elapsed().as_secs_f64());
-    resp
+    let close = matches!(outcome, Err(RequestError::Unauthorized));
+    (resp, close)
 }
 
 async fn accept(

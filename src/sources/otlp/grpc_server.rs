@@ -5,7 +5,8 @@ The gRPC listener's connections: HTTP/2 (optionally inside TLS with ALPN
 A connection carries up to `max_concurrent_streams` calls at once; each
 call marks the slot busy while it is answered, so a connection with a call
 open is never evicted, and one without is idle (pings and other bytes
-received count as activity). Keep-alive pings close a connection whose
+received count as activity). A call refused for its token closes its
+connection, as on OTLP/HTTP. Keep-alive pings close a connection whose
 peer stopped answering; a call whose message never comes is answered
 `DEADLINE_EXCEEDED` at `request_timeout`. When `stop` is cancelled, the
 listener closes and each connection sends GOAWAY, finishes the calls it
@@ -102,15 +103,21 @@ where
     let slot = Arc::new(slot);
     let svc_slot = slot.clone();
     let (s, c) = (src.clone(), call.clone());
+    // Cancelled by a call whose answer asks the connection to close.
+    let bye = CancellationToken::new();
+    let svc_bye = bye.clone();
     let svc = service_fn(move |mut req| {
-        let (s, c) = (s.clone(), c.clone());
+        let (s, c, bye) = (s.clone(), c.clone(), svc_bye.clone());
         // A call in flight keeps its connection's slot.
         let busy = svc_slot.busy();
         if let Some(subject) = &subject {
             req.extensions_mut().insert(subject.clone());
         }
         async move {
-            let resp = grpc_call::handle(s, c, peer, req).await;
+            let (resp, close) = grpc_call::handle(s, c, peer, req).await;
+            if close {
+                bye.cancel();
+            }
             drop(busy);
             Ok::<_, Infallible>(resp)
         }
@@ -132,6 +139,11 @@ where
     tokio::select! {
         r = conn.as_mut() => ended(r),
         _ = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            ended(conn.await);
+        }
+        // GOAWAY: the answer that asked for it still goes out.
+        _ = bye.cancelled() => {
             conn.as_mut().graceful_shutdown();
             ended(conn.await);
         }
