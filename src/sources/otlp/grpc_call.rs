@@ -12,6 +12,7 @@ hold exactly one length-prefixed message ([`unframe`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
@@ -107,7 +108,16 @@ async fn accept(
     let (parts, mut body) = req.into_parts();
     let (signal, coding) = head_checks(src, &parts)?;
     let limit = src.opts.max_body_bytes;
-    let deadline = started + src.opts.request_timeout;
+    // The client's own deadline, when shorter: past it nobody waits for
+    // the answer, so no budget should be held for it.
+    let timeout = parts
+        .headers
+        .get("grpc-timeout")
+        .and_then(|v| grpc_timeout(v.as_bytes()))
+        .map_or(src.opts.request_timeout, |t| {
+            t.min(src.opts.request_timeout)
+        });
+    let deadline = started + timeout;
     let mut res = src.budget.empty();
     // A message over the limit is refused as the bytes arrive, not after.
     let read = body::read(
@@ -115,7 +125,7 @@ async fn accept(
         limit + PREFIX as u64,
         None,
         deadline,
-        src.opts.request_timeout,
+        timeout,
         &mut res,
     );
     let grace_over = async {
@@ -207,6 +217,25 @@ fn head_checks(
     Ok((signal, coding))
 }
 
+/// A `grpc-timeout` value: up to 8 digits and a unit (`H`, `M`, `S`, `m`,
+/// `u`, `n`); `None` for anything else, which leaves `request_timeout`.
+fn grpc_timeout(v: &[u8]) -> Option<Duration> {
+    let (&unit, digits) = v.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
 /// The one message of a unary call's body, and whether it is compressed.
 /// Anything else (no message, a torn prefix, a length that disagrees with
 /// the bytes, a second message) is refused: a call is one request.
@@ -275,6 +304,25 @@ mod tests {
         assert_eq!(reason(unframe(framed(0, 4, b"abc"), 10)), "decode");
         assert_eq!(reason(unframe(framed(0, 2, b"abc"), 10)), "decode");
         assert_eq!(reason(unframe(framed(0, 11, b"abc"), 10)), "too_large");
+    }
+
+    #[test]
+    fn grpc_timeouts_parse_and_nonsense_is_ignored() {
+        assert_eq!(grpc_timeout(b"5S"), Some(Duration::from_secs(5)));
+        assert_eq!(grpc_timeout(b"250m"), Some(Duration::from_millis(250)));
+        assert_eq!(grpc_timeout(b"1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(
+            grpc_timeout(b"99999999n"),
+            Some(Duration::from_nanos(99_999_999))
+        );
+        for bad in [&b""[..], b"S", b"5", b"5s", b"123456789S", b"-1S", b"1.5S"] {
+            assert_eq!(
+                grpc_timeout(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 
     #[test]
