@@ -30,7 +30,7 @@ fn agent() -> (Agent, SocketAddr) {
     let body = format!(
         "[sources.otlp]\ntype = \"otlp\"\nmax_body_bytes = \"64KiB\"\nrequest_timeout = \"2s\"\n\
          bearer_token_file = \"{}\"\n[sources.otlp.grpc]\nlisten = \"{addr}\"\n\
-         max_concurrent_streams = 2\n",
+         max_concurrent_streams = 2\nmax_header_list_size = \"4KiB\"\n",
         token.display()
     );
     let text = std::fs::read_to_string(&a.config).unwrap() + &body;
@@ -125,6 +125,19 @@ async fn refused_calls_get_their_status_and_append_nothing() {
         .await;
     assert_eq!(r.code(), Code::ResourceExhausted, "{:?}", r.status);
 
+    // Metadata over max_header_list_size (4 KiB; hyper's default is 16):
+    // not served.
+    let huge = "h".repeat(8 << 10);
+    let mut c = connect(addr).await;
+    let r = c
+        .try_call(LOGS, &[BEARER, ("x-pad", &huge)], frame(b"", false))
+        .await;
+    assert!(
+        r.as_ref()
+            .map_or(true, |r| r.http != 200 || r.code() != Code::Ok),
+        "a call with 8 KiB of metadata is refused"
+    );
+
     assert_eq!(appended(&a), 0, "nothing of a refused call is in the log");
     let rejected = |reason: &str| {
         a.metric(&format!(
@@ -170,39 +183,74 @@ fn call_request(addr: SocketAddr, body: Body) -> hyper::Request<Body> {
 async fn calls_that_never_send_their_message_are_cut_at_the_deadline() {
     let (a, addr) = agent();
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (send, conn) = hyper::client::conn::http2::handshake::<_, _, Body>(
+    let (mut send, conn) = hyper::client::conn::http2::handshake::<_, _, Body>(
         TokioExecutor::new(),
         TokioIo::new(tcp),
     )
     .await
     .unwrap();
     tokio::spawn(conn);
+    // One call first: a round trip, after which both sides have each
+    // other's SETTINGS (the server applies its stream limit once acked).
+    let first = Body::Once(Some(frame(&logs("first", 1).encode_to_vec(), false)));
+    send.ready().await.unwrap();
+    let resp = send.send_request(call_request(addr, first)).await.unwrap();
+    http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap();
     let started = Instant::now();
-    // max_concurrent_streams = 2 of them, open and silent.
-    let silent: Vec<_> = (0..2)
-        .map(|_| {
-            let mut send = send.clone();
-            tokio::spawn(async move {
-                let req = call_request(addr, Body::Silent);
-                send.ready().await.unwrap();
-                let resp = send.send_request(req).await.unwrap();
-                tonic::Status::from_header_map(resp.headers()).map(|s| s.code())
-            })
-        })
-        .collect();
+    let code = |resp: hyper::Response<hyper::body::Incoming>| {
+        tonic::Status::from_header_map(resp.headers()).map(|s| s.code())
+    };
+    // max_concurrent_streams = 2 of them, open and silent, in this order;
+    // then a good call on the same connection, which must wait for a
+    // stream to free.
+    let mut silent = Vec::new();
+    for _ in 0..2 {
+        send.ready().await.unwrap();
+        silent.push(tokio::spawn(
+            send.send_request(call_request(addr, Body::Silent)),
+        ));
+    }
+    let good = Body::Once(Some(frame(&logs("third", 1).encode_to_vec(), false)));
+    send.ready().await.unwrap();
+    let third = send.send_request(call_request(addr, good));
+    // When it was answered, whenever the test looks.
+    let third = tokio::spawn(async move { (third.await, started.elapsed()) });
     // Another client is served meanwhile, while both are still open.
     good_client_is_served(&a, addr).await;
     assert!(silent.iter().all(|s| !s.is_finished()));
     for s in silent {
-        let code = tokio::time::timeout(Duration::from_secs(10), s)
+        let resp = tokio::time::timeout(Duration::from_secs(10), s)
             .await
             .expect("answered within the deadline")
+            .unwrap()
             .unwrap();
-        assert_eq!(code, Some(Code::DeadlineExceeded));
+        assert_eq!(code(resp), Some(Code::DeadlineExceeded));
     }
     let waited = started.elapsed();
     assert!(waited >= Duration::from_secs(2), "{waited:?}");
-    assert_eq!(appended(&a), 2, "only the good client's records");
+    // The third call ran only once a silent one was cut.
+    let (resp, answered_after) = tokio::time::timeout(Duration::from_secs(10), third)
+        .await
+        .expect("the third call is answered")
+        .unwrap();
+    assert!(
+        answered_after >= Duration::from_secs(2),
+        "the third call waited for a stream: {answered_after:?}"
+    );
+    let resp = resp.unwrap();
+    let trailers = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .trailers()
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        tonic::Status::from_header_map(&trailers).unwrap().code(),
+        Code::Ok
+    );
+    assert_eq!(appended(&a), 4, "only the good calls' records");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
