@@ -234,24 +234,25 @@ fn check_grpc(cx: &mut Checker<'_>, table: &str, raw: &RawGrpc, auth: OtherAuth)
 impl OtlpSourceSettings {
     /// The settings the shared pipeline (`otlp_http::handler::Source`) and
     /// the HTTP listener run with: the HTTP listener's, or the gRPC one's
-    /// when only gRPC runs (its `header_timeout` then unused).
-    pub(crate) fn pipeline(&self) -> OtlpHttpSourceSettings {
+    /// when only gRPC runs (its `header_timeout` then unused); `None`
+    /// without a listener, which the check never lets through.
+    pub(crate) fn pipeline(&self) -> Option<OtlpHttpSourceSettings> {
         let (listener, header_timeout) = match (&self.http, &self.grpc) {
             (Some(h), _) => (h.listener.clone(), h.header_timeout),
             (None, Some(g)) => (
                 g.listener.clone(),
                 crate::sources::otlp_http::config::HEADER_TIMEOUT,
             ),
-            (None, None) => unreachable!("the check makes at least one listener"),
+            (None, None) => return None,
         };
-        OtlpHttpSourceSettings {
+        Some(OtlpHttpSourceSettings {
             listener,
             max_body_bytes: self.max_body_bytes,
             header_timeout,
             request_timeout: self.request_timeout,
             bearer_token_file: self.bearer_token_file.clone(),
             process: self.process.clone(),
-        }
+        })
     }
 
     fn listeners(&self) -> Vec<(&'static str, &Listener)> {

@@ -24,9 +24,9 @@ use tonic::Code;
 
 use crate::sources::otlp_http::response::RequestError;
 
-/// The gRPC code a refusal is answered with, and whether it carries
-/// `RetryInfo` (the delay is the refusal's own, as OTLP/HTTP's
-/// `Retry-After`).
+/// The gRPC code a refusal is answered with ([`status_of`] adds
+/// `RetryInfo` where the refusal has a retry delay, the one OTLP/HTTP sends
+/// as `Retry-After`).
 pub(crate) fn code_of(e: &RequestError) -> Code {
     use RequestError::*;
     match e {

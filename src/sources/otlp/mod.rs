@@ -53,6 +53,12 @@ pub use config::{GrpcListener, HttpListener, OtlpSourceSettings};
 pub(crate) async fn run(ctx: ComponentContext, opts: OtlpSourceSettings) -> anyhow::Result<()> {
     let name = ctx.name.clone();
     let stop = ctx.stop.clone();
+    let Some(pipeline) = opts.pipeline() else {
+        anyhow::bail!(
+            "source {name} has neither a gRPC nor an HTTP listener; add [sources.{name}.grpc] \
+             or [sources.{name}.http], or neither for both"
+        );
+    };
     let token = match &opts.bearer_token_file {
         Some(path) => Some(auth::Token::load(path).with_context(|| {
             format!("reading the bearer token of source {name} (sources.{name}.bearer_token_file)")
@@ -88,7 +94,7 @@ pub(crate) async fn run(ctx: ComponentContext, opts: OtlpSourceSettings) -> anyh
         None => None,
     };
     let metrics = ctx.metrics.clone();
-    let src = Arc::new(handler::Source::new(ctx, opts.pipeline(), token));
+    let src = Arc::new(handler::Source::new(ctx, pipeline, token));
     let grpc = async {
         if let Some((g, tls, l)) = grpc {
             let addr = l.local_addr().unwrap_or(g.listener.listen);
