@@ -347,3 +347,38 @@ async fn a_call_in_flight_at_shutdown_is_answered_unavailable_with_retry_info() 
     let exit = a.wait_exit(Duration::from_secs(15));
     assert!(exit.success(), "{exit:?}\n{}", a.stderr());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_grpc_connection_gives_its_slot_to_a_new_client() {
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut a = Agent::new(&format!(
+        "[sources.otlp]\ntype = \"otlp\"\n[sources.otlp.grpc]\nlisten = \"{addr}\"\n\
+         max_connections = 1\n"
+    ));
+    a.start();
+    a.wait_ready();
+    let mut idle = connect(addr).await;
+    let r = idle.export_logs(&logs("first", 1), false).await;
+    assert_eq!(r.code(), Code::Ok, "{:?}", r.status);
+    // A second client gets the only slot once the first has been idle
+    // past the eviction grace; until then it waits in the backlog.
+    let mut next = connect(addr).await;
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        next.export_logs(&logs("next", 1), false),
+    )
+    .await
+    .expect("the new client is served");
+    assert_eq!(r.code(), Code::Ok, "{:?}", r.status);
+    assert!(
+        idle.closes_within(Duration::from_secs(5)).await,
+        "the idle one is closed"
+    );
+    assert_eq!(
+        a.metric(
+            "holdfast_listener_closed_connections_total{source=\"otlp\",reason=\"idle_evicted\"}"
+        ),
+        Some(1.0)
+    );
+}
