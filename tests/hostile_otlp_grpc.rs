@@ -151,10 +151,12 @@ async fn refused_calls_get_their_status_and_append_nothing() {
 }
 
 /// A request body: `Silent` never sends a byte nor ends; `Once` is one
-/// frame and the end.
+/// frame and the end; `Endless` announces a 1 GiB message and sends
+/// 16 KiB chunks of it forever.
 enum Body {
     Silent,
     Once(Option<Bytes>),
+    Endless { started: bool },
 }
 
 impl hyper::body::Body for Body {
@@ -167,8 +169,23 @@ impl hyper::body::Body for Body {
         match &mut *self {
             Body::Silent => Poll::Pending,
             Body::Once(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Body::Endless { started } => {
+                let chunk = if *started {
+                    Bytes::from(vec![b'z'; 16 << 10])
+                } else {
+                    *started = true;
+                    Bytes::from(frame_prefix(1 << 30))
+                };
+                Poll::Ready(Some(Ok(Frame::data(chunk))))
+            }
         }
     }
+}
+
+fn frame_prefix(len: u32) -> Vec<u8> {
+    let mut v = vec![0u8];
+    v.extend_from_slice(&len.to_be_bytes());
+    v
 }
 
 fn call_request(addr: SocketAddr, body: Body) -> hyper::Request<Body> {
@@ -381,4 +398,32 @@ async fn an_idle_grpc_connection_gives_its_slot_to_a_new_client() {
         ),
         Some(1.0)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_message_is_refused_at_the_cap_not_at_its_end() {
+    let (a, addr) = agent();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake::<_, _, Body>(
+        TokioExecutor::new(),
+        TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    send.ready().await.unwrap();
+    let call = send.send_request(call_request(addr, Body::Endless { started: false }));
+    // It never ends: an answer can only come from max_body_bytes (64 KiB).
+    let resp = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("refused while it is still sending")
+        .unwrap();
+    let status = tonic::Status::from_header_map(resp.headers()).expect("grpc-status");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.details().is_empty(),
+        "never acceptable: no RetryInfo"
+    );
+    assert_eq!(appended(&a), 0);
+    good_client_is_served(&a, addr).await;
 }
