@@ -111,9 +111,7 @@ impl OtlpSourceMetrics {
             zero(&[&self.rejected], &labels);
         }
     }
-}
 
-impl OtlpSourceMetrics {
     /// The series of the gRPC listener of the `otlp` source `name`, at 0:
     /// each service method's `OK` (refusals are counted by reason in
     /// `declare`'s families).
