@@ -232,7 +232,7 @@ fn check_grpc(cx: &mut Checker<'_>, table: &str, raw: &RawGrpc, auth: OtherAuth)
 }
 
 impl OtlpSourceSettings {
-    /// The settings the shared pipeline (`otlp_http::handler::Source`) and
+    /// The settings the shared pipeline (`otlp_http::source::Source`) and
     /// the HTTP listener run with: the HTTP listener's, or the gRPC one's
     /// when only gRPC runs (its `header_timeout` then unused); `None`
     /// without a listener, which the check never lets through.

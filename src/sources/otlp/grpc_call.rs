@@ -1,6 +1,6 @@
 /*!
 One gRPC call, from its head to its status, through the pipeline OTLP/HTTP
-uses (`otlp_http::handler`): the same token, draining, budget, deadline,
+uses (`otlp_http::source` and `otlp_http::pipeline`): the same token, draining, budget, deadline,
 decompression cap, cost bound, decode, split and one durable append.
 
 What is gRPC's own is cheap and comes first: the route (a service method,
@@ -27,8 +27,10 @@ use crate::metrics::{OtlpGrpcLabels, OtlpPathLabels, OTLP_GRPC_METHODS};
 use crate::sources::otlp_http::auth::ClientSubject;
 use crate::sources::otlp_http::body;
 use crate::sources::otlp_http::decode::Compression;
-use crate::sources::otlp_http::handler::{self, Accepted, Caller, Source, Who, DRAIN_GRACE};
+use crate::sources::otlp_http::handler::DRAIN_GRACE;
+use crate::sources::otlp_http::pipeline::{self, Caller, Who};
 use crate::sources::otlp_http::response::{Encoding, RequestError};
+use crate::sources::otlp_http::source::{Accepted, Source};
 
 /// The length prefix of a gRPC message: a compressed flag and a
 /// big-endian length.
@@ -152,7 +154,7 @@ async fn accept(
         &grpc.listener,
         parts.extensions.get::<ClientSubject>().cloned(),
     );
-    handler::prepare_and_append(
+    pipeline::prepare_and_append(
         src,
         signal,
         Encoding::Protobuf,

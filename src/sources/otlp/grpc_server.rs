@@ -29,7 +29,7 @@ use super::config::GrpcListener;
 use super::grpc_call::{self, Listener};
 use crate::sources::listen::{ServerTls, Slot, Slots};
 use crate::sources::otlp_http::auth::ClientSubject;
-use crate::sources::otlp_http::handler::Source;
+use crate::sources::otlp_http::source::Source;
 
 /// Everything a gRPC connection needs.
 struct Conn {

@@ -9,11 +9,11 @@ are durable in the log.
                                                                                           → draining → read one message
  HTTP client ── POST /v1/{logs,traces,metrics} ─▶ otlp_http/server.rs ─┐                  (body.rs), unframe
                                                                        ▼
-                      otlp_http/handler.rs: decompress → cost/ → decode → split → one append
+                      otlp_http/pipeline.rs: decompress → cost/ → decode → split → one append
  ◀── OK + Export*ServiceResponse, or grpc-status (grpc_status.rs) / the HTTP answer
 ```
 
-One [`Source`](crate::sources::otlp_http::handler) state serves both
+One `otlp_http::source::Source` state serves both
 listeners: the memory budget, the processing chain, the token and the
 counters are the source's, whichever listener a request came through. So
 everything `otlp_http` promises (see its module doc: all or nothing, the
@@ -41,7 +41,7 @@ use tracing::info;
 
 use crate::component::ComponentContext;
 use crate::sources::listen::Slots;
-use crate::sources::otlp_http::{auth, handler, server};
+use crate::sources::otlp_http::{auth, server, source};
 
 pub use config::{GrpcListener, HttpListener, OtlpSourceSettings};
 
@@ -94,7 +94,7 @@ pub(crate) async fn run(ctx: ComponentContext, opts: OtlpSourceSettings) -> anyh
         None => None,
     };
     let metrics = ctx.metrics.clone();
-    let src = Arc::new(handler::Source::new(ctx, pipeline, token));
+    let src = Arc::new(source::Source::new(ctx, pipeline, token));
     let grpc = async {
         if let Some((g, tls, l)) = grpc {
             let addr = l.local_addr().unwrap_or(g.listener.listen);
