@@ -1,7 +1,8 @@
 /*!
-One gRPC call, from its head to its status, through the pipeline OTLP/HTTP
-uses (`otlp_http::source` and `otlp_http::pipeline`): the same token, draining, budget, deadline,
-decompression cap, cost bound, decode, split and one durable append.
+One gRPC call, from its head to its status, through what OTLP/HTTP uses
+(`otlp_http::source` and `otlp_http::pipeline`): the same token, draining,
+budget, deadline, decompression cap, cost bound, decode, split and one
+durable append.
 
 What is gRPC's own is cheap and comes first: the route (a service method,
 else `UNIMPLEMENTED`), `content-type: application/grpc`, the `grpc-encoding`
