@@ -39,14 +39,16 @@ fn every_component() -> String {
         "[sources.app]\ntype = \"file\"\ninclude = [\"/nonexistent-holdfast-test/*.log\"]\n\n\
          [[sources.app.process.steps]]\ntype = \"json\"\n\n\
          [sources.otlp]\ntype = \"otlp_http\"\nlisten = \"127.0.0.1:{}\"\n\n\
+         [sources.both]\ntype = \"otlp\"\n[sources.both.grpc]\nlisten = \"127.0.0.1:{}\"\n\n\
          [sources.devices]\ntype = \"syslog\"\nmode = \"tcp\"\nlisten = \"127.0.0.1:{}\"\n\n\
          [sources.journal]\ntype = \"journald\"\n\n\
-         [sinks.archive]\ntype = \"file\"\ninputs = [\"app\", \"otlp\", \"devices\", \"journal\"]\n\n\
+         [sinks.archive]\ntype = \"file\"\ninputs = [\"app\", \"otlp\", \"both\", \"devices\", \"journal\"]\n\n\
          [sinks.es]\ntype = \"elasticsearch\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\
          [sinks.oo]\ntype = \"openobserve\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\
          [sinks.collector]\ntype = \"otlp_http\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\
          [sinks.bus]\ntype = \"nats\"\ninputs = [\"otlp\"]\nservers = [\"nats://127.0.0.1:{closed}\"]\nstream = \"T\"\n\n\
          [sinks.gw]\ntype = \"otlp_grpc\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n",
+        free_port(),
         free_port(),
         free_port(),
     )

@@ -42,9 +42,10 @@ pub(crate) trait Source: fmt::Debug + Send + Sync {
     fn processing(&self) -> Option<Processing<'_>> {
         None
     }
-    /// The address it listens on, if any (no two listeners share a port).
-    fn listen(&self) -> Option<SocketAddr> {
-        None
+    /// The addresses it listens on, each with its key under the source's
+    /// table (`listen`, `grpc.listen`): no two listeners share a port.
+    fn listens(&self) -> Vec<(&'static str, SocketAddr)> {
+        Vec::new()
     }
     /// The glob patterns of files it reads (never holdfast's own output).
     fn tails(&self) -> &[String] {

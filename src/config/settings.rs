@@ -353,8 +353,8 @@ fn check_level(text: &str) -> Result<(), String> {
 fn check_listeners(cx: &mut Checker<'_>, api: &ApiSettings, sources: &[SourceSettings]) {
     let mut listeners: Vec<(String, SocketAddr)> = vec![("api.listen".to_string(), api.listen)];
     for s in sources {
-        if let Some(listen) = s.kind.component().listen() {
-            listeners.push((format!("sources.{}.listen", s.name), listen));
+        for (key, listen) in s.kind.component().listens() {
+            listeners.push((format!("sources.{}.{key}", s.name), listen));
         }
     }
     // A refused address is only a stand-in: nothing really listens there.

@@ -54,8 +54,9 @@ pub use log::LogCollector;
 use process::ProcessCollector;
 pub use sinks::{SinkLabels, SinkMetrics, SinkReasonLabels, SinkStatusLabels};
 pub use sources::{
-    OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels, OtlpSourceMetrics,
-    ProcessedLabels, SourceLabels, SourceMetrics, SourceReasonLabels, LISTENER_CLOSE_REASONS,
+    OtlpGrpcLabels, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels,
+    OtlpSourceMetrics, ProcessedLabels, SourceLabels, SourceMetrics, SourceReasonLabels,
+    LISTENER_CLOSE_REASONS, OTLP_GRPC_METHODS,
 };
 pub use zero::zero;
 

@@ -84,6 +84,25 @@ pub struct OtlpPathLabels {
     pub path: String,
 }
 
+/// The labels of `holdfast_otlp_grpc_requests_total`.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OtlpGrpcLabels {
+    pub source: String,
+    /// The service method, like
+    /// `/opentelemetry.proto.collector.logs.v1.LogsService/Export`, or `other`.
+    pub method: String,
+    /// The gRPC status code's name, like `OK` or `RESOURCE_EXHAUSTED`.
+    pub code: String,
+}
+
+/// The `method` values of `holdfast_otlp_grpc_requests_total` that carry a
+/// signal (the fourth, `other`, is any other path).
+pub const OTLP_GRPC_METHODS: [&str; 3] = [
+    "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+    "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+];
+
 /// Every `signal` of the `otlp_http` sources' families.
 pub const SIGNALS: [&str; 3] = ["logs", "traces", "metrics"];
 /// The `path` values of `holdfast_otlp_requests_total` that carry a signal
@@ -123,5 +142,7 @@ families! {
         /// Unknown OTLP/JSON keys (fields of a newer OTLP release, or misspelt) ignored in
         /// accepted requests, by signal
         pub unknown_fields: Family<OtlpSignalLabels, Counter> = "holdfast_otlp_unknown_fields";
+        /// OTLP/gRPC calls answered by an otlp source's gRPC listener, by method and gRPC code
+        pub grpc_requests: Family<OtlpGrpcLabels, Counter> = "holdfast_otlp_grpc_requests";
     }
 }

@@ -18,8 +18,8 @@ use prometheus_client::metrics::family::Family;
 
 use super::sinks::{SinkMetrics, REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
 use super::sources::{
-    OtlpRequestLabels, OtlpSourceMetrics, SourceReasonLabels, LISTENER_CLOSE_REASONS,
-    OTLP_REJECT_REASONS, OTLP_SIGNAL_PATHS, SIGNALS,
+    OtlpGrpcLabels, OtlpRequestLabels, OtlpSourceMetrics, SourceReasonLabels,
+    LISTENER_CLOSE_REASONS, OTLP_GRPC_METHODS, OTLP_REJECT_REASONS, OTLP_SIGNAL_PATHS, SIGNALS,
 };
 use super::{
     ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
@@ -74,6 +74,20 @@ impl OtlpSourceMetrics {
                 reason: reason.to_string(),
             };
             zero(&[&self.rejected], &labels);
+        }
+    }
+
+    /// The series of the gRPC listener of the `otlp` source `name`, at 0:
+    /// each service method's `OK` (refusals are counted by reason in
+    /// `declare`'s families).
+    pub fn declare_grpc(&self, name: &str) {
+        for method in OTLP_GRPC_METHODS {
+            let labels = OtlpGrpcLabels {
+                source: name.to_string(),
+                method: method.to_string(),
+                code: "OK".to_string(),
+            };
+            zero(&[&self.grpc_requests], &labels);
         }
     }
 }

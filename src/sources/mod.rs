@@ -8,6 +8,9 @@ append is durable.
   without losing or repeating a line.
 * [`otlp_http`] — an OTLP/HTTP receiver (protobuf and JSON) that answers 200
   only once a request's records are durable.
+* [`otlp`] — OTLP over gRPC and HTTP from one source (the Collector's `otlp`
+  receiver shape), through `otlp_http`'s pipeline: `OK` only once a call's
+  records are durable.
 * [`journald`] — the systemd journal through sd-journal, its cursor
   checkpointed only after the append is durable, each entry once.
 * [`syslog`] — RFC 5424 and RFC 3164 over TCP (TLS) or UDP; TCP is read only
@@ -33,6 +36,7 @@ pub(crate) mod budget;
 pub mod file;
 pub mod journald;
 pub mod listen;
+pub mod otlp;
 pub mod otlp_http;
 pub(crate) mod raw;
 pub mod syslog;
@@ -50,6 +54,8 @@ components! {
         "journald" => Journald(journald::JournaldOptions),
         /// `type = "syslog"`: RFC 5424/3164 over TCP (TLS) or UDP.
         "syslog" => Syslog(syslog::SyslogSourceSettings),
+        /// `type = "otlp"`: OTLP over gRPC and HTTP (the Collector's `otlp` receiver).
+        "otlp" => Otlp(otlp::OtlpSourceSettings),
     }
 }
 

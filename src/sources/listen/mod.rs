@@ -36,8 +36,8 @@ use crate::checking::units::{format_duration, Count, Dur};
 use crate::checking::{Checker, Env};
 
 pub(crate) use slots::{Slot, Slots, EVICTION_GRACE};
+pub(crate) use tls::{Alpn, HandshakeError, RawTls, ServerTls};
 pub use tls::{ClientAuth, TlsSettings};
-pub(crate) use tls::{HandshakeError, RawTls, ServerTls};
 
 /// Connections served at once unless `max_connections` says otherwise.
 const MAX_CONNECTIONS: u64 = 256;
@@ -207,6 +207,14 @@ impl Listener {
         self.tls
             .as_ref()
             .map(|t| ServerTls::load(name, t))
+            .transpose()
+    }
+
+    /// [`Listener::server_tls`] for an HTTP/2 listener (gRPC): ALPN `h2`.
+    pub(crate) fn server_tls_h2(&self, name: &str) -> anyhow::Result<Option<ServerTls>> {
+        self.tls
+            .as_ref()
+            .map(|t| ServerTls::load_for(name, t, Alpn::H2))
             .transpose()
     }
 

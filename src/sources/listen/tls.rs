@@ -255,6 +255,8 @@ pub(crate) enum HandshakeError {
 pub(crate) struct ServerTls {
     source: String,
     settings: TlsSettings,
+    /// The protocol offered by ALPN: `http/1.1`, or `h2` for gRPC.
+    alpn: Alpn,
     /// Cloned for each handshake; replaced only by files that loaded.
     acceptor: Reloading<TlsAcceptor>,
 }
@@ -263,8 +265,17 @@ impl ServerTls {
     /// Loads the files; an error here stops the source from starting
     /// (there is nothing older to keep), naming the keys to look at.
     pub(crate) fn load(source: &str, settings: &TlsSettings) -> anyhow::Result<ServerTls> {
-        let acceptor =
-            Reloading::load(files(settings), || acceptor(settings)).with_context(|| {
+        ServerTls::load_for(source, settings, Alpn::Http1)
+    }
+
+    /// [`ServerTls::load`] for a listener that speaks `alpn`.
+    pub(crate) fn load_for(
+        source: &str,
+        settings: &TlsSettings,
+        alpn: Alpn,
+    ) -> anyhow::Result<ServerTls> {
+        let acceptor = Reloading::load(files(settings), || acceptor_for(settings, alpn))
+            .with_context(|| {
                 format!(
                     "setting up TLS for source {source} (sources.{source}.tls.cert_file, \
                  sources.{source}.tls.key_file and sources.{source}.tls.client_ca_file)"
@@ -273,6 +284,7 @@ impl ServerTls {
         Ok(ServerTls {
             source: source.to_string(),
             settings: settings.clone(),
+            alpn,
             acceptor,
         })
     }
@@ -287,7 +299,7 @@ impl ServerTls {
     fn refresh(&self) {
         match self
             .acceptor
-            .refresh_at(Instant::now(), || acceptor(&self.settings))
+            .refresh_at(Instant::now(), || acceptor_for(&self.settings, self.alpn))
         {
             Refreshed::Same => {}
             Refreshed::Loaded => {
@@ -370,7 +382,20 @@ fn client_roots(ca: &Path) -> anyhow::Result<RootCertStore> {
     Ok(roots)
 }
 
+/// The application protocol a listener offers in the TLS handshake (ALPN).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Alpn {
+    /// `http/1.1`: OTLP/HTTP, syslog.
+    Http1,
+    /// `h2`: gRPC, which clients only speak over HTTP/2.
+    H2,
+}
+
 pub(crate) fn acceptor(tls: &TlsSettings) -> anyhow::Result<TlsAcceptor> {
+    acceptor_for(tls, Alpn::Http1)
+}
+
+fn acceptor_for(tls: &TlsSettings, alpn: Alpn) -> anyhow::Result<TlsAcceptor> {
     // The pair's error as one message: its text already ends with the
     // PEM reader's cause.
     let (certs, key) =
@@ -404,6 +429,9 @@ pub(crate) fn acceptor(tls: &TlsSettings) -> anyhow::Result<TlsAcceptor> {
             tls.cert_file.display()
         )
     })?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = match alpn {
+        Alpn::Http1 => vec![b"http/1.1".to_vec()],
+        Alpn::H2 => vec![b"h2".to_vec()],
+    };
     Ok(TlsAcceptor::from(Arc::new(config)))
 }

@@ -21,8 +21,6 @@ use hyper::header::HeaderValue;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 
-use crate::sources::listen::Listener;
-
 /// The subject (RFC 4514) of the client certificate the connection's TLS
 /// handshake verified, in each of its requests' extensions; stored on each
 /// log record as `tls.client.subject`.
@@ -34,15 +32,14 @@ pub(crate) struct ClientSubject(pub Arc<str>);
 pub(crate) const ATTR_CLIENT_SUBJECT: &str = "tls.client.subject";
 
 /// Sets `tls.client.subject` on every log record of `req` to the verified
-/// `subject`. Where the listener asks for client certificates, a value the
-/// client wrote itself is removed, verified subject or not: the attribute
-/// must only ever say what TLS verified.
+/// `subject`. Where the listener asks for client certificates (`asks`), a
+/// value the client wrote itself is removed, verified subject or not: the
+/// attribute must only ever say what TLS verified.
 pub(crate) fn stamp_subject(
     req: &mut ExportLogsServiceRequest,
-    listener: &Listener,
+    asks: bool,
     subject: Option<&ClientSubject>,
 ) {
-    let asks = listener.tls.as_ref().is_some_and(|t| t.client_ca.is_some());
     if !asks {
         return;
     }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::de::IgnoredAny;
+use toml::Spanned;
 
 use crate::checking::units::{format_duration, format_size, Count, Dur, Size};
 use crate::checking::{Checker, Env, NamedTable};
@@ -78,48 +79,28 @@ raw_source! {
 impl RawOtlpHttpSource {
     fn check<'a>(self, cx: &mut Checker<'a>, t: &NamedTable<'a>) -> OtlpHttpSourceSettings {
         use otlp_defaults as d;
-        let key = |k: &str| format!("{}.{k}", t.key);
-
-        let (min, max) = d::BODY_BYTES_RANGE;
-        let max_body_bytes = cx.size(
-            &key("max_body_bytes"),
-            self.max_body_bytes.as_ref(),
-            d::MAX_BODY_BYTES,
-            min,
-            max,
+        let shared = check_shared(
+            cx,
+            &t.key,
+            RawShared {
+                max_body_bytes: self.max_body_bytes.as_ref(),
+                request_timeout: self.request_timeout.as_ref(),
+                bearer_token_file: self.bearer_token_file.as_ref(),
+                bearer_token: self.bearer_token.as_ref(),
+            },
         );
-        let [header_timeout, request_timeout] = [
-            ("header_timeout", &self.header_timeout, d::HEADER_TIMEOUT),
-            ("request_timeout", &self.request_timeout, d::REQUEST_TIMEOUT),
-        ]
-        .map(|(k, v, default)| {
-            let zero = "every request would time out at once";
-            cx.duration(&key(k), v.as_ref(), default, Some(zero))
-        });
-        if header_timeout > request_timeout {
-            let span = self
-                .header_timeout
-                .as_ref()
-                .or(self.request_timeout.as_ref())
-                .map(|v| v.span());
-            cx.warn(
-                span,
-                &key("header_timeout"),
-                "is longer than request_timeout, which covers the whole request: it can never \
-                 fire; make it shorter than request_timeout",
-            );
-        }
-        if let Some(v) = &self.bearer_token {
-            cx.error(
-                Some(v.span()),
-                &key("bearer_token"),
-                "a token must not be written in the config: config files are often \
-                 world-readable and end up in backups, bug reports and `holdfast check` output. \
-                 Put the token alone in a file readable only by holdfast (chmod 600) and set \
-                 bearer_token_file = \"/etc/holdfast/otlp.token\" instead",
-            );
-        }
-        let bearer_token_file = cx.path(&key("bearer_token_file"), self.bearer_token_file.as_ref());
+        let header_timeout = check_header_timeout(
+            cx,
+            &format!("{}.header_timeout", t.key),
+            self.header_timeout.as_ref(),
+            self.request_timeout.as_ref(),
+            shared.request_timeout,
+        );
+        let Shared {
+            max_body_bytes,
+            request_timeout,
+            bearer_token_file,
+        } = shared;
         let raw_listener = RawListener {
             listen: self.listen.as_ref(),
             max_connections: self.max_connections.as_ref(),
@@ -141,6 +122,87 @@ impl RawOtlpHttpSource {
         }
     }
 }
+
+/// The keys every OTLP receiver has at its top, as written (`otlp_http`,
+/// and `otlp` for both its listeners).
+pub(crate) struct RawShared<'r> {
+    pub max_body_bytes: Option<&'r Spanned<Size>>,
+    pub request_timeout: Option<&'r Spanned<Dur>>,
+    pub bearer_token_file: Option<&'r Spanned<String>>,
+    pub bearer_token: Option<&'r Spanned<IgnoredAny>>,
+}
+
+/// [`RawShared`], checked.
+pub(crate) struct Shared {
+    pub max_body_bytes: u64,
+    pub request_timeout: Duration,
+    pub bearer_token_file: Option<PathBuf>,
+}
+
+/// Checks the shared keys of the table `table` (its full key).
+pub(crate) fn check_shared(cx: &mut Checker<'_>, table: &str, raw: RawShared<'_>) -> Shared {
+    use otlp_defaults as d;
+    let key = |k: &str| format!("{table}.{k}");
+    let (min, max) = d::BODY_BYTES_RANGE;
+    let max_body_bytes = cx.size(
+        &key("max_body_bytes"),
+        raw.max_body_bytes,
+        d::MAX_BODY_BYTES,
+        min,
+        max,
+    );
+    let request_timeout = cx.duration(
+        &key("request_timeout"),
+        raw.request_timeout,
+        d::REQUEST_TIMEOUT,
+        Some("every request would time out at once"),
+    );
+    if let Some(v) = raw.bearer_token {
+        cx.error(
+            Some(v.span()),
+            &key("bearer_token"),
+            "a token must not be written in the config: config files are often \
+             world-readable and end up in backups, bug reports and `holdfast check` output. \
+             Put the token alone in a file readable only by holdfast (chmod 600) and set \
+             bearer_token_file = \"/etc/holdfast/otlp.token\" instead",
+        );
+    }
+    let bearer_token_file = cx.path(&key("bearer_token_file"), raw.bearer_token_file);
+    Shared {
+        max_body_bytes,
+        request_timeout,
+        bearer_token_file,
+    }
+}
+
+/// Checks `header_timeout` (its full key `key`), warning when it cannot
+/// fire because `request_timeout` (as written: `request_raw`) covers it.
+pub(crate) fn check_header_timeout(
+    cx: &mut Checker<'_>,
+    key: &str,
+    raw: Option<&Spanned<Dur>>,
+    request_raw: Option<&Spanned<Dur>>,
+    request_timeout: Duration,
+) -> Duration {
+    let header_timeout = cx.duration(
+        key,
+        raw,
+        HEADER_TIMEOUT,
+        Some("every request would time out at once"),
+    );
+    if header_timeout > request_timeout {
+        cx.warn(
+            raw.or(request_raw).map(|v| v.span()),
+            key,
+            "is longer than request_timeout, which covers the whole request: it can never \
+             fire; make it shorter than request_timeout",
+        );
+    }
+    header_timeout
+}
+
+/// The default `header_timeout`.
+pub(crate) const HEADER_TIMEOUT: Duration = otlp_defaults::HEADER_TIMEOUT;
 
 impl Source for OtlpHttpSourceSettings {
     fn check<'a>(cx: &mut Checker<'a>, t: &NamedTable<'a>, _env: &SourceEnv<'_>) -> Option<Self> {
@@ -204,7 +266,7 @@ impl Source for OtlpHttpSourceSettings {
         }
     }
 
-    fn listen(&self) -> Option<SocketAddr> {
-        Some(self.listener.listen)
+    fn listens(&self) -> Vec<(&'static str, SocketAddr)> {
+        vec![("listen", self.listener.listen)]
     }
 }

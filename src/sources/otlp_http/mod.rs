@@ -6,13 +6,17 @@ request's records are durable in the log.
  client ── POST /v1/{logs,traces,metrics} ──▶ server.rs   listener, connection permits, TLS
                                                handler.rs route → auth → draining? → headers
                                                body.rs    read with caps, deadline, memory budget
-                                               decode.rs  decompress (capped)
-                                               cost/      bound what decoding allocates, reserve it
-                                               decode.rs  protobuf | json/
-                                               split.rs   one request → one Batch of Envelopes
-                                               Log::append_timeout  (durable under fsync policy)
+                                               pipeline.rs, shared with the `otlp` source's gRPC:
+                                                 decode.rs  decompress (capped)
+                                                 cost/      bound what decoding allocates, reserve it
+                                                 decode.rs  protobuf | json/
+                                                 split.rs   one request → one Batch of Envelopes
+                                                 Log::append_timeout  (durable under fsync policy)
         ◀── 200 Export*ServiceResponse ─────── response.rs (or a google.rpc.Status and a status code)
 ```
+
+`source.rs` holds what the connections of one source share (settings,
+budget, token, chain, counters).
 
 # Contract
 
@@ -82,15 +86,17 @@ every in-flight request has been answered: 200 after a durable append, or an
 error.
 */
 
-mod auth;
+pub(crate) mod auth;
 pub(crate) mod body;
-mod config;
+pub(crate) mod config;
 pub(crate) mod cost;
 pub(crate) mod decode;
-mod handler;
+pub(crate) mod handler;
 mod json;
+pub(crate) mod pipeline;
 pub(crate) mod response;
-mod server;
+pub(crate) mod server;
+pub(crate) mod source;
 pub(crate) mod split;
 
 use std::sync::Arc;
@@ -170,7 +176,7 @@ pub(crate) async fn run_with(
         "OTLP/HTTP source listening"
     );
     let slots = crate::sources::listen::Slots::new(&name, &opts.listener, &ctx.metrics);
-    let src = Arc::new(handler::Source::new(ctx, opts, token));
+    let src = Arc::new(source::Source::new(ctx, opts, token));
     server::serve(listener, tls, slots, src, stop).await;
     info!(source = %name, "OTLP/HTTP source stopped; every request in flight was answered");
     Ok(())

@@ -192,7 +192,7 @@ impl RequestError {
         }
     }
 
-    fn retry_after(&self) -> Option<u32> {
+    pub(crate) fn retry_after(&self) -> Option<u32> {
         use RequestError::*;
         match self {
             Draining | DrainingBody => Some(RETRY_DRAINING),

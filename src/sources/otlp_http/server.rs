@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::auth::ClientSubject;
-use super::handler::{self, Source};
+use super::handler;
+use super::source::Source;
 use crate::sources::listen::{ServerTls, Slot, Slots};
 
 /// Serves until `stop` is cancelled and every connection has ended.

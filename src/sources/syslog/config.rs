@@ -275,9 +275,12 @@ impl Source for SyslogSourceSettings {
         }
     }
 
-    fn listen(&self) -> Option<SocketAddr> {
+    fn listens(&self) -> Vec<(&'static str, SocketAddr)> {
         // Only one TCP listener may hold a port; a UDP socket on the same
         // number is another port.
-        (self.mode == Transport::Tcp).then_some(self.listener.listen)
+        match self.mode {
+            Transport::Tcp => vec![("listen", self.listener.listen)],
+            _ => Vec::new(),
+        }
     }
 }

@@ -1,0 +1,157 @@
+/*!
+The gRPC listener's connections: HTTP/2 (optionally inside TLS with ALPN
+`h2`), in the slots of `src/sources/listen/` like the HTTP listener's.
+
+A connection carries up to `max_concurrent_streams` calls at once; each
+call marks the slot busy while it is answered, so a connection with a call
+open is never evicted, and one without is idle (pings and other bytes
+received count as activity). A call refused for its token closes its
+connection, as on OTLP/HTTP. Keep-alive pings close a connection whose
+peer stopped answering; a call whose message never comes is answered
+`DEADLINE_EXCEEDED` at `request_timeout`. When `stop` is cancelled, the
+listener closes and each connection sends GOAWAY, finishes the calls it
+has, then closes.
+*/
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper::server::conn::http2;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use super::config::GrpcListener;
+use super::grpc_call::{self, Listener};
+use crate::sources::listen::{ServerTls, Slot, Slots};
+use crate::sources::otlp_http::auth::ClientSubject;
+use crate::sources::otlp_http::source::Source;
+
+/// Everything a gRPC connection needs.
+struct Conn {
+    src: Arc<Source>,
+    settings: Arc<GrpcListener>,
+    call: Arc<Listener>,
+    stop: CancellationToken,
+}
+
+/// Serves until `stop` is cancelled and every connection has ended.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    tls: Option<ServerTls>,
+    slots: Arc<Slots>,
+    src: Arc<Source>,
+    settings: GrpcListener,
+    stop: CancellationToken,
+) {
+    let tls = tls.map(Arc::new);
+    let call = Arc::new(Listener {
+        listener: settings.listener.clone(),
+    });
+    let settings = Arc::new(settings);
+    while let Some((slot, stream, peer)) = slots.accept(&listener, &stop).await {
+        let _ = stream.set_nodelay(true);
+        let conn = Conn {
+            src: src.clone(),
+            settings: settings.clone(),
+            call: call.clone(),
+            stop: stop.clone(),
+        };
+        tokio::spawn(connection(stream, peer, tls.clone(), conn, slot));
+    }
+    drop(listener);
+    slots.drain().await;
+}
+
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: Option<Arc<ServerTls>>,
+    conn: Conn,
+    slot: Slot,
+) {
+    let stream = slot.track(stream);
+    match tls {
+        None => h2(stream, peer, None, conn, slot).await,
+        Some(tls) => {
+            let timeout = conn.settings.listener.tls_handshake_timeout;
+            match tls.handshake(stream, timeout, &slot).await {
+                Ok((s, subject)) => h2(s, peer, subject, conn, slot).await,
+                Err(e) => {
+                    debug!(source = %conn.src.name, %peer, error = %e, "TLS connection not served")
+                }
+            }
+        }
+    }
+}
+
+async fn h2<I>(io: I, peer: SocketAddr, subject: Option<String>, conn: Conn, slot: Slot)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let Conn {
+        src,
+        settings,
+        call,
+        stop,
+    } = conn;
+    let subject = subject.map(|s| ClientSubject(Arc::from(s)));
+    let slot = Arc::new(slot);
+    let svc_slot = slot.clone();
+    let (s, c) = (src.clone(), call.clone());
+    // Cancelled by a call whose answer asks the connection to close.
+    let bye = CancellationToken::new();
+    let svc_bye = bye.clone();
+    let svc = service_fn(move |mut req| {
+        let (s, c, bye) = (s.clone(), c.clone(), svc_bye.clone());
+        // A call in flight keeps its connection's slot.
+        let busy = svc_slot.busy();
+        if let Some(subject) = &subject {
+            req.extensions_mut().insert(subject.clone());
+        }
+        async move {
+            let (resp, close) = grpc_call::handle(s, c, peer, req).await;
+            if close {
+                bye.cancel();
+            }
+            drop(busy);
+            Ok::<_, Infallible>(resp)
+        }
+    });
+    let g = &settings;
+    let conn = http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(g.max_concurrent_streams)
+        .keep_alive_interval(Some(g.keepalive_interval))
+        .keep_alive_timeout(g.keepalive_timeout)
+        .max_header_list_size(g.max_header_list_size)
+        .serve_connection(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    let ended = |r: Result<(), hyper::Error>| {
+        if let Err(e) = r {
+            debug!(source = %src.name, %peer, error = %e, "OTLP/gRPC connection ended with an error");
+        }
+    };
+    tokio::select! {
+        r = conn.as_mut() => ended(r),
+        _ = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            ended(conn.await);
+        }
+        // GOAWAY: the answer that asked for it still goes out.
+        _ = bye.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            ended(conn.await);
+        }
+        // Idle (or it would not have been chosen): GOAWAY lets a call that
+        // started in between finish.
+        _ = slot.evicted() => {
+            conn.as_mut().graceful_shutdown();
+            ended(conn.await);
+        }
+    }
+}
