@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use holdfast::api::Phase;
 use holdfast::event::{Envelope, Record, Signal};
-use holdfast::metrics::OtlpSignalLabels;
 use holdfast::seglog::{FsyncPolicy, WhenFull};
+use holdfast::sources::otlp_http::metrics::{OtlpSignalLabels, OtlpSourceMetrics};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -1224,12 +1224,13 @@ async fn mutated_json_is_refused_or_stored_whole() {
             }
             let unknown = a
                 .metrics
-                .otlp
+                .group::<OtlpSourceMetrics>()
                 .unknown_fields
                 .get_or_create(&OtlpSignalLabels {
                     source: SOURCE.into(),
                     signal: signal.as_str().into(),
-                });
+                })
+                .clone();
             let (before, unknown_before) = (a.next_seq(), unknown.get());
             let r = c
                 .post(path_of(signal), &[("content-type", JSON)], body.clone())

@@ -54,9 +54,7 @@ pub use log::LogCollector;
 use process::ProcessCollector;
 pub use sinks::{SinkLabels, SinkMetrics, SinkReasonLabels, SinkStatusLabels};
 pub use sources::{
-    OtlpGrpcLabels, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels,
-    OtlpSourceMetrics, ProcessedLabels, SourceLabels, SourceMetrics, SourceReasonLabels,
-    LISTENER_CLOSE_REASONS, OTLP_GRPC_METHODS,
+    ProcessedLabels, SourceLabels, SourceMetrics, SourceReasonLabels, LISTENER_CLOSE_REASONS,
 };
 pub use zero::zero;
 
@@ -120,8 +118,6 @@ families! {
     /// with [`Metrics::group`].
     pub struct Metrics [registry: Mutex<Registry>, groups: Groups] {
         pub sources: Arc<SourceMetrics>;
-        /// The `otlp_http` sources' requests, events and rejections.
-        pub otlp: Arc<OtlpSourceMetrics>;
         pub sinks: Arc<SinkMetrics>;
         // Every event lost for a reason other than log eviction (which the log counts per
         // consumer): a full output directory, a record too large to store, …

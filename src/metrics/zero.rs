@@ -5,7 +5,7 @@
 //! miss exactly that event.
 //!
 //! The label values come from the lists beside each family (`*_REASONS`,
-//! `STATUS_CLASSES`, `SIGNALS`); a reason missing there still counts, but
+//! `STATUS_CLASSES`); a reason missing there still counts, but
 //! appears only once it happens.
 //!
 //! Here are the series of the families every source or sink shares; a
@@ -17,13 +17,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use super::sinks::{SinkMetrics, REJECT_REASONS, RETRY_REASONS, STATUS_CLASSES};
-use super::sources::{
-    OtlpGrpcLabels, OtlpRequestLabels, OtlpSourceMetrics, SourceReasonLabels,
-    LISTENER_CLOSE_REASONS, OTLP_GRPC_METHODS, OTLP_REJECT_REASONS, OTLP_SIGNAL_PATHS, SIGNALS,
-};
+use super::sources::{SourceReasonLabels, LISTENER_CLOSE_REASONS};
 use super::{
-    ComponentLabels, Metrics, OtlpReasonLabels, OtlpSignalLabels, SinkLabels, SinkReasonLabels,
-    SinkStatusLabels, SourceLabels,
+    ComponentLabels, Metrics, SinkLabels, SinkReasonLabels, SinkStatusLabels, SourceLabels,
 };
 
 /// Creates the series of `labels` in each family, at 0.
@@ -44,51 +40,6 @@ impl SinkMetrics {
             &self.receiver_warnings,
             &self.partially_rejected,
         ]
-    }
-}
-
-impl OtlpSourceMetrics {
-    /// The series of the OTLP receiver `name`, at 0.
-    pub fn declare(&self, name: &str) {
-        for signal in SIGNALS {
-            let labels = OtlpSignalLabels {
-                source: name.to_string(),
-                signal: signal.to_string(),
-            };
-            zero(&[&self.events, &self.bytes, &self.unknown_fields], &labels);
-        }
-        // The status is the server's answer, open-ended; the series an
-        // alert on accepted traffic needs is each signal path's 200
-        // (refusals are at 0 by reason just below).
-        for path in OTLP_SIGNAL_PATHS {
-            let labels = OtlpRequestLabels {
-                source: name.to_string(),
-                path: path.to_string(),
-                status: "200".to_string(),
-            };
-            zero(&[&self.requests], &labels);
-        }
-        for reason in OTLP_REJECT_REASONS {
-            let labels = OtlpReasonLabels {
-                source: name.to_string(),
-                reason: reason.to_string(),
-            };
-            zero(&[&self.rejected], &labels);
-        }
-    }
-
-    /// The series of the gRPC listener of the `otlp` source `name`, at 0:
-    /// each service method's `OK` (refusals are counted by reason in
-    /// `declare`'s families).
-    pub fn declare_grpc(&self, name: &str) {
-        for method in OTLP_GRPC_METHODS {
-            let labels = OtlpGrpcLabels {
-                source: name.to_string(),
-                method: method.to_string(),
-                code: "OK".to_string(),
-            };
-            zero(&[&self.grpc_requests], &labels);
-        }
     }
 }
 

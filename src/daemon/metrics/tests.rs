@@ -7,13 +7,16 @@ use std::path::Path;
 
 use super::assemble;
 use crate::metrics::{
-    BuildLabels, ComponentLabels, Metrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels,
-    OtlpSignalLabels, ReloadLabels, SinkLabels, SinkReasonLabels, SinkStatusLabels, SourceLabels,
+    BuildLabels, ComponentLabels, Metrics, ReloadLabels, SinkLabels, SinkReasonLabels,
+    SinkStatusLabels, SourceLabels,
 };
 use crate::seglog::{Log, LogOptions, StartAt};
 use crate::sinks::file::DROP_REASONS as FILE_SINK_DROP_REASONS;
 use crate::sinks::network_config::DROP_REASONS as SINK_DROP_REASONS;
 use crate::sources::file::metrics::{FileSourceMetrics, FILE_SOURCE_DROP_REASONS};
+use crate::sources::otlp_http::metrics::{
+    OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels, OtlpSourceMetrics,
+};
 
 /// A registry with a log, a `file` source, an `otlp_http` source and a
 /// sink declared (every series they can move, at 0, as their
@@ -30,7 +33,7 @@ fn exposition() -> String {
     m.declare_source_drops("app", FILE_SOURCE_DROP_REASONS);
     m.declare_source("otlp");
     m.declare_listener("otlp");
-    m.otlp.declare("otlp");
+    m.group::<OtlpSourceMetrics>().declare("otlp");
     m.declare_sink("es");
     m.sinks.declare("es");
     m.declare_sink_drops("es", SINK_DROP_REASONS);
@@ -73,7 +76,7 @@ fn exposition() -> String {
         family.get_or_create(&labels).inc_by(4);
         s.quarantined.get_or_create(&labels).inc();
     }
-    let otlp = &m.otlp;
+    let otlp = m.group::<OtlpSourceMetrics>();
     let (source, path) = ("otlp".to_string(), "/v1/logs".to_string());
     let status = "200".to_string();
     let request = OtlpRequestLabels {

@@ -17,6 +17,7 @@ use crate::checking::{Checker, Env, NamedTable};
 use crate::component::{ComponentContext, Processing, Run, Source, SourceEnv};
 use crate::metrics::Metrics;
 use crate::sources::listen::{Listener, OtherAuth, RawListener, RawTls};
+use crate::sources::otlp_http::metrics::OtlpSourceMetrics;
 use crate::sources::otlp_http::OtlpHttpSourceSettings;
 use crate::sources::raw::raw_source;
 
@@ -335,11 +336,15 @@ impl Source for OtlpSourceSettings {
         Ok(())
     }
 
+    fn register_families(metrics: &Metrics) {
+        metrics.group::<OtlpSourceMetrics>();
+    }
+
     fn declare_metrics(&self, name: &str, metrics: &Metrics) {
         metrics.declare_listener(name);
-        metrics.otlp.declare(name);
+        metrics.group::<OtlpSourceMetrics>().declare(name);
         if self.grpc.is_some() {
-            metrics.otlp.declare_grpc(name);
+            metrics.group::<OtlpSourceMetrics>().declare_grpc(name);
         }
     }
 

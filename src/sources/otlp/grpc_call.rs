@@ -24,11 +24,11 @@ use tracing::debug;
 
 use super::grpc_status::{self, GrpcBody};
 use crate::event::Signal;
-use crate::metrics::{OtlpGrpcLabels, OtlpPathLabels, OTLP_GRPC_METHODS};
 use crate::sources::otlp_http::auth::ClientSubject;
 use crate::sources::otlp_http::body;
 use crate::sources::otlp_http::decode::Compression;
 use crate::sources::otlp_http::handler::DRAIN_GRACE;
+use crate::sources::otlp_http::metrics::{OtlpGrpcLabels, OtlpPathLabels, OTLP_GRPC_METHODS};
 use crate::sources::otlp_http::pipeline::{self, Caller, Who};
 use crate::sources::otlp_http::response::{Encoding, RequestError};
 use crate::sources::otlp_http::source::{Accepted, Source};
@@ -84,7 +84,7 @@ pub(crate) async fn handle(
         Err(e) => grpc_status::code_of(e),
     };
     src.tally(&outcome);
-    let o = &src.metrics.otlp;
+    let o = &src.otlp;
     o.grpc_requests
         .get_or_create(&OtlpGrpcLabels {
             source: src.name.clone(),

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::de::IgnoredAny;
 use toml::Spanned;
 
+use super::metrics::OtlpSourceMetrics;
 use crate::checking::units::{format_duration, format_size, Count, Dur, Size};
 use crate::checking::{Checker, Env, NamedTable};
 use crate::component::{ComponentContext, Processing, Run, Source, SourceEnv};
@@ -238,9 +239,13 @@ impl Source for OtlpHttpSourceSettings {
         Ok(())
     }
 
+    fn register_families(metrics: &Metrics) {
+        metrics.group::<OtlpSourceMetrics>();
+    }
+
     fn declare_metrics(&self, name: &str, metrics: &Metrics) {
         metrics.declare_listener(name);
-        metrics.otlp.declare(name);
+        metrics.group::<OtlpSourceMetrics>().declare(name);
     }
 
     fn processing(&self) -> Option<Processing<'_>> {

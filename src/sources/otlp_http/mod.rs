@@ -93,6 +93,7 @@ pub(crate) mod cost;
 pub(crate) mod decode;
 pub(crate) mod handler;
 mod json;
+pub mod metrics;
 pub(crate) mod pipeline;
 pub(crate) mod response;
 pub(crate) mod server;

@@ -16,14 +16,15 @@ use tracing::warn;
 
 use super::auth::Token;
 use super::body::{self, Budget};
+use super::metrics::{
+    OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels, OtlpSourceMetrics,
+};
 use super::response::RequestError;
 use super::OtlpHttpSourceSettings;
 use crate::api::{Health, Phase};
 use crate::component::ComponentContext;
 use crate::event::Signal;
-use crate::metrics::{
-    Metrics, OtlpPathLabels, OtlpReasonLabels, OtlpRequestLabels, OtlpSignalLabels, SourceLabels,
-};
+use crate::metrics::SourceLabels;
 use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use crate::seglog::Log;
 
@@ -35,7 +36,8 @@ pub(crate) struct Source {
     pub name: String,
     pub opts: OtlpHttpSourceSettings,
     pub(crate) log: Log,
-    pub(crate) metrics: Arc<Metrics>,
+    /// The OTLP receivers' own families.
+    pub(crate) otlp: Arc<OtlpSourceMetrics>,
     pub(crate) health: Arc<Health>,
     pub(crate) stop: CancellationToken,
     pub(crate) token: Option<Token>,
@@ -100,7 +102,8 @@ impl Source {
             health,
             stop,
         } = ctx;
-        let o = &metrics.otlp;
+        let otlp = metrics.group::<OtlpSourceMetrics>();
+        let o = &*otlp;
         let signal =
             |fam: &prometheus_client::metrics::family::Family<OtlpSignalLabels, Counter>,
              s: Signal| {
@@ -142,7 +145,7 @@ impl Source {
             name,
             opts,
             log,
-            metrics,
+            otlp,
             health,
             stop,
             token,
@@ -185,7 +188,7 @@ impl Source {
     }
 
     pub(crate) fn count(&self, path: usize, status: u16, outcome: &Result<Accepted, RequestError>) {
-        let o = &self.metrics.otlp;
+        let o = &self.otlp;
         o.requests
             .get_or_create(&OtlpRequestLabels {
                 source: self.name.clone(),
@@ -199,7 +202,7 @@ impl Source {
     /// Counts what a request added to the log, or why it was refused:
     /// the same families whichever listener (HTTP or gRPC) received it.
     pub(crate) fn tally(&self, outcome: &Result<Accepted, RequestError>) {
-        let o = &self.metrics.otlp;
+        let o = &self.otlp;
         match outcome {
             Ok(a) => {
                 self.events[index(a.signal)].inc_by(a.events);
