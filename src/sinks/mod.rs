@@ -21,6 +21,7 @@ What is here, kits first, then the components:
 | `credentials.rs`, `client_tls.rs` | what transports read from files (TLS files, secrets); the HTTP client's rustls setup |
 | `quarantine.rs`, `quarantine_options.rs` | durable storage of rejected events (the operator tools are in `src/cli/`), and what it is opened with |
 | `document/`, `template.rs` | JSON documents, index/stream/subject names |
+| `otlp_request/` | OTLP export requests rebuilt from stored events, grouped by resource and scope (protobuf, JSON): what `otlp_http`, `otlp_grpc` and `nats` send |
 | `otlp_http/`, `elasticsearch/`, `openobserve/` | the three HTTP receiver APIs; each folder's `config.rs` its keys, check and description |
 | `nats/` | NATS JetStream: its own transport (a publish and an ack per event) |
 | `otlp_grpc/` | OTLP/gRPC: its own transport (tonic, one `Export` call per request, the status mapped onto the shared policy) |
@@ -44,6 +45,7 @@ pub(crate) mod network_config;
 pub mod openobserve;
 pub mod otlp_grpc;
 pub mod otlp_http;
+pub(crate) mod otlp_request;
 pub mod quarantine;
 mod quarantine_options;
 pub mod template;

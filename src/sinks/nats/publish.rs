@@ -18,7 +18,7 @@ use crate::sinks::delivery::item::Item;
 use crate::sinks::delivery::keys::push_hex;
 use crate::sinks::delivery::transport::{Answer, TransportKind};
 use crate::sinks::document::{self, Layout};
-use crate::sinks::otlp_http::export_request;
+use crate::sinks::otlp_request::export_request;
 use crate::sinks::template::{Rendered, Template};
 
 pub(super) struct Publisher {

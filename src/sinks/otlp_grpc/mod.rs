@@ -3,7 +3,7 @@
 //! (`/opentelemetry.proto.collector.{logs,trace,metrics}.v1.{Logs,Trace,Metrics}Service/Export`).
 //!
 //! The request is the protobuf the `otlp_http` sink writes (its encoder,
-//! `otlp_http::export_requests`: events grouped by resource and scope,
+//! `otlp_request::export_requests`: events grouped by resource and scope,
 //! written from the events' own records without request structs), sent as
 //! it is through a bytes codec (`codec.rs`), gzip-compressed by tonic when
 //! `compression = "gzip"`. `headers`, `headers_file` and `auth` travel as
@@ -169,7 +169,7 @@ impl Transport for OtlpGrpc {
     }
 
     fn prepare<'a>(&'a self, items: &'a [Item], _request: usize) -> Call {
-        let body = super::otlp_http::export_requests(items);
+        let body = super::otlp_request::export_requests(items);
         let mut request = tonic::Request::new(body);
         *request.metadata_mut() = self.metadata.clone();
         request.set_timeout(self.timeout);

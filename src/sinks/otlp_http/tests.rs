@@ -1,11 +1,13 @@
 use super::*;
-use crate::event::{Envelope, EventId};
+use crate::event::{Envelope, EventId, Record, Signal};
 use crate::sinks::test_events;
 use opentelemetry_proto::tonic::collector::logs::v1::{
     ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
 };
+use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
+use opentelemetry_proto::tonic::resource::v1::Resource;
 
 fn item(host: &str, scope: &str, body: &str) -> Item {
     let env = Envelope {
@@ -97,25 +99,6 @@ fn both_log_formats_give_the_same_request() {
 fn s_logs(items: &[Item]) -> ExportLogsServiceRequest {
     let req = sink(OtlpEncoding::Protobuf).encode(items, 0);
     ExportLogsServiceRequest::decode(req.body.as_slice()).unwrap()
-}
-
-#[test]
-fn a_log_record_with_shared_attributes_encodes_as_prost_would_join_them() {
-    let envs = test_events::mixed();
-    for env in &envs {
-        let Some(Record::Log(l)) = &env.record else {
-            continue;
-        };
-        for split in 0..=l.attributes.len() {
-            let (shared, own) = l.attributes.split_at(split);
-            let mut part = l.clone();
-            part.attributes = own.to_vec();
-            let mut buf = Vec::new();
-            encode_log(&part, shared, &mut buf);
-            assert_eq!(buf, l.encode_to_vec());
-            assert_eq!(log_len(&part, shared), buf.len());
-        }
-    }
 }
 
 #[test]
