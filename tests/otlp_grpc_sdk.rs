@@ -78,12 +78,13 @@ fn sdk_command(python: &Path, grpc: SocketAddr, gzip: bool) -> Command {
         }
     }
     cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{grpc}"))
-        .env(
-            "OTEL_EXPORTER_OTLP_COMPRESSION",
-            if gzip { "gzip" } else { "none" },
-        )
         .env("OTEL_EXPORTER_OTLP_TIMEOUT", "60")
         .stdin(Stdio::null());
+    // The pinned gRPC exporter knows only "gzip" (it refuses "none", which
+    // the specification allows): no compression is the variable unset.
+    if gzip {
+        cmd.env("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip");
+    }
     cmd
 }
 
