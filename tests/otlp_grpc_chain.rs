@@ -85,21 +85,36 @@ fn gateway(listen: SocketAddr) -> Agent {
     a
 }
 
-/// Line number → how many times it is in the gateway's output.
-fn delivered(out: &Path) -> BTreeMap<usize, usize> {
-    let mut seen = BTreeMap::new();
-    for l in file_sink_out::lines(out) {
-        let body = l["record"]["body"]["stringValue"]
-            .as_str()
-            .unwrap_or_else(|| panic!("a line without a string body: {l}"));
-        let n: usize = body
-            .strip_prefix("line ")
-            .and_then(|b| b.get(..7))
-            .and_then(|d| d.parse().ok())
-            .unwrap_or_else(|| panic!("not one of ours: {body:?}"));
-        *seen.entry(n).or_insert(0) += 1;
+/// Line number → how many times it is in the gateway's output, kept up to
+/// date from the output's new lines.
+struct Delivered {
+    tail: file_sink_out::Tail,
+    seen: BTreeMap<usize, usize>,
+}
+
+impl Delivered {
+    fn new(out: &Path) -> Delivered {
+        Delivered {
+            tail: file_sink_out::Tail::new(out),
+            seen: BTreeMap::new(),
+        }
     }
-    seen
+
+    /// Reads what arrived since the last call; returns the distinct lines so far.
+    fn update(&mut self) -> usize {
+        for l in self.tail.new_lines() {
+            let body = l["record"]["body"]["stringValue"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a line without a string body: {l}"));
+            let n: usize = body
+                .strip_prefix("line ")
+                .and_then(|b| b.get(..7))
+                .and_then(|d| d.parse().ok())
+                .unwrap_or_else(|| panic!("not one of ours: {body:?}"));
+            *self.seen.entry(n).or_insert(0) += 1;
+        }
+        self.seen.len()
+    }
 }
 
 /// Appends lines `0..n` in chunks, at most `per_s` lines a second, so the
@@ -167,7 +182,7 @@ fn two_agents_chained_over_grpc_lose_nothing_across_kills() {
 
     let written = Arc::new(AtomicBool::new(false));
     let w = writer(&ed.path("app.log"), lines, per_s, written.clone());
-    let out = gw.path("out");
+    let mut delivered = Delivered::new(&gw.path("out"));
     let (mut edge_kills, mut gateway_kills) = (0, 0);
     for k in 0..kills {
         // A random moment: pacing, not waiting on a condition.
@@ -182,7 +197,7 @@ fn two_agents_chained_over_grpc_lose_nothing_across_kills() {
         agent.kill9();
         println!(
             "kill {k}: the {name}, with {} lines at the gateway",
-            delivered(&out).len()
+            delivered.update()
         );
         agent.start();
         agent.wait_ready();
@@ -191,16 +206,15 @@ fn two_agents_chained_over_grpc_lose_nothing_across_kills() {
     assert!(written.load(Ordering::SeqCst));
 
     let deadline = Duration::from_secs(60 + (lines / 2_000) as u64);
-    let seen = wait_for(
+    wait_for(
         &format!("all {lines} lines at the gateway"),
         deadline,
-        || {
-            let d = delivered(&out);
-            (d.len() >= lines).then_some(d)
-        },
+        || (delivered.update() >= lines).then_some(()),
     );
     assert!(ed.stop().success(), "edge:\n{}", ed.stderr());
     assert!(gw.stop().success(), "gateway:\n{}", gw.stderr());
+    delivered.update();
+    let seen = delivered.seen;
 
     let missing: Vec<usize> = (0..lines).filter(|i| !seen.contains_key(i)).collect();
     assert!(
