@@ -9,8 +9,9 @@
 //!   source's gRPC listener and writes them with a `file` sink.
 //!
 //! A seeded killer (the seed is printed; `HOLDFAST_SEED` replays it) picks
-//! one of the two at random moments, kills it with SIGKILL and restarts it
-//! on the same data directory and port. At the end every line number is in
+//! one of the two at random moments — a random point of each equal share of
+//! the flow, counted in lines at the gateway — kills it with SIGKILL and
+//! restarts it on the same data directory and port. At the end every line number is in
 //! the gateway's output, and the repeats are explained:
 //!
 //! * a kill of the edge resends at most what its sink had in flight plus one
@@ -185,8 +186,16 @@ fn two_agents_chained_over_grpc_lose_nothing_across_kills() {
     let mut delivered = Delivered::new(&gw.path("out"));
     let (mut edge_kills, mut gateway_kills) = (0, 0);
     for k in 0..kills {
-        // A random moment: pacing, not waiting on a condition.
-        std::thread::sleep(Duration::from_millis(rng.random_range(100..900)));
+        // A random moment in the k-th share of the flow (up to 90% of the
+        // lines), so that the kills span the whole run whatever the speed
+        // of the machine or the build.
+        let share = lines * 9 / 10 / kills;
+        let at = rng.random_range(k * share..(k + 1) * share);
+        wait_for(
+            &format!("{at} lines at the gateway before kill {k}"),
+            Duration::from_secs(120),
+            || (delivered.update() >= at).then_some(()),
+        );
         let (name, agent) = if rng.random_bool(0.5) {
             edge_kills += 1;
             ("edge", &mut ed)
