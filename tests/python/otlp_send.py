@@ -1,9 +1,11 @@
-"""Sends logs, spans and metrics to holdfast's otlp_http source with the real
+"""Sends logs, spans and metrics to holdfast's OTLP source with the real
 OpenTelemetry Python SDK, then prints (as one JSON object on stdout) what it
-sent, so that tests/otlp_http_sdk.rs can check what landed in the log field
-by field.
+sent, so that tests/otlp_http_sdk.rs and tests/otlp_grpc_sdk.rs can check
+what landed field by field.
 
-Usage: python otlp_send.py proto|json TAG
+Usage: python otlp_send.py proto|json|grpc TAG
+
+proto and json are the OTLP/HTTP exporters, grpc the OTLP/gRPC exporter.
 
 The endpoint, compression and headers come from the standard variables
 (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_COMPRESSION,
@@ -35,8 +37,12 @@ elif encoding == "json":
     from opentelemetry.exporter.otlp.json.http._log_exporter import OTLPLogExporter
     from opentelemetry.exporter.otlp.json.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.json.http.trace_exporter import OTLPSpanExporter
+elif encoding == "grpc":
+    from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+    from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 else:
-    sys.exit(f"unknown encoding {encoding!r}: use proto or json")
+    sys.exit(f"unknown encoding {encoding!r}: use proto, json or grpc")
 
 # Every export's result, to fail loudly instead of trusting the SDK's logs.
 results = []
@@ -103,8 +109,14 @@ logger_provider = LoggerProvider(resource=resource)
 log_exporter = checked(OTLPLogExporter)()
 logger_provider.add_log_record_processor(SimpleLogRecordProcessor(log_exporter))
 # What the exporter was configured with (a private attribute of the pinned
-# versions), so the test can tell that gzip really was used.
-sent["compression"] = log_exporter._client._compression.value
+# versions), so the test can tell that gzip really was used. The gRPC
+# exporter holds a grpc.Compression (or None for the default, none).
+if encoding == "grpc":
+    import grpc
+
+    sent["compression"] = "gzip" if log_exporter._compression == grpc.Compression.Gzip else "none"
+else:
+    sent["compression"] = log_exporter._client._compression.value
 logger = logger_provider.get_logger("holdfast.test.logger", "0.1")
 logs = [
     dict(

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Creates the two Python virtual environments the OTLP/HTTP source tests use
-# as real OpenTelemetry SDK clients, with every package pinned:
+# Creates the two Python virtual environments the OTLP source tests use as
+# real OpenTelemetry SDK clients, with every package pinned:
 #
 #   target/venv-otlp-proto  opentelemetry-sdk + opentelemetry-exporter-otlp-proto-http
+#                           + opentelemetry-exporter-otlp-proto-grpc (and grpcio)
 #   target/venv-otlp-json   opentelemetry-sdk + opentelemetry-exporter-otlp-json-http
 #
-# The JSON exporter pins other versions of the shared helper packages, hence
+# The gRPC exporter agrees with the HTTP protobuf exporter on every shared
+# package, so it shares its venv (tests/otlp_grpc_sdk.rs). The JSON exporter
+# pins other versions of the shared helper packages, hence
 # two venvs. The tests find them there, or through HOLDFAST_PYTHON_PROTO and
 # HOLDFAST_PYTHON_JSON (paths to each venv's python). Needs python3 with the
 # venv module (Debian: python3-venv) and access to PyPI. Re-running it is

@@ -1,0 +1,276 @@
+//! gRPC in beside HTTP in: one `holdfast run` with an `otlp` source that
+//! has both listeners, `fsync = "always"`, and the same protobuf request
+//! (benches/common/otlp_request.rs) sent over each by 16 connections, one
+//! request at a time each (HTTP/1.1 keep-alive; one HTTP/2 connection per
+//! gRPC client), from a single-threaded runtime on its own OS thread.
+//! The server's CPU is the holdfast process's (/proc/PID/stat), the
+//! clients' this process's: both are printed per 1,000 records.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use prost::Message;
+
+use crate::daemon::{free_ports, Agent};
+use crate::otlp_request::{batch_request, RECORDS};
+use crate::{proc_cpu, self_cpu, wire};
+
+const CLIENTS: usize = 16;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Protocol {
+    Http,
+    Grpc,
+}
+
+struct Scenario {
+    name: &'static str,
+    protocol: Protocol,
+    gzip: bool,
+    body: Bytes,
+}
+
+fn scenarios() -> Vec<Scenario> {
+    let pb = batch_request().encode_to_vec();
+    let gz = {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&pb).unwrap();
+        Bytes::from(gz.finish().unwrap())
+    };
+    vec![
+        Scenario {
+            name: "http protobuf",
+            protocol: Protocol::Http,
+            gzip: false,
+            body: pb.clone().into(),
+        },
+        Scenario {
+            name: "grpc protobuf",
+            protocol: Protocol::Grpc,
+            gzip: false,
+            body: wire::frame(&pb, false),
+        },
+        Scenario {
+            name: "http +gzip",
+            protocol: Protocol::Http,
+            gzip: true,
+            body: gz,
+        },
+        Scenario {
+            name: "grpc +gzip",
+            protocol: Protocol::Grpc,
+            gzip: true,
+            body: wire::frame(&pb, true),
+        },
+    ]
+}
+
+struct ClientResult {
+    latencies: Vec<Duration>,
+    errors: u64,
+}
+
+/// One client: requests one after another until `stop`; latencies counted
+/// while `measuring`.
+async fn client(
+    addr: SocketAddr,
+    sc: (Protocol, bool, Bytes),
+    measuring: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+) -> ClientResult {
+    let (protocol, gzip, body) = sc;
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let io = TokioIo::new(stream);
+    let mut lat = Vec::new();
+    let mut errors = 0;
+    let authority = addr.to_string();
+    match protocol {
+        Protocol::Http => {
+            let (mut tx, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+            tokio::spawn(conn);
+            while !stop.load(Ordering::Relaxed) {
+                let mut b = hyper::Request::post("/v1/logs")
+                    .header("host", authority.as_str())
+                    .header("content-type", "application/x-protobuf");
+                if gzip {
+                    b = b.header("content-encoding", "gzip");
+                }
+                let req = b.body(Full::new(body.clone())).unwrap();
+                let t = Instant::now();
+                tx.ready().await.unwrap();
+                let resp = tx.send_request(req).await.unwrap();
+                let ok = resp.status() == 200;
+                let _ = resp.into_body().collect().await;
+                if measuring.load(Ordering::Relaxed) {
+                    if ok {
+                        lat.push(t.elapsed());
+                    } else {
+                        errors += 1;
+                    }
+                }
+            }
+        }
+        Protocol::Grpc => {
+            let (mut tx, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let ok =
+                    wire::call(&mut tx, &authority, wire::LOGS_EXPORT, body.clone(), gzip).await;
+                if measuring.load(Ordering::Relaxed) {
+                    if ok {
+                        lat.push(t.elapsed());
+                    } else {
+                        errors += 1;
+                    }
+                }
+            }
+        }
+    }
+    ClientResult {
+        latencies: lat,
+        errors,
+    }
+}
+
+fn run_clients(
+    addr: SocketAddr,
+    sc: &Scenario,
+    measuring: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<ClientResult> {
+    let args = (sc.protocol, sc.gzip, sc.body.clone());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..CLIENTS)
+                .map(|_| tokio::spawn(client(addr, args.clone(), measuring.clone(), stop.clone())))
+                .collect();
+            let mut all = ClientResult {
+                latencies: Vec::new(),
+                errors: 0,
+            };
+            for t in tasks {
+                let r = t.await.unwrap();
+                all.latencies.extend(r.latencies);
+                all.errors += r.errors;
+            }
+            all
+        })
+    })
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+pub fn run(quick: bool) {
+    let (warmup, measure) = if quick {
+        (Duration::from_millis(300), Duration::from_secs(1))
+    } else {
+        (Duration::from_secs(2), Duration::from_secs(10))
+    };
+    let [grpc_port, http_port] = free_ports::<2>();
+    let grpc: SocketAddr = format!("127.0.0.1:{grpc_port}").parse().unwrap();
+    let http: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
+    // No sink reads the source: under drop_oldest the log keeps its size.
+    let mut agent = Agent::new(&format!(
+        "[log]\nfsync = \"always\"\nwhen_full = \"drop_oldest\"\nmax_bytes = \"1GiB\"\n\n\
+         [sources.otlp]\ntype = \"otlp\"\n\n\
+         [sources.otlp.grpc]\nlisten = \"{grpc}\"\nmax_connections_per_peer = 256\n\n\
+         [sources.otlp.http]\nlisten = \"{http}\"\nmax_connections_per_peer = 256\n"
+    ));
+    agent.start();
+    agent.wait_ready();
+    let pid = agent.pid() as u32;
+
+    println!(
+        "gRPC in beside HTTP in: one holdfast process, {CLIENTS} clients, {RECORDS} log records per request, fsync = \"always\"{}",
+        if quick { " — QUICK smoke run, figures are not meaningful" } else { "" }
+    );
+    println!(
+        "{:<14} {:>9} {:>11} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}",
+        "scenario",
+        "req/s",
+        "records/s",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "srv/1k",
+        "cli/1k",
+        "errors"
+    );
+    let mut notes = Vec::new();
+    let mut rates = Vec::new();
+    for sc in scenarios() {
+        let addr = match sc.protocol {
+            Protocol::Http => http,
+            Protocol::Grpc => grpc,
+        };
+        let measuring = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients = run_clients(addr, &sc, measuring.clone(), stop.clone());
+        std::thread::sleep(warmup);
+        let srv0 = proc_cpu(pid);
+        let cli0 = self_cpu();
+        let t0 = Instant::now();
+        measuring.store(true, Ordering::Relaxed);
+        std::thread::sleep(measure);
+        measuring.store(false, Ordering::Relaxed);
+        let secs = t0.elapsed().as_secs_f64();
+        let srv = proc_cpu(pid) - srv0;
+        let cli = self_cpu() - cli0;
+        stop.store(true, Ordering::Relaxed);
+        let res = clients.join().unwrap();
+
+        let mut lat = res.latencies;
+        lat.sort_unstable();
+        let reqs = lat.len() as f64;
+        let records = reqs * RECORDS as f64;
+        let per_k = |s: f64| s * 1e3 / (records / 1e3).max(1e-9);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "{:<14} {:>9.0} {:>11.0} {:>8.2} {:>8.2} {:>8.2} {:>9.3} {:>9.3} {:>7}",
+            sc.name,
+            reqs / secs,
+            records / secs,
+            ms(percentile(&lat, 0.50)),
+            ms(percentile(&lat, 0.99)),
+            ms(lat.last().copied().unwrap_or_default()),
+            per_k(srv),
+            per_k(cli),
+            res.errors,
+        );
+        rates.push((sc.name, records / secs, per_k(srv)));
+        notes.push(format!("{}: request body {} bytes", sc.name, sc.body.len()));
+    }
+    assert!(agent.stop().success(), "{}", agent.stderr());
+    println!("srv/1k, cli/1k: CPU milliseconds per 1,000 records of the holdfast process and of the clients");
+    for pair in rates.chunks(2) {
+        if let [(h, hr, hc), (g, gr, gc)] = pair {
+            println!(
+                "  {g} / {h}: records/s ×{:.2}, server CPU per record ×{:.2}",
+                gr / hr.max(1e-9),
+                gc / hc.max(1e-9)
+            );
+        }
+    }
+    for n in notes {
+        println!("  {n}");
+    }
+}
