@@ -67,9 +67,11 @@ struct Ends {
 
 /// The config after `data_dir`, `[api]` and `[daemon]` (which the harness
 /// writes): the one the fixture was written with, `sink_extra` added to
-/// every sink. Small segments, so a few hundred events span several; the
-/// `backup` sink reads only the OTLP source, so its cursor also passes
-/// events it does not send.
+/// every sink. Version 1 sent full documents, so the `elasticsearch` sinks
+/// ask for that shape (`document = "full"`, as an operator upgrading with
+/// index templates that read it would). Small segments, so a few hundred
+/// events span several; the `backup` sink reads only the OTLP source, so
+/// its cursor also passes events it does not send.
 fn config(e: &Ends, sink_extra: &str) -> String {
     format!(
         "[log]\nsegment_size = \"64KiB\"\nmax_bytes = \"8MiB\"\ncursor_sync_interval = \"100ms\"\n\n\
@@ -77,10 +79,11 @@ fn config(e: &Ends, sink_extra: &str) -> String {
          scan_interval = \"200ms\"\nmax_line_bytes = \"1KiB\"\n\n\
          [sources.otlp]\ntype = \"otlp_http\"\nlisten = \"{otlp}\"\n\n\
          [sinks.{SEARCH}]\ntype = \"elasticsearch\"\ninputs = [\"app\", \"otlp\"]\n\
-         endpoint = \"http://{search}\"\nbatch_timeout = \"50ms\"\nbackoff_max = \"1s\"\n{sink_extra}\n\n\
+         endpoint = \"http://{search}\"\nbatch_timeout = \"50ms\"\nbackoff_max = \"1s\"\n\
+         document = \"full\"\n{sink_extra}\n\n\
          [sinks.{BACKUP}]\ntype = \"elasticsearch\"\ninputs = [\"otlp\"]\n\
          endpoint = \"http://{backup}\"\nindex = \"backup-{{source}}-{{signal}}\"\n\
-         batch_timeout = \"50ms\"\nbackoff_max = \"1s\"\n{sink_extra}\n\n\
+         batch_timeout = \"50ms\"\nbackoff_max = \"1s\"\ndocument = \"full\"\n{sink_extra}\n\n\
          [sinks.{COLLECTOR}]\ntype = \"otlp_http\"\ninputs = [\"app\", \"otlp\"]\n\
          endpoint = \"http://{collector}\"\nbatch_timeout = \"50ms\"\nbackoff_max = \"1s\"\n{sink_extra}\n",
         app = e.app_log.display(),
