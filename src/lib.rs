@@ -52,6 +52,8 @@ holds the code to it):
   loop that retries it (`journald`, `syslog`; `file` uses its verdicts).
 * [`tls_material`] — PEM certificates and keys, and following their files
   when they rotate, for the listeners' and the sinks' TLS.
+* [`rpc_status`] — gRPC status details (`google.rpc.Status`, `RetryInfo`)
+  and the codes' names, for the OTLP/gRPC receiver and sink.
 * [`calendar`] — dates and time zones: the syslog parser's timestamps, the
   `timestamp` step's patterns, the sinks' `{date}` templates.
 * [`pool`] — bounded reuse of the data path's large buffers (chunks,
@@ -75,6 +77,7 @@ pub mod logging;
 pub mod metrics;
 pub mod pool;
 pub mod process;
+pub mod rpc_status;
 pub mod seglog;
 pub mod sinks;
 pub mod sources;

@@ -33,6 +33,8 @@ use std::time::Duration;
 use prost::Message;
 use tonic::{Code, Status};
 
+use crate::rpc_status::{code_name, retry_delay};
+
 use crate::sinks::delivery::transport::{
     truncate, Answer, BodyVerdict, TransportKind, MAX_ERROR_TEXT,
 };
@@ -64,63 +66,6 @@ pub(crate) struct PartialSuccess {
     pub error_message: String,
 }
 
-/// `google.rpc.Status`, as carried in `grpc-status-details-bin`.
-#[derive(Clone, PartialEq, Message)]
-struct RpcStatus {
-    #[prost(int32, tag = "1")]
-    code: i32,
-    #[prost(string, tag = "2")]
-    message: String,
-    #[prost(message, repeated, tag = "3")]
-    details: Vec<Any>,
-}
-
-/// `google.protobuf.Any`.
-#[derive(Clone, PartialEq, Message)]
-struct Any {
-    #[prost(string, tag = "1")]
-    type_url: String,
-    #[prost(bytes = "vec", tag = "2")]
-    value: Vec<u8>,
-}
-
-/// `google.rpc.RetryInfo`.
-#[derive(Clone, PartialEq, Message)]
-struct RetryInfo {
-    #[prost(message, optional, tag = "1")]
-    retry_delay: Option<ProtoDuration>,
-}
-
-/// `google.protobuf.Duration`.
-#[derive(Clone, PartialEq, Message)]
-struct ProtoDuration {
-    #[prost(int64, tag = "1")]
-    seconds: i64,
-    #[prost(int32, tag = "2")]
-    nanos: i32,
-}
-
-const RETRY_INFO: &str = "type.googleapis.com/google.rpc.RetryInfo";
-
-/// The `retry_delay` of a `google.rpc.RetryInfo` among a status's details
-/// (the bytes of `grpc-status-details-bin`, a `google.rpc.Status`). `None`
-/// when there is none or it cannot be read; a negative delay is zero.
-pub(super) fn retry_delay(details: &[u8]) -> Option<Duration> {
-    if details.is_empty() {
-        return None;
-    }
-    let status = RpcStatus::decode(details).ok()?;
-    let info = status
-        .details
-        .iter()
-        .find(|a| a.type_url.ends_with("/google.rpc.RetryInfo") || a.type_url == RETRY_INFO)?;
-    let delay = RetryInfo::decode(info.value.as_slice()).ok()?.retry_delay;
-    let d = delay.unwrap_or_default();
-    let secs = u64::try_from(d.seconds).unwrap_or(0);
-    let nanos = u32::try_from(d.nanos).unwrap_or(0).min(999_999_999);
-    Some(Duration::new(secs, nanos))
-}
-
 /// The HTTP-style status the policy applies to a receiver's gRPC status,
 /// and the wait it asked for (see the table in the module docs).
 pub(super) fn status_number(code: Code, message: &str, details: &[u8]) -> (u16, Option<Duration>) {
@@ -149,29 +94,6 @@ fn says_too_large(message: &str) -> bool {
     ["larger than max", "too large", "exceeds maximum"]
         .iter()
         .any(|s| m.contains(s))
-}
-
-/// A gRPC code's name as the specification writes it.
-pub(super) fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
 }
 
 /// A failed call. A status tonic made from an error of its own (it keeps
@@ -247,6 +169,7 @@ fn chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rpc_status::{Any, ProtoDuration, RetryInfo, RpcStatus, RETRY_INFO_TYPE};
 
     /// `grpc-status-details-bin` with a RetryInfo of `secs` seconds.
     pub(crate) fn details_with_retry(secs: i64, nanos: i32) -> Vec<u8> {
@@ -265,7 +188,7 @@ mod tests {
                     value: vec![1, 2, 3],
                 },
                 Any {
-                    type_url: RETRY_INFO.into(),
+                    type_url: RETRY_INFO_TYPE.into(),
                     value: info.encode_to_vec(),
                 },
             ],

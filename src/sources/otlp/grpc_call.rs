@@ -89,7 +89,7 @@ pub(crate) async fn handle(
         .get_or_create(&OtlpGrpcLabels {
             source: src.name.clone(),
             method: method.clone(),
-            code: grpc_status::code_name(code).to_string(),
+            code: crate::rpc_status::code_name(code).to_string(),
         })
         .inc();
     o.duration

@@ -19,9 +19,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use hyper::body::Frame;
 use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
-use prost::Message;
 use tonic::Code;
 
+use crate::rpc_status::with_retry_delay;
 use crate::sources::otlp_http::response::RequestError;
 
 /// The gRPC code a refusal is answered with ([`status_of`] adds
@@ -47,68 +47,6 @@ pub(crate) fn code_of(e: &RequestError) -> Code {
     }
 }
 
-/// The canonical name of a code, as `holdfast_otlp_grpc_requests_total`
-/// labels it.
-pub(crate) fn code_name(c: Code) -> &'static str {
-    match c {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
-
-/// `google.protobuf.Duration`.
-#[derive(Clone, PartialEq, Message)]
-struct ProtoDuration {
-    #[prost(int64, tag = "1")]
-    seconds: i64,
-    #[prost(int32, tag = "2")]
-    nanos: i32,
-}
-
-/// `google.rpc.RetryInfo`.
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct RetryInfo {
-    #[prost(message, optional, tag = "1")]
-    retry_delay: Option<ProtoDuration>,
-}
-
-/// `google.protobuf.Any`.
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct Any {
-    #[prost(string, tag = "1")]
-    pub type_url: String,
-    #[prost(bytes = "vec", tag = "2")]
-    pub value: Vec<u8>,
-}
-
-/// `google.rpc.Status` with its details, for `grpc-status-details-bin`.
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct RpcStatus {
-    #[prost(int32, tag = "1")]
-    pub code: i32,
-    #[prost(string, tag = "2")]
-    pub message: String,
-    #[prost(message, repeated, tag = "3")]
-    pub details: Vec<Any>,
-}
-
-pub(crate) const RETRY_INFO_TYPE: &str = "type.googleapis.com/google.rpc.RetryInfo";
-
 /// The `tonic::Status` of a refusal: its code, its message, and RetryInfo
 /// where a retry after a pause is the answer.
 pub(crate) fn status_of(e: &RequestError) -> tonic::Status {
@@ -117,21 +55,8 @@ pub(crate) fn status_of(e: &RequestError) -> tonic::Status {
     let Some(secs) = e.retry_after().filter(|_| retry_info_fits(code)) else {
         return tonic::Status::new(code, message);
     };
-    let info = RetryInfo {
-        retry_delay: Some(ProtoDuration {
-            seconds: i64::from(secs),
-            nanos: 0,
-        }),
-    };
-    let details = RpcStatus {
-        code: code as i32,
-        message: message.clone(),
-        details: vec![Any {
-            type_url: RETRY_INFO_TYPE.to_string(),
-            value: info.encode_to_vec(),
-        }],
-    };
-    tonic::Status::with_details(code, message, details.encode_to_vec().into())
+    let details = with_retry_delay(code, &message, secs);
+    tonic::Status::with_details(code, message, details.into())
 }
 
 /// The message a gRPC client reads: the shared one, except where it names
@@ -251,6 +176,8 @@ fn frame(message: &[u8]) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rpc_status::{RetryInfo, RpcStatus, RETRY_INFO_TYPE};
+    use prost::Message;
     use std::time::Duration;
 
     fn details(s: &tonic::Status) -> Option<RetryInfo> {
