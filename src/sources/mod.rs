@@ -20,7 +20,8 @@ Each source's folder holds its own table (`config.rs`: raw keys, check,
 description); the list below names the types. [`listen`] is what the
 sources that listen on TCP share (address, connection cap, TLS); `raw`
 declares the raw structs of their tables; [`budget`] is the memory budget
-`otlp_http` and `syslog` reserve from.
+`otlp_http` and `syslog` reserve from; `metric_points` is the one batch of
+a collection of metric points the metric sources append.
 */
 
 /// Whether sources append format-2 events: each event only its own fields,
@@ -36,6 +37,7 @@ pub(crate) mod budget;
 pub mod file;
 pub mod journald;
 pub mod listen;
+pub(crate) mod metric_points;
 pub mod otlp;
 pub mod otlp_http;
 pub(crate) mod raw;
