@@ -19,6 +19,7 @@ use crate::seglog::Batch;
 
 /// One collection, ready to append.
 #[derive(Debug)]
+#[allow(dead_code)] // the metric sources (issue 30) read it
 pub(crate) struct Collected {
     pub batch: Batch,
     /// Data points (events) in the batch.
