@@ -1,5 +1,5 @@
 //! Storing the cursors from the writer thread: the slot rule that lets a
-//! commit reach the cursor file in the writer's next round without a sync
+//! commit reach the cursor file promptly without a sync
 //! (a kill -9 keeps it) while a power cut still finds the last synced
 //! cursors whole.
 

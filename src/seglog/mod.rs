@@ -104,10 +104,11 @@ directory as a power cut could leave it, checking that under
   must fit in one segment (`segment_bytes` − 60 bytes); uncompressed, its
   context and events in 64 MiB.
 * `max_bytes` must be at least two segments.
-* A commit wakes the writer, which writes the cursor file in its next round
-  without syncing it; it syncs every `cursor_sync_interval` and at
-  [`Log::close`]. A kill -9 replays at most the commits made during one
-  writer round; a power cut at most `cursor_sync_interval` of progress
+* A commit wakes the writer, which writes the cursor file without syncing
+  it as soon as it is not inside a group's write and fdatasync (while it
+  waits for a group's appenders too); it syncs every
+  `cursor_sync_interval` and at [`Log::close`]. A kill -9 replays at most
+  the commits made during one write and fdatasync; a power cut at most `cursor_sync_interval` of progress
   (at-least-once delivery either way).
 */
 

@@ -27,11 +27,11 @@
 //! reading pauses.
 //!
 //! Crash repeats: the loop commits after every finished batch, and the log
-//! writes each commit to its cursor file in the writer's next round (synced
-//! every `cursor_sync_interval`). After a kill -9 a receiver sees again, with
-//! the same ids, at most the batches in flight (`concurrency` ×
-//! `batch_max_events`) plus those committed during the one writer round that
-//! had not yet written them; only while an event is stuck can the events
+//! writes each commit to its cursor file as soon as its writer is not inside
+//! a group's write and fdatasync (synced every `cursor_sync_interval`). After
+//! a kill -9 a receiver sees again, with the same ids, at most the batches in
+//! flight (`concurrency` × `batch_max_events`) plus those committed during
+//! the one write and fdatasync the writer was in; only while an event is stuck can the events
 //! finished behind it (up to the window) add to that. After a power cut, the
 //! progress since the last cursor sync.
 //!
