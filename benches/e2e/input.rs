@@ -31,10 +31,47 @@ pub(crate) fn loghub_lines() -> Vec<Vec<u8>> {
     lines
 }
 
+/// Whether the throughput input is the busy application log of issue 32
+/// (`HOLDFAST_E2E_SHAPE=app`): lines of about 195 bytes,
+/// `2026-01-01T00:00:00.000000+00:00 edge-gw-01 anchor-app[4242]:
+/// level=info seq=0000000001 msg="telemetry payload …"` (a 100-character
+/// `msg`), all in one file.
+pub(crate) fn app_shape() -> bool {
+    std::env::var("HOLDFAST_E2E_SHAPE").is_ok_and(|v| v == "app")
+}
+
+/// Writes the application-log shape ([`app_shape`]) into one file, about
+/// `total` bytes; each line carries its own number (`seq=`).
+fn write_app_corpus(dir: &Path, total: u64) -> Corpus {
+    let f = std::fs::File::create(dir.join("app-00.log")).unwrap();
+    let mut w = BufWriter::with_capacity(8 << 20, f);
+    let msg: String = "telemetry payload ".repeat(6).chars().take(100).collect();
+    let (mut n, mut bytes) = (0u64, 0u64);
+    while bytes < total {
+        let us = n * 10;
+        let line = format!(
+            "2026-01-01T{:02}:{:02}:{:02}.{:06}+00:00 edge-gw-01 anchor-app[4242]: level=info seq={n:010} msg=\"{msg}\"\n",
+            us / 3_600_000_000 % 24,
+            us / 60_000_000 % 60,
+            us / 1_000_000 % 60,
+            us % 1_000_000,
+        );
+        w.write_all(line.as_bytes()).unwrap();
+        bytes += line.len() as u64;
+        n += 1;
+    }
+    w.into_inner().unwrap().sync_all().unwrap();
+    Corpus { lines: n, bytes }
+}
+
 /// Writes `files` files of about `total / files` bytes each: Loghub lines
 /// in turn, each prefixed with its number across all files, so every line
-/// (and every file's first KiB, its fingerprint) is unique.
+/// (and every file's first KiB, its fingerprint) is unique. With
+/// [`app_shape`], the application-log shape in one file instead.
 pub(crate) fn write_corpus(dir: &Path, files: usize, total: u64) -> Corpus {
+    if app_shape() {
+        return write_app_corpus(dir, total);
+    }
     let unit = loghub_lines();
     let per_file = total.div_ceil(files as u64);
     let (mut n, mut bytes) = (0u64, 0u64);

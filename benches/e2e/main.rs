@@ -4,6 +4,7 @@
 //! ```text
 //! cargo bench --bench e2e                          # 1 GiB of lines, a few minutes, ~6 GiB of disk at peak
 //! HOLDFAST_E2E_GIB=0.1 cargo bench --bench e2e     # a quick run (figures indicative only)
+//! HOLDFAST_E2E_SHAPE=app HOLDFAST_E2E_GIB=0.18 cargo bench --bench e2e   # issue 32's busy application log: ~1,000,000 lines of ~195 bytes in one file
 //! HOLDFAST_E2E_ONLY=file,otlp,restart,syslog-ng cargo bench --bench e2e   # pick phases
 //! HOLDFAST_E2E_ONLY=steady cargo bench --bench e2e   # 10,000 lines/s for 20 s (HOLDFAST_E2E_STEADY_RATE, _SECS)
 //! HOLDFAST_E2E_ONLY=crash,crash-loop,outage cargo bench --bench e2e  # kill -9 and outage phases (~2-3 min; HOLDFAST_E2E_PHASES works too)
@@ -229,9 +230,15 @@ fn main() {
             t.elapsed().as_secs_f64()
         );
         table.note(format!(
-            "input: {} Loghub lines, {:.1} MiB in {FILES} files ({:.0} bytes a line on average)",
+            "input: {} {}, {:.1} MiB in {} files ({:.0} bytes a line on average)",
             thousands(c.lines as f64),
+            if crate::input::app_shape() {
+                "application-log lines (HOLDFAST_E2E_SHAPE=app)"
+            } else {
+                "Loghub lines"
+            },
             c.bytes as f64 / (1 << 20) as f64,
+            if crate::input::app_shape() { 1 } else { FILES },
             c.bytes as f64 / c.lines as f64
         ));
         Some(c)
