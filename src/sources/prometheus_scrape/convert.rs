@@ -505,9 +505,11 @@ fn at(s: &Sample, scrape: u64) -> u64 {
     s.timestamp_ns.map_or(scrape, |t| t.max(0) as u64)
 }
 
+/// A `_created` value (seconds, a float) as Unix nanoseconds, rounded to
+/// the microsecond: what a double holds exactly at today's epoch seconds.
 fn seconds_to_ns(s: f64) -> u64 {
     if s.is_finite() && s > 0.0 {
-        (s * 1e9) as u64
+        (s * 1e6).round() as u64 * 1000
     } else {
         0
     }

@@ -281,6 +281,9 @@ fn timestamp(s: &str, format: Format) -> Result<i64, What> {
             .and_then(|ms| ms.checked_mul(1_000_000))
             .ok_or_else(bad),
         Format::OpenMetrics => {
+            if let Some(ns) = decimal_seconds(s) {
+                return Ok(ns);
+            }
             let secs = number(s).map_err(|_| bad())?;
             // Within what i64 nanoseconds hold (years 1678 to 2262).
             if !secs.is_finite() || secs.abs() > 9.2e9 {
@@ -289,6 +292,26 @@ fn timestamp(s: &str, format: Format) -> Result<i64, What> {
             Ok((secs * 1e9).round() as i64)
         }
     }
+}
+
+/// `seconds[.fraction]` as nanoseconds, exactly (a float would turn
+/// `.789` into `.788999936`); `None` for any other spelling.
+fn decimal_seconds(s: &str) -> Option<i64> {
+    let (negative, digits) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let all_digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !all_digits(whole) || !all_digits(fraction) || fraction.len() > 9 {
+        return None;
+    }
+    let mut ns = whole.parse::<i64>().ok()?.checked_mul(1_000_000_000)?;
+    if !fraction.is_empty() {
+        let scale = 10i64.pow(9 - fraction.len() as u32);
+        ns = ns.checked_add(fraction.parse::<i64>().ok()? * scale)?;
+    }
+    Some(if negative { -ns } else { ns })
 }
 
 /// At most 64 characters of `s`, for a message.

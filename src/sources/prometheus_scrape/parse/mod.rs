@@ -214,14 +214,15 @@ impl Parser<'_> {
     fn run(mut self, body: &str) -> Result<Exposition, ParseError> {
         let mut eof = false;
         let mut n = 0;
-        for line in body.split('\n') {
+        // The last line's newline ends it; it does not begin another.
+        let body = body.strip_suffix('\n').unwrap_or(body);
+        let lines = body
+            .split('\n')
+            .take(if body.is_empty() { 0 } else { usize::MAX });
+        for line in lines {
             n += 1;
             let at = |what| ParseError { line: n, what };
             if eof {
-                if line.is_empty() && n > 0 {
-                    // The body's final newline after "# EOF".
-                    continue;
-                }
                 return Err(at(What::Malformed("text after \"# EOF\"".into())));
             }
             let line = line.strip_suffix('\r').unwrap_or(line);
