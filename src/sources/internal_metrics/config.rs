@@ -70,3 +70,37 @@ impl Source for InternalMetricsSettings {
 
     fn check_environment(&self, _name: &str, _env: &mut Env<'_>) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{parse, Severity};
+
+    fn errors(source: &str) -> Vec<(String, String)> {
+        let text = format!(
+            "[sources.s]\ntype = \"internal_metrics\"\n{source}\n\n[sinks.out]\ntype = \"file\"\ninputs = [\"s\"]\npath = \"/tmp/x\"\n"
+        );
+        match parse(&text, "/etc/holdfast/holdfast.toml") {
+            Ok(_) => Vec::new(),
+            Err(e) => e
+                .problems()
+                .iter()
+                .filter(|d| d.severity == Severity::Error)
+                .map(|d| (d.key.clone(), d.message.clone()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_interval_is_checked() {
+        assert_eq!(errors(""), []);
+        assert_eq!(errors("interval = \"10s\""), []);
+        let e = errors("interval = \"100ms\"");
+        assert!(
+            e.iter()
+                .any(|(k, m)| k == "sources.s.interval" && m.contains("1s or more")),
+            "{e:?}"
+        );
+        let e = errors("targets = []");
+        assert!(e.iter().any(|(k, _)| k.starts_with("sources.s")), "{e:?}");
+    }
+}

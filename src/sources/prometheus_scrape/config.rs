@@ -105,15 +105,12 @@ pub(super) fn is_label_name(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// A target as written (`host:port` in a targets file, or a whole URL) as
-/// a URL; `None` with the reason.
+/// A target's whole URL, or why it is not one.
 pub(super) fn target_url(s: &str) -> Result<reqwest::Url, String> {
-    let whole = if s.contains("://") {
-        s.to_string()
-    } else {
-        format!("http://{s}/metrics")
-    };
-    let url = reqwest::Url::parse(&whole).map_err(|e| format!("{s:?} is not a URL: {e}"))?;
+    if !s.contains("://") {
+        return Err(format!("{s:?} is not a URL (no scheme)"));
+    }
+    let url = reqwest::Url::parse(s).map_err(|e| format!("{s:?} is not a URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
             "{s:?}: only http:// and https:// targets can be scraped"
@@ -341,6 +338,105 @@ impl Source for ScrapeSettings {
                     );
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{parse, Severity};
+
+    /// The errors `check` gives for `source` (after `[sources.s]`), by key.
+    fn errors(source: &str) -> Vec<(String, String)> {
+        let text = format!(
+            "[sources.s]\ntype = \"prometheus_scrape\"\n{source}\n\n[sinks.out]\ntype = \"file\"\ninputs = [\"s\"]\npath = \"/tmp/x\"\n"
+        );
+        match parse(&text, "/etc/holdfast/holdfast.toml") {
+            Ok(_) => Vec::new(),
+            Err(e) => e
+                .problems()
+                .iter()
+                .filter(|d| d.severity == Severity::Error)
+                .map(|d| (d.key.clone(), d.message.clone()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_good_table_passes_with_its_defaults() {
+        assert_eq!(errors("targets = [\"http://127.0.0.1:9100/metrics\"]"), []);
+        assert_eq!(
+            errors("targets_file = \"targets.json\"\nlabels = { site = \"p3\", job = \"edge\" }\nhonor_labels = true\ntls.ca_file = \"/ca.pem\""),
+            []
+        );
+    }
+
+    #[test]
+    fn mistakes_are_named_at_their_key() {
+        let cases = [
+            ("", "sources.s.targets", "needs targets"),
+            (
+                "targets = [\"127.0.0.1:9100\"]",
+                "sources.s.targets",
+                "not a URL",
+            ),
+            (
+                "targets = [\"ftp://h:1/m\"]",
+                "sources.s.targets",
+                "only http://",
+            ),
+            (
+                "targets = [\"http://u:p@h:1/m\"]",
+                "sources.s.targets",
+                "bearer_token_file",
+            ),
+            (
+                "targets = [\"http://h:1/m\"]\ninterval = \"5s\"\ntimeout = \"10s\"",
+                "sources.s.timeout",
+                "longer than the interval",
+            ),
+            (
+                "targets = [\"http://h:1/m\"]\ninterval = \"0s\"",
+                "sources.s.interval",
+                "greater than zero",
+            ),
+            (
+                "targets = [\"http://h:1/m\"]\nlabels = { \"a-b\" = \"1\" }",
+                "sources.s.labels",
+                "not a label name",
+            ),
+            (
+                "targets = [\"http://h:1/m\"]\nlabels = { __x = \"1\" }",
+                "sources.s.labels",
+                "not a label name",
+            ),
+            (
+                "targets = [\"http://h:1/m\"]\nmax_samples = 0",
+                "sources.s.max_samples",
+                "out of range",
+            ),
+            (
+                "targets = [\"http://h:1/m\"]\nmax_body_size = \"10B\"",
+                "sources.s.max_body_size",
+                "too small",
+            ),
+            (
+                "targets = [\"http://h:1/m\"]\ntls.client_cert_file = \"/c.pem\"",
+                "sources.s.tls.client_cert_file",
+                "needs client_key_file",
+            ),
+            (
+                "targets = [\"http://h:1/m\"]\nscrape_interval = \"1s\"",
+                "sources.s.scrape_interval",
+                "unknown key",
+            ),
+        ];
+        for (table, key, fragment) in cases {
+            let found = errors(table);
+            assert!(
+                found.iter().any(|(k, m)| k == key && m.contains(fragment)),
+                "{table:?}: wanted {key}: …{fragment}…, got {found:?}"
+            );
         }
     }
 }
