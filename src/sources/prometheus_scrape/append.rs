@@ -14,7 +14,7 @@ use crate::backoff::Backoff;
 use crate::component::ComponentContext;
 use crate::metrics::SourceLabels;
 use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
-use crate::seglog::{Batch, LogError};
+use crate::seglog::LogError;
 use crate::sources::metric_points;
 
 const RETRY_BACKOFF: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
@@ -55,10 +55,10 @@ pub async fn append(
     let name = &ctx.name;
     let component = format!("source:{name}");
     let max = max_append_bytes(ctx);
-    let collected = match metric_points::collect(request.clone(), name, observed, max) {
+    let points = count_points(&request);
+    let collected = match metric_points::collect(request, name, observed, max) {
         Ok(c) => c,
         Err(e) => {
-            let points = count_points(&request);
             ctx.metrics.drop_events(&component, "too_large", points);
             error!(source = %name, target = %what, points, error = %e,
                 "a collection too large for one log append was dropped; raise log.segment_size, or collect fewer series (max_samples)");
@@ -66,17 +66,10 @@ pub async fn append(
         }
     };
     let (events, bytes) = (collected.events, collected.bytes);
-    let mut first = Some(collected.batch);
-    // A retry builds the batch again from the request: the first was
-    // handed to the log. It split once, so it splits again the same way;
-    // were it not to, an empty batch appends nothing.
-    let make = || {
-        first.take().unwrap_or_else(|| {
-            metric_points::collect(request.clone(), name, observed, max)
-                .map(|c| c.batch)
-                .unwrap_or_else(|_| Batch::new())
-        })
-    };
+    // The log takes the batch it is given; a refused one is offered again
+    // from this copy (one copy of the encoded events, not of the request).
+    let batch = collected.batch;
+    let make = || batch.clone();
     let mut backoff = RETRY_BACKOFF;
     let appended = append_retry::append(&ctx.log, make, RETRY, &mut backoff, &ctx.stop, |e, wait| {
         warn!(source = %name, target = %what, error = %e,
