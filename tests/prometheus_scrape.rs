@@ -534,3 +534,99 @@ fn the_targets_file_is_read_again_when_it_changes_and_a_bad_one_keeps_the_target
     });
     a.stop();
 }
+
+/// An HTTPS target (the test CA's certificate for 127.0.0.1) that answers
+/// only the bearer token `s3cret`, with a gzip body.
+fn https_target() -> SocketAddr {
+    use tokio_rustls::rustls::crypto::ring;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio_rustls::rustls::{ServerConfig, ServerConnection, StreamOwned};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp/tls");
+    let certs = CertificateDer::pem_file_iter(dir.join("cert.pem"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(dir.join("key.pem")).unwrap();
+    let config = Arc::new(
+        ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap(),
+    );
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(b"# TYPE secret_gauge gauge\nsecret_gauge 42\n")
+        .unwrap();
+    let body = gz.finish().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(tcp) = tcp else { continue };
+            let (config, body) = (config.clone(), body.clone());
+            std::thread::spawn(move || {
+                let mut s = StreamOwned::new(ServerConnection::new(config).unwrap(), tcp);
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match s.read(&mut byte) {
+                        Ok(1) => head.push(byte[0]),
+                        _ => return,
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                if head.contains("authorization: bearer s3cret\r\n") {
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 200 OK\r\nContent-Type: {TEXT}\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = s.write_all(&body);
+                } else {
+                    let _ = write!(s, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                }
+                let _ = s.flush();
+                s.conn.send_close_notify();
+                let _ = s.flush();
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn an_https_target_with_a_bearer_token_from_a_file_and_a_gzip_body() {
+    let addr = https_target();
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "wrong\n").unwrap();
+    let ca =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp/tls/ca.pem");
+    let mut a = agent(&format!(
+        "[sources.scrape]\ntype = \"prometheus_scrape\"\ntargets = [\"https://{addr}/metrics\"]\ninterval = \"1s\"\ntimeout = \"900ms\"\n\
+         bearer_token_file = \"{}\"\ntls.ca_file = \"{}\"\n",
+        token.display(),
+        ca.display()
+    ));
+    // The wrong token: the target answers 401, up = 0.
+    let denied = "holdfast_scrape_scrapes_total{source=\"scrape\",result=\"http_status\"}";
+    wait_for("a 401 counted", Duration::from_secs(30), || {
+        (a.metric(denied).unwrap_or(0.0) >= 1.0).then_some(())
+    });
+    // The file rotated: the next scrape sends the new token.
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let g = wait_for("secret_gauge", Duration::from_secs(30), || {
+        file_sink_out::lines(&a.path("out"))
+            .into_iter()
+            .find(|l| name(l) == "secret_gauge")
+    });
+    assert_eq!(number(&points(&g).1[0]), 42.0);
+    assert!(
+        a.metric("holdfast_scrape_scrapes_total{source=\"scrape\",result=\"ok\"}")
+            .unwrap()
+            >= 1.0
+    );
+    a.stop();
+}
