@@ -420,6 +420,13 @@ fn failed_scrapes_append_up_0_and_nothing_else() {
     let log = a.stderr();
     assert!(log.contains("line 2: labels must be separated"), "{log}");
     assert!(log.contains("max_body_size"), "{log}");
+    // Said once per target while its reason stays the same, however many
+    // scrapes fail.
+    let warned = log
+        .lines()
+        .filter(|l| l.contains("scrape failed") && l.contains(&silent.addr.to_string()))
+        .count();
+    assert_eq!(warned, 1, "{log}");
     a.stop();
 }
 

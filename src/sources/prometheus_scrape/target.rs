@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::append::{append, Outcome};
 use super::convert::{Builder, StartTimes, TargetLabels};
@@ -54,23 +54,33 @@ pub async fn run(
     // ticks it missed: the next scrape is the next tick.
     ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut starts = StartTimes::default();
+    // The last scrape's result: a target down for a day logs once when it
+    // goes down (and again if the reason changes), once when it is back.
+    let mut last = "ok";
     loop {
         tokio::select! {
             _ = stop.cancelled() => return Ok(()),
             _ = ticks.tick() => {}
         }
-        if scrape(&shared, &target, &mut starts).await? == Outcome::Stopped {
+        let (outcome, result) = scrape(&shared, &target, &mut starts, last).await?;
+        if result == "ok" && last != "ok" {
+            info!(source = %shared.ctx.name, target = %target.url, "target is up again");
+        }
+        last = result;
+        if outcome == Outcome::Stopped {
             return Ok(());
         }
     }
 }
 
-/// One scrape and its append.
+/// One scrape and its append, and its result (`ok` or why `up` = 0);
+/// `last` is the previous one's.
 async fn scrape(
     shared: &Shared,
     target: &Target,
     starts: &mut StartTimes,
-) -> anyhow::Result<Outcome> {
+    last: &'static str,
+) -> anyhow::Result<(Outcome, &'static str)> {
     let ctx = &shared.ctx;
     let began = Instant::now();
     let time = unix_nanos();
@@ -87,7 +97,12 @@ async fn scrape(
             (1.0, n, "ok")
         }
         Err((reason, why)) => {
-            warn!(source = %ctx.name, target = %target.url, reason, "scrape failed, up = 0: {why}");
+            if reason != last {
+                warn!(source = %ctx.name, target = %target.url, reason,
+                    "scrape failed, up = 0 (said once until the reason changes; holdfast_scrape_scrapes_total counts each): {why}");
+            } else {
+                debug!(source = %ctx.name, target = %target.url, reason, "scrape failed, up = 0: {why}");
+            }
             (0.0, 0, reason)
         }
     };
@@ -111,7 +126,7 @@ async fn scrape(
             .inc_by(points);
         debug!(source = %ctx.name, target = %target.url, points, "scrape appended");
     }
-    Ok(outcome)
+    Ok((outcome, result))
 }
 
 /// Where in each interval a target is scraped: fixed per source and
