@@ -26,8 +26,10 @@ use serde_json::Value;
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Each path's answer: (content type, body), or `None`: never answer.
-type Routes = Arc<Mutex<HashMap<String, Option<(String, String)>>>>;
+/// Each path's answer: (content type and any more header lines, body),
+/// or `None`: never answer.
+type Routes = Arc<Mutex<RouteTable>>;
+type RouteTable = HashMap<String, Option<(String, Vec<u8>)>>;
 
 /// A scrape target: each path answers with (content type, body); a path
 /// of `None` accepts and never answers.
@@ -60,10 +62,11 @@ impl Target {
     }
 
     fn set(&self, path: &str, answer: Option<(&str, String)>) {
-        self.routes
-            .lock()
-            .unwrap()
-            .insert(path.to_string(), answer.map(|(t, b)| (t.to_string(), b)));
+        self.set_bytes(path, answer.map(|(t, b)| (t.to_string(), b.into_bytes())));
+    }
+
+    fn set_bytes(&self, path: &str, answer: Option<(String, Vec<u8>)>) {
+        self.routes.lock().unwrap().insert(path.to_string(), answer);
     }
 
     fn url(&self, path: &str) -> String {
@@ -73,11 +76,7 @@ impl Target {
 
 /// One request per connection (the source's client may keep it open; it
 /// opens another then).
-fn serve(
-    conn: &mut TcpStream,
-    routes: &Mutex<HashMap<String, Option<(String, String)>>>,
-    held: &Mutex<Vec<TcpStream>>,
-) {
+fn serve(conn: &mut TcpStream, routes: &Mutex<RouteTable>, held: &Mutex<Vec<TcpStream>>) {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {
@@ -93,9 +92,10 @@ fn serve(
         Some(Some((ctype, body))) => {
             let _ = write!(
                 conn,
-                "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
             );
+            let _ = conn.write_all(&body);
         }
         Some(None) => {
             if let Ok(c) = conn.try_clone() {
@@ -373,19 +373,34 @@ fn failed_scrapes_append_up_0_and_nothing_else() {
         Some((TEXT, format!("big{{x=\"{}\"}} 1\n", "y".repeat(8000)))),
     );
     silent.set("/metrics", None);
+    // About 1 KiB of gzip, under max_body_size, that decodes to 1 MiB:
+    // refused at max_body_size while decoding.
+    let bomb = Target::start();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    for _ in 0..1024 {
+        gz.write_all(&[b'a'; 1024]).unwrap();
+    }
+    let gz = gz.finish().unwrap();
+    assert!(gz.len() < 4096, "{}", gz.len());
+    bomb.set_bytes(
+        "/metrics",
+        Some((format!("{TEXT}\r\nContent-Encoding: gzip"), gz)),
+    );
     let refused = free_port();
     let mut a = agent(&format!(
-        "[sources.scrape]\ntype = \"prometheus_scrape\"\ntargets = [\"{}\", \"{}\", \"{}\", \"{}\", \"http://127.0.0.1:{refused}/metrics\"]\n\
+        "[sources.scrape]\ntype = \"prometheus_scrape\"\ntargets = [\"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"http://127.0.0.1:{refused}/metrics\"]\n\
          interval = \"1s\"\ntimeout = \"500ms\"\nmax_body_size = \"4KiB\"\n",
         t.url("/ok"),
         bad.url("/metrics"),
         big.url("/metrics"),
         silent.url("/metrics"),
+        bomb.url("/metrics"),
     ));
     let out = a.path("out");
     for (target, reason) in [
         (bad.addr.to_string(), "malformed"),
         (big.addr.to_string(), "body_too_large"),
+        (bomb.addr.to_string(), "body_too_large"),
         (silent.addr.to_string(), "timeout"),
         (format!("127.0.0.1:{refused}"), "connect"),
     ] {
