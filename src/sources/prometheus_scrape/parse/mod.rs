@@ -12,7 +12,8 @@ suffixes its type allows (`_total`, `_created`, `_bucket`, `_count`,
 family of its own, `unknown`. Exemplars (` # {…} v [t]` after an
 OpenMetrics sample) are checked and dropped.
 
-Bounded: at most [`Limits::max_samples`] sample lines, each with at most
+Bounded: at most [`Limits::max_samples`] sample lines (and as many
+families, which `# HELP` lines alone make), each with at most
 [`Limits::max_labels`] labels of at most [`Limits::max_label_bytes`] bytes
 (name or value); past a bound the whole exposition is refused, so a scrape
 appends all of a target's samples or none. The body's size is bounded
@@ -327,6 +328,10 @@ impl Parser<'_> {
             return Ok(i);
         }
         let i = self.out.families.len();
+        // `# HELP` lines alone make families: bounded like samples.
+        if i >= self.limits.max_samples {
+            return Err(What::TooManySamples(self.limits.max_samples));
+        }
         self.out.families.push(Family {
             name: name.to_string(),
             kind: kind.unwrap_or(Kind::Unknown),

@@ -244,6 +244,9 @@ fn every_bound_refuses_the_whole_exposition() {
     assert_eq!((e.line, e.reason()), (1, "label_too_long"));
     let e = err("a{abcdefghi=\"1\"} 1\n", Format::Text, &small);
     assert_eq!((e.line, e.reason()), (1, "label_too_long"));
+    // Families without samples count too.
+    let e = err("# HELP a x\n# HELP b x\n# HELP c x\n", Format::Text, &small);
+    assert_eq!((e.line, e.reason()), (3, "too_many_samples"));
     // Escapes count as what they stand for; a value of exactly the bound
     // is taken.
     assert!(parse("a{x=\"1234567\\n\"} 1\n", Format::Text, &small).is_ok());
