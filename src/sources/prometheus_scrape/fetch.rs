@@ -66,7 +66,11 @@ impl Fetcher {
             .user_agent(concat!("holdfast/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(s.timeout)
             .timeout(s.timeout)
-            .pool_max_idle_per_host(1);
+            .pool_max_idle_per_host(1)
+            // Targets are on the device or its LAN: an HTTP_PROXY set for
+            // the uplink must not carry scrapes (Prometheus ignores it too
+            // unless told otherwise).
+            .no_proxy();
         if let Some(ca) = &s.tls.ca_file {
             let pem = std::fs::read(ca)
                 .with_context(|| format!("source {name}: reading tls.ca_file {}", ca.display()))?;
