@@ -20,6 +20,7 @@ process_parse) dict=dicts/process_parse.dict max_len=4096 ;;
 journald_mapping) dict=dicts/journald_mapping.dict max_len=4096 ;;
 file_lines) dict=dicts/file_lines.dict max_len=4096 ;;
 quarantine_ndjson) dict=dicts/quarantine_ndjson.dict max_len=8192 ;;
+prometheus_text) dict=dicts/prometheus_text.dict max_len=8192 ;;
 *) echo "unknown target $target (try: cargo +nightly fuzz list)" >&2; exit 2 ;;
 esac
 mkdir -p "corpus/$target"

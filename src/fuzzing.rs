@@ -214,3 +214,44 @@ pub fn journald_batch(
 }
 
 pub use crate::sources::journald::mapping::DEFAULT_FIELDS as JOURNALD_DEFAULT_FIELDS;
+
+/// What the `prometheus_scrape` source makes of one exposition: parsed
+/// within `limits` (the source's `max_samples`, `max_labels`,
+/// `max_label_size`), converted to OTLP and split into one batch as a
+/// scrape does. `Ok((sample lines, data points))`, or the parser's
+/// `(line, message)`.
+pub fn prometheus_exposition(
+    body: &str,
+    openmetrics: bool,
+    max_samples: usize,
+    max_labels: usize,
+    max_label_bytes: usize,
+) -> Result<(usize, u64), (usize, String)> {
+    use crate::sources::prometheus_scrape::convert::{Builder, StartTimes, TargetLabels};
+    use crate::sources::prometheus_scrape::parse::{parse, Format, Limits};
+    let format = if openmetrics {
+        Format::OpenMetrics
+    } else {
+        Format::Text
+    };
+    let limits = Limits {
+        max_samples,
+        max_labels,
+        max_label_bytes,
+    };
+    let e = parse(body, format, &limits).map_err(|e| (e.line, e.to_string()))?;
+    let samples = e.samples;
+    let target = TargetLabels {
+        job: "fuzz".into(),
+        instance: "127.0.0.1:9100".into(),
+        labels: vec![("site".into(), "p3".into())],
+        honor_labels: openmetrics,
+        resource: Vec::new(),
+    };
+    let mut b = Builder::new(&target, "fuzz");
+    b.exposition(e, 1_700_000_000_000_000_000, &mut StartTimes::default());
+    let points = crate::sources::metric_points::collect(b.finish(), "fuzz", 1, 64 << 20)
+        .map(|c| c.events)
+        .unwrap_or(0);
+    Ok((samples, points))
+}

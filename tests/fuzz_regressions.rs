@@ -96,6 +96,11 @@ fn quarantine_ndjson() {
 }
 
 #[test]
+fn prometheus_text() {
+    replay("prometheus_text", readers::prometheus_text::check);
+}
+
+#[test]
 fn syslog() {
     replay("syslog", checks::syslog::check);
 }

@@ -454,3 +454,70 @@ pub mod quarantine_ndjson {
         }
     }
 }
+
+pub mod prometheus_text {
+    //! The `prometheus_scrape` source's parser (the text format and
+    //! OpenMetrics) and its conversion to OTLP, over arbitrary bytes: never
+    //! a panic, the bounds held, every sample line counted, an error on a
+    //! line that exists.
+
+    use holdfast::fuzzing::prometheus_exposition;
+
+    /// The sample lines an independent reading counts: not blank, not a
+    /// comment.
+    fn sample_lines(body: &str, openmetrics: bool) -> usize {
+        let body = body.strip_suffix('\n').unwrap_or(body);
+        if body.is_empty() {
+            return 0;
+        }
+        body.split('\n')
+            .map(|l| l.strip_suffix('\r').unwrap_or(l))
+            .filter(|l| {
+                let l = if openmetrics { *l } else { l.trim_start() };
+                !l.trim().is_empty() && !l.starts_with('#')
+            })
+            .count()
+    }
+
+    /// The first byte: bit 0 the format, bits 1-7 small bounds; the rest
+    /// the body (not UTF-8: the source refuses it before parsing).
+    pub fn check(data: &[u8]) {
+        let Some((&selector, rest)) = data.split_first() else {
+            return;
+        };
+        let Ok(body) = std::str::from_utf8(rest) else {
+            return;
+        };
+        let openmetrics = selector & 1 == 1;
+        let small = selector & 2 == 2;
+        let (max_samples, max_labels, max_label_bytes) = if small {
+            (1 + (selector >> 2) as usize % 8, 2, 8)
+        } else {
+            (100_000, 64, 4096)
+        };
+        let lines = body.strip_suffix('\n').unwrap_or(body).split('\n').count();
+        match prometheus_exposition(body, openmetrics, max_samples, max_labels, max_label_bytes) {
+            Ok((samples, points)) => {
+                assert!(
+                    samples <= max_samples,
+                    "{samples} samples over {max_samples}"
+                );
+                assert_eq!(
+                    samples,
+                    sample_lines(body, openmetrics),
+                    "sample lines of {body:?}"
+                );
+                // Histogram and summary series fold into one point each;
+                // _created lines are start times.
+                assert!(
+                    points as usize <= samples,
+                    "{points} points from {samples} samples"
+                );
+            }
+            Err((line, message)) => {
+                assert!(line <= lines, "error at line {line} of {lines}: {message}");
+                assert!(!message.is_empty());
+            }
+        }
+    }
+}

@@ -186,8 +186,9 @@ impl SeqRange {
 
 /// Events to append together. Each [`push`](Self::push) frames the event into
 /// one buffer in the caller's task, so the writer thread only has to hand the
-/// buffer to the kernel.
-#[derive(Debug, Default)]
+/// buffer to the kernel. A clone copies the events (a source that must
+/// offer the same batch again after a refusal keeps one).
+#[derive(Debug, Default, Clone)]
 pub struct Batch {
     buf: BytesMut,
     /// Events framed elsewhere and shared ([`Batch::from_framed`]); when

@@ -15,6 +15,10 @@ append is durable.
   checkpointed only after the append is durable, each entry once.
 * [`syslog`] — RFC 5424 and RFC 3164 over TCP (TLS) or UDP; TCP is read only
   as fast as appends complete.
+* [`prometheus_scrape`] — Prometheus targets (text format, OpenMetrics)
+  scraped every interval, one append per target per scrape.
+* [`internal_metrics`] — holdfast's own metrics, through the same parser,
+  appended every interval.
 
 Each source's folder holds its own table (`config.rs`: raw keys, check,
 description); the list below names the types. [`listen`] is what the
@@ -35,11 +39,13 @@ pub const WRITE_FORMAT_2: bool = true;
 
 pub(crate) mod budget;
 pub mod file;
+pub mod internal_metrics;
 pub mod journald;
 pub mod listen;
 pub(crate) mod metric_points;
 pub mod otlp;
 pub mod otlp_http;
+pub mod prometheus_scrape;
 pub(crate) mod raw;
 pub mod syslog;
 
@@ -58,6 +64,10 @@ components! {
         "syslog" => Syslog(syslog::SyslogSourceSettings),
         /// `type = "otlp"`: OTLP over gRPC and HTTP (the Collector's `otlp` receiver).
         "otlp" => Otlp(otlp::OtlpSourceSettings),
+        /// `type = "prometheus_scrape"`: scrape Prometheus targets.
+        "prometheus_scrape" => PrometheusScrape(prometheus_scrape::ScrapeSettings),
+        /// `type = "internal_metrics"`: holdfast's own metrics.
+        "internal_metrics" => InternalMetrics(internal_metrics::InternalMetricsSettings),
     }
 }
 
