@@ -110,6 +110,7 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
             return;
         }
         sh.claim(&mut batch);
+        drop_unsendable(&sh, &mut batch);
         if batch.is_empty() {
             continue;
         }
@@ -161,6 +162,18 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
                 }
                 Outcome::ResponseTooLarge
             }
+            Answer::SomeRefused {
+                status,
+                reason,
+                error,
+            } => {
+                sh.status(status_class(*status));
+                Outcome::SomeRefused {
+                    status: *status,
+                    reason,
+                    error,
+                }
+            }
             Answer::Refused {
                 status,
                 retry_after,
@@ -196,16 +209,19 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
             }
         }
         match decision {
-            Decision::Split => {
+            Decision::Split { reason } => {
                 sh.release_retry(&mut batch);
                 let second = batch.split_off(batch.len() / 2);
-                sh.count(
-                    Which::Retries,
-                    "too_large_split",
-                    (batch.len() + second.len()) as u64,
-                );
-                warn!(sink = %sh.name, %url, events = batch.len() + second.len(),
-                    "the receiver refused the request as too large (413): sending it in two halves");
+                sh.count(Which::Retries, reason, (batch.len() + second.len()) as u64);
+                let events = batch.len() + second.len();
+                if let Outcome::SomeRefused { reason, error, .. } = &outcome {
+                    warn!(sink = %sh.name, %url, events, refused = reason, response = error,
+                        "the receiver refused some events of the request without saying which: \
+                        sending it in two halves to find them (they are quarantined alone)");
+                } else {
+                    warn!(sink = %sh.name, %url, events,
+                        "the receiver refused the request as too large (413): sending it in two halves");
+                }
                 queue.push_front(second);
                 queue.push_front(batch);
             }
@@ -316,6 +332,29 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
             }
         }
     }
+}
+
+/// Finishes, unsent, the claimed events of `batch` the transport can never
+/// send (a log record to a metrics receiver), counting them in
+/// `holdfast_dropped_events_total` under the transport's reason.
+fn drop_unsendable<T: Transport>(sh: &Shared<T>, batch: &mut Vec<Item>) {
+    if batch
+        .iter()
+        .all(|i| sh.transport.unsendable(&i.ev).is_none())
+    {
+        return;
+    }
+    let mut gone = Vec::new();
+    batch.retain(|i| match sh.transport.unsendable(&i.ev) {
+        None => true,
+        Some(reason) => {
+            sh.metrics
+                .drop_events(&format!("sink:{}", sh.name), reason, 1);
+            gone.push(i.pos);
+            false
+        }
+    });
+    sh.finished(gone);
 }
 
 /// The `status` label of `holdfast_sink_requests_total` for an answer's

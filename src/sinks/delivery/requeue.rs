@@ -122,7 +122,7 @@ fn down(outcome: &Outcome<'_>) -> bool {
     match *outcome {
         Outcome::Transport { .. } => true,
         Outcome::Status { status, .. } => status == 408 || (500..600).contains(&status),
-        Outcome::Success { .. } | Outcome::ResponseTooLarge => false,
+        Outcome::Success { .. } | Outcome::ResponseTooLarge | Outcome::SomeRefused { .. } => false,
     }
 }
 
@@ -136,7 +136,9 @@ pub(super) fn signal(outcome: &Outcome<'_>, decision: &Decision, rtt: Duration) 
         Outcome::Status {
             status: 429 | 503, ..
         } => Signal::Pushback,
-        Outcome::Status { .. } | Outcome::ResponseTooLarge => Signal::Other,
+        Outcome::Status { .. } | Outcome::ResponseTooLarge | Outcome::SomeRefused { .. } => {
+            Signal::Other
+        }
         Outcome::Success { .. } => {
             let (items, busy) = match decision {
                 Decision::PerEvent { verdicts, .. } => (

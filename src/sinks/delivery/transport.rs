@@ -98,6 +98,14 @@ pub(crate) enum Answer {
     /// A 2xx whose answer was longer than `limit` bytes: not read, so not
     /// known to say the events were stored.
     TooLarge { status: u16, limit: usize },
+    /// The receiver refused the request because some of its events can
+    /// never be stored (`reason`: remote write's samples too old), without
+    /// saying which: the request is halved until each is alone.
+    SomeRefused {
+        status: u16,
+        reason: &'static str,
+        error: String,
+    },
 }
 
 /// A request that went out: where to (for logs), the bytes put on the
@@ -123,6 +131,13 @@ pub(crate) trait Transport: Send + Sync + 'static {
     /// endpoint per signal; OpenObserve: one stream per request).
     fn route(&self, _ev: &Stored) -> u64 {
         0
+    }
+
+    /// Why `ev` can never be sent this way (a log record to a
+    /// metrics-only receiver), or `None`: such an event is finished
+    /// unsent and counted dropped under this reason.
+    fn unsendable(&self, _ev: &Stored) -> Option<&'static str> {
+        None
     }
 
     /// The request for `items` (never empty, all of one route). `request`

@@ -165,6 +165,9 @@ impl Client {
         if let Some(e) = encoding {
             r = r.header(CONTENT_ENCODING, e);
         }
+        for (name, value) in req.headers {
+            r = r.header(*name, *value);
+        }
         if let Some(a) = &self.auth {
             r = r.header(AUTHORIZATION, a.clone());
         }

@@ -39,6 +39,10 @@ impl<A: HttpApi> Transport for HttpTransport<A> {
         self.api.route(ev)
     }
 
+    fn unsendable(&self, ev: &Stored) -> Option<&'static str> {
+        self.api.unsendable(ev)
+    }
+
     fn prepare<'a>(&'a self, items: &'a [Item], request: usize) -> (Request, usize) {
         (self.api.encode(items, request), response_limit(items.len()))
     }
@@ -81,11 +85,21 @@ impl<A: HttpApi> Transport for HttpTransport<A> {
                 content_type,
                 body,
                 ..
-            } => Answer::Refused {
-                status,
-                retry_after,
-                error: self.api.error_text(content_type.as_deref(), &body),
-            },
+            } => {
+                let error = self.api.error_text(content_type.as_deref(), &body);
+                match self.api.refused_events(status, &error) {
+                    Some(reason) => Answer::SomeRefused {
+                        status,
+                        reason,
+                        error,
+                    },
+                    None => Answer::Refused {
+                        status,
+                        retry_after,
+                        error,
+                    },
+                }
+            }
         }
     }
 }

@@ -222,6 +222,9 @@ pub(crate) trait NetworkSink: Clone + fmt::Debug + Send + Sync + 'static {
     /// Its own machine checks, after the shared ones (the `nats` sink's
     /// secret files and its probe of the stream).
     fn check_own_environment(&self, _name: &str, _env: &mut Env<'_>) {}
+    /// Its own series, at 0, after the shared ones (reasons only its
+    /// receiver gives).
+    fn declare_own_metrics(&self, _name: &str, _metrics: &Metrics) {}
 }
 
 /// The items of a [`NetworkSink`] impl that only name its types: the raw
@@ -285,6 +288,7 @@ impl<T: NetworkSink> Sink for T {
     fn declare_metrics(&self, name: &str, metrics: &Metrics) {
         metrics.sinks.declare(name);
         metrics.declare_sink_drops(name, DROP_REASONS);
+        self.declare_own_metrics(name, metrics);
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {
