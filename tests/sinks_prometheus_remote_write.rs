@@ -522,6 +522,53 @@ fn a_sample_older_than_the_out_of_order_window_is_quarantined_as_too_old() {
     an_old_sample(Prometheus::new(), 500, "too old sample");
 }
 
+#[test]
+fn a_backlog_older_than_the_out_of_order_window_is_settled_in_few_requests() {
+    if !prometheus::available("a_backlog_older_than_the_out_of_order_window") {
+        return;
+    }
+    let p = Prometheus::started();
+    let (mut a, otlp) = agent(&p.write_url(), "");
+    a.start();
+    a.wait_ready();
+    let now = now_ms();
+    post_metrics(
+        otlp,
+        vec![gauge("fresh", "", number(now - 10_000, 1.0, &[]))],
+    );
+    wait_samples(&p, &a, "fresh", now - 20_000, 1);
+    // An outage's worth of samples, all three hours old, in time order.
+    let old = now - 3 * 3600 * 1000;
+    let n = 1000u64;
+    let points = (0..n)
+        .map(|i| {
+            gauge(
+                "late",
+                "",
+                number(old + i * 10, 1.0, &[("i", &i.to_string())]),
+            )
+        })
+        .collect();
+    post_metrics(otlp, points);
+    let labels = "sink=\"prom\",reason=\"too_old\"";
+    wait_for("the backlog quarantined", Duration::from_secs(60), || {
+        (counter(&a, "holdfast_sink_quarantined_events_total", labels) == n as f64).then_some(())
+    });
+    // Each refusal settles every sample no newer than its oldest, and the
+    // newer half goes first: a few requests per batch of 500, not two per
+    // sample.
+    let refused = counter(
+        &a,
+        "holdfast_sink_requests_total",
+        "sink=\"prom\",status=\"5xx\"",
+    );
+    assert!(
+        refused <= 40.0,
+        "{refused} refused requests for {n} old samples"
+    );
+    assert!(a.stop().success());
+}
+
 // ------------------------------------------------------------ a scripted receiver
 
 /// One request as it arrived.

@@ -44,9 +44,9 @@ use tracing::{error, warn};
 use super::item::{Item, Raw};
 use super::quarantining::{quarantine, quarantine_invalid};
 use super::requeue::{pushed_back, requeue, signal};
-use super::retry::{Decision, Outcome, Verdict};
+use super::retry::{Decision, Outcome, Rejection, Verdict};
 use super::shared::{pause, Back, Shared, Which};
-use super::transport::{Answer, BodyVerdict, Sent, Transport};
+use super::transport::{Answer, BodyVerdict, Refusal, Sent, Transport};
 use crate::event::Decoder;
 use crate::pool::{Items, Pool};
 
@@ -111,6 +111,9 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
         }
         sh.claim(&mut batch);
         drop_unsendable(&sh, &mut batch);
+        if !refuse_foreknown(&sh, &mut batch).await {
+            return;
+        }
         if batch.is_empty() {
             continue;
         }
@@ -166,8 +169,15 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
                 status,
                 reason,
                 error,
+                ..
             } => {
                 sh.status(status_class(*status));
+                let refusal = Refusal {
+                    kind: reason,
+                    status: *status,
+                    error: error.clone(),
+                };
+                sh.transport.learn_refusal(&batch, &refusal);
                 Outcome::SomeRefused {
                     status: *status,
                     reason,
@@ -222,8 +232,19 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
                     warn!(sink = %sh.name, %url, events,
                         "the receiver refused the request as too large (413): sending it in two halves");
                 }
-                queue.push_front(second);
-                queue.push_front(batch);
+                if matches!(
+                    answer,
+                    Answer::SomeRefused {
+                        newer_first: true,
+                        ..
+                    }
+                ) {
+                    queue.push_front(batch);
+                    queue.push_front(second);
+                } else {
+                    queue.push_front(second);
+                    queue.push_front(batch);
+                }
             }
             Decision::Hold {
                 reason,
@@ -355,6 +376,41 @@ fn drop_unsendable<T: Transport>(sh: &Shared<T>, batch: &mut Vec<Item>) {
         }
     });
     sh.finished(gone);
+}
+
+/// Quarantines, unsent, the claimed events of `batch` the transport knows
+/// the receiver refuses ([`Transport::foreknown`]). False when the sink
+/// stopped while the quarantine was full.
+async fn refuse_foreknown<T: Transport>(sh: &Arc<Shared<T>>, batch: &mut Vec<Item>) -> bool {
+    if batch
+        .iter()
+        .all(|i| sh.transport.foreknown(&i.ev).is_none())
+    {
+        return true;
+    }
+    let mut refused = Vec::new();
+    let mut kept = Vec::with_capacity(batch.len());
+    for item in batch.drain(..) {
+        match sh.transport.foreknown(&item.ev) {
+            None => kept.push(item),
+            Some(r) => {
+                sh.count(Which::Rejected, r.kind, 1);
+                let rejection = Rejection {
+                    kind: r.kind,
+                    reason: format!(
+                        "refused by the receiver (HTTP {}): {}; known from earlier answers, not sent",
+                        r.status, r.kind
+                    ),
+                    status: Some(r.status),
+                    error: r.error,
+                };
+                refused.push((item, rejection));
+            }
+        }
+    }
+    *batch = kept;
+    // The transport may have learnt more between the two looks.
+    refused.is_empty() || quarantine(sh, refused).await
 }
 
 /// The `status` label of `holdfast_sink_requests_total` for an answer's

@@ -105,7 +105,20 @@ pub(crate) enum Answer {
         status: u16,
         reason: &'static str,
         error: String,
+        /// Send the newer half first: the receiver refuses by a time
+        /// cutoff and accepts late samples, so what the newer half teaches
+        /// ([`Transport::learn_refusal`]) settles the older half unsent.
+        newer_first: bool,
     },
+}
+
+/// A refusal for good, as a transport knows it: the rejection's kind
+/// (`too_old`), the receiver's status and words.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Refusal {
+    pub kind: &'static str,
+    pub status: u16,
+    pub error: String,
 }
 
 /// A request that went out: where to (for logs), the bytes put on the
@@ -139,6 +152,17 @@ pub(crate) trait Transport: Send + Sync + 'static {
     fn unsendable(&self, _ev: &Stored) -> Option<&'static str> {
         None
     }
+
+    /// A refusal the receiver is known to give `ev` (a remote write sample
+    /// no newer than one it refused as too old), or `None`: such an event
+    /// is quarantined without being sent.
+    fn foreknown(&self, _ev: &Stored) -> Option<Refusal> {
+        None
+    }
+
+    /// The receiver refused `items` with [`Answer::SomeRefused`]: what the
+    /// transport may learn from it for [`Transport::foreknown`].
+    fn learn_refusal(&self, _items: &[Item], _refusal: &Refusal) {}
 
     /// The request for `items` (never empty, all of one route). `request`
     /// counts requests, for transports that spread them over endpoints.

@@ -5,7 +5,7 @@
 
 use crate::event::Stored;
 use crate::sinks::delivery::item::Item;
-use crate::sinks::delivery::transport::{short_text, BodyVerdict};
+use crate::sinks::delivery::transport::{short_text, BodyVerdict, Refusal};
 
 /// An HTTP request body ready to send (before compression).
 #[derive(Debug)]
@@ -36,11 +36,20 @@ pub(crate) trait HttpApi: Send + Sync + 'static {
 
     /// A refusal (status and error text) saying that some events of the
     /// request can never be stored, without saying which (remote write's
-    /// "out of bounds"): the reason they are rejected under. The request is
-    /// then halved until each such event is alone.
-    fn refused_events(&self, _status: u16, _error: &str) -> Option<&'static str> {
+    /// "out of bounds"): the reason they are rejected under, and whether
+    /// the newer half goes first. The request is then halved until each
+    /// such event is alone.
+    fn refused_events(&self, _status: u16, _error: &str) -> Option<(&'static str, bool)> {
         None
     }
+
+    /// See [`Transport::foreknown`].
+    fn foreknown(&self, _ev: &Stored) -> Option<Refusal> {
+        None
+    }
+
+    /// See [`Transport::learn_refusal`].
+    fn learn_refusal(&self, _items: &[Item], _refusal: &Refusal) {}
 
     /// The request for these events (never empty, all of one route).
     /// `request` counts requests, for APIs that spread them over several

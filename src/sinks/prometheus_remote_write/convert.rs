@@ -53,6 +53,21 @@ pub(crate) fn unsendable(ev: &Stored) -> Option<&'static str> {
     }
 }
 
+/// The time of `ev`'s point in Unix milliseconds, as its samples carry it.
+pub(crate) fn point_millis(ev: &Stored) -> Option<i64> {
+    let Some(Record::Metric(m)) = ev.record() else {
+        return None;
+    };
+    let t = match m.data.as_ref()? {
+        metric::Data::Gauge(g) => g.data_points.first()?.time_unix_nano,
+        metric::Data::Sum(s) => s.data_points.first()?.time_unix_nano,
+        metric::Data::Histogram(h) => h.data_points.first()?.time_unix_nano,
+        metric::Data::Summary(s) => s.data_points.first()?.time_unix_nano,
+        metric::Data::ExponentialHistogram(h) => h.data_points.first()?.time_unix_nano,
+    };
+    Some(millis(t, ev.observed_time_unix_nano()))
+}
+
 /// The request for `events` (each [`unsendable`] returned `None` for).
 pub(crate) fn write_request<'a>(
     events: impl Iterator<Item = &'a Stored>,

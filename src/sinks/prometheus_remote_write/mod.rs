@@ -23,18 +23,25 @@
 //! 500 "too old sample" when it has an out-of-order window) and Prometheus
 //! stores none of the request: the request is halved until each refused
 //! point is alone, and that one is quarantined as `too_old` or
-//! `out_of_order` (docs/sinks-prometheus-remote-write.md).
+//! `out_of_order`. A too-old refusal also teaches a time no sample at or
+//! before which the receiver will take (the refused request's oldest):
+//! such samples are quarantined unsent, and where the receiver has an
+//! out-of-order window the newer half of a refused request goes first, so
+//! a long outage's backlog is settled in a few requests per batch
+//! (docs/sinks-prometheus-remote-write.md).
 
 mod config;
 mod convert;
 mod naming;
 mod proto;
 
+use std::sync::{Mutex, PoisonError};
+
 use prost::Message;
 
 use super::delivery::item::Item;
 use super::delivery::options::DeliveryOptions;
-use super::delivery::transport::BodyVerdict;
+use super::delivery::transport::{BodyVerdict, Refusal};
 use super::http::{HttpApi, HttpOptions, Request};
 use crate::event::Stored;
 
@@ -51,6 +58,11 @@ pub struct RemoteWriteOptions {
 pub(crate) struct RemoteWrite {
     url: reqwest::Url,
     resource_to_labels: bool,
+    /// The newest time (Unix ms) known too old for the receiver, and its
+    /// refusal: samples no newer are quarantined unsent. Learnt from this
+    /// run's answers only (a receiver whose storage was wiped since takes
+    /// old samples again after a restart).
+    floor: Mutex<Option<(i64, Refusal)>>,
 }
 
 impl RemoteWrite {
@@ -58,6 +70,7 @@ impl RemoteWrite {
         RemoteWrite {
             url: opts.endpoint.clone(),
             resource_to_labels: opts.resource_to_labels,
+            floor: Mutex::new(None),
         }
     }
 }
@@ -90,9 +103,46 @@ impl HttpApi for RemoteWrite {
         BodyVerdict::Accepted
     }
 
-    fn refused_events(&self, status: u16, error: &str) -> Option<&'static str> {
-        refusal(status, error)
+    fn refused_events(&self, status: u16, error: &str) -> Option<(&'static str, bool)> {
+        refusal(status, error).map(|reason| (reason, late_samples_accepted(error)))
     }
+
+    fn foreknown(&self, ev: &Stored) -> Option<Refusal> {
+        let floor = self.floor.lock().unwrap_or_else(PoisonError::into_inner);
+        let (ts, refusal) = floor.as_ref()?;
+        (convert::point_millis(ev)? <= *ts).then(|| refusal.clone())
+    }
+
+    /// A receiver refuses samples as too old by a cutoff in time that only
+    /// moves forward: one of the refused request's samples is older than
+    /// the cutoff, so every sample no newer than the oldest of them is too.
+    fn learn_refusal(&self, items: &[Item], refusal: &Refusal) {
+        if refusal.kind != "too_old" {
+            return;
+        }
+        let Some(oldest) = items
+            .iter()
+            .filter_map(|i| convert::point_millis(&i.ev))
+            .min()
+        else {
+            return;
+        };
+        let mut floor = self.floor.lock().unwrap_or_else(PoisonError::into_inner);
+        if floor.as_ref().is_none_or(|(ts, _)| oldest > *ts) {
+            *floor = Some((oldest, refusal.clone()));
+        }
+    }
+}
+
+/// Whether a too-old refusal comes from a receiver that stores late
+/// samples (Prometheus says "too old sample" only with an out-of-order
+/// window; Mimir "sample-too-old" only past its window): sending a
+/// request's newer half first is then safe, and what it teaches settles the
+/// older half. Without a window ("out of bounds") the older half goes
+/// first, or its good samples would arrive out of order.
+fn late_samples_accepted(error: &str) -> bool {
+    let e = error.to_ascii_lowercase();
+    e.contains("too old") || e.contains("too-old")
 }
 
 /// What a refusal says about some samples of the request, from the

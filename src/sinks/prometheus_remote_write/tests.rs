@@ -412,12 +412,59 @@ fn what_has_no_remote_write_form_is_named() {
     assert_eq!(unsendable(&event(&[], empty).ev), Some("no_data_point"));
 }
 
-#[test]
-fn the_body_is_snappy_protobuf_with_the_published_field_numbers() {
-    let api = RemoteWrite {
+fn api() -> RemoteWrite {
+    RemoteWrite {
         url: reqwest::Url::parse("http://p:9090/api/v1/write").unwrap(),
         resource_to_labels: false,
+        floor: std::sync::Mutex::new(None),
+    }
+}
+
+#[test]
+fn samples_no_newer_than_a_request_refused_as_too_old_are_known_refused() {
+    let api = api();
+    let at = |t: u64| event(&[], gauge("g", "", point(t, 1.0, &[])));
+    let too_old = Refusal {
+        kind: "too_old",
+        status: 400,
+        error: "out of bounds".into(),
     };
+    assert_eq!(api.foreknown(&at(1).ev), None);
+    // Out of order says nothing about other series.
+    api.learn_refusal(
+        &[at(5000)],
+        &Refusal {
+            kind: "out_of_order",
+            ..too_old.clone()
+        },
+    );
+    assert_eq!(api.foreknown(&at(1).ev), None);
+    // One of 3000..=9000 is older than the cutoff: so is all up to 3000.
+    api.learn_refusal(&[at(9000), at(3000), at(4000)], &too_old);
+    assert_eq!(api.foreknown(&at(3000).ev), Some(too_old.clone()));
+    assert_eq!(api.foreknown(&at(2999).ev), Some(too_old.clone()));
+    assert_eq!(api.foreknown(&at(3001).ev), None);
+    // The floor never moves back.
+    api.learn_refusal(&[at(100)], &too_old);
+    assert_eq!(api.foreknown(&at(3000).ev), Some(too_old.clone()));
+    // Newer first only where the receiver takes late samples.
+    assert_eq!(
+        api.refused_events(400, "out of bounds"),
+        Some(("too_old", false))
+    );
+    assert_eq!(
+        api.refused_events(500, "too old sample"),
+        Some(("too_old", true))
+    );
+    assert_eq!(
+        api.refused_events(400, "out of order sample"),
+        Some(("out_of_order", false))
+    );
+}
+
+#[test]
+fn the_body_is_snappy_protobuf_with_the_published_field_numbers() {
+    let api = api();
     let items = vec![event(&[], gauge("g", "", point(5, 1.0, &[("a", "b")])))];
     let req = api.encode(&items, 0);
     assert_eq!(req.content_type, "application/x-protobuf");
