@@ -149,7 +149,7 @@ impl Client {
     /// At most `limit` bytes of the answer's body are read (and held).
     pub async fn send(&self, req: Request, limit: usize) -> (Reply, usize) {
         let (body, encoding) = match self.compression {
-            Compression::None => (pool::BODIES.freeze(req.body), None),
+            Compression::None | Compression::Snappy => (pool::BODIES.freeze(req.body), None),
             Compression::Gzip => {
                 let zipped = gzip(&req.body);
                 pool::BODIES.give(req.body);

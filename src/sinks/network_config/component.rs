@@ -49,6 +49,7 @@ fn describe_network(out: &mut String, o: &DeliveryOptions, t: &TransportKeys<'_>
     let compression = match t.compression {
         Compression::Gzip => "gzip",
         Compression::None => "no compression",
+        Compression::Snappy => "snappy (as the protocol requires)",
     };
     let auth = match &t.auth {
         None => "no credentials".to_string(),

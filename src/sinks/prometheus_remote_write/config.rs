@@ -61,7 +61,8 @@ impl RawRemoteWriteSink {
         }
         let concurrency_written = common.concurrency.is_some();
         let (mut delivery, mut http) = common.check(cx, p, false, &present);
-        http.compression = Compression::None;
+        // The API compresses each body itself (`mod.rs`).
+        http.compression = Compression::Snappy;
         if !concurrency_written {
             // A receiver refuses a series' sample older than one it has
             // (without an out-of-order window): requests in flight at

@@ -571,9 +571,13 @@ fn config_defaults_to_one_request_in_flight_and_snappy() {
     assert_eq!(o.common.concurrency, 1);
     assert!(!o.resource_to_labels);
     assert_eq!(o.endpoint.as_str(), "http://127.0.0.1:9090/api/v1/write");
-    assert_eq!(o.http.compression, crate::sinks::Compression::None);
+    assert_eq!(o.http.compression, crate::sinks::Compression::Snappy);
     let text = s.describe();
     assert!(text.contains("remote-writes metric points"), "{text}");
+    assert!(
+        text.contains("; snappy (as the protocol requires);"),
+        "{text}"
+    );
 
     let s = parse(
         &sink_config(
