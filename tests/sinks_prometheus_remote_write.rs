@@ -12,13 +12,13 @@
 mod daemon;
 #[path = "common/prometheus.rs"]
 mod prometheus;
+#[path = "common/remote_write.rs"]
+mod remote_write;
 #[path = "common/require.rs"]
 mod require;
 
-use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::sync::{Arc, Mutex};
+use std::io::{Read, Write};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
@@ -36,6 +36,7 @@ use prost::Message;
 
 use daemon::{free_port, wait_for, Agent};
 use prometheus::Prometheus;
+use remote_write::{decode, Sample, Scripted};
 
 // ------------------------------------------------------------ the agent
 
@@ -570,135 +571,6 @@ fn a_backlog_older_than_the_out_of_order_window_is_settled_in_few_requests() {
 }
 
 // ------------------------------------------------------------ a scripted receiver
-
-/// One request as it arrived.
-#[derive(Debug, Clone)]
-struct Seen {
-    at: Instant,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// An HTTP/1.1 receiver answering requests in turn with `script`
-/// (status, extra header lines, body), then 204.
-struct Scripted {
-    addr: SocketAddr,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Scripted {
-    fn start(script: Vec<(u16, &'static str, &'static str)>) -> Scripted {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let script = Arc::new(Mutex::new(VecDeque::from(script)));
-        let s = seen.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { return };
-                let (s, script) = (s.clone(), script.clone());
-                std::thread::spawn(move || serve(conn, s, script));
-            }
-        });
-        Scripted { addr, seen }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/api/v1/write", self.addr)
-    }
-}
-
-type Script = Arc<Mutex<VecDeque<(u16, &'static str, &'static str)>>>;
-
-fn serve(conn: std::net::TcpStream, seen: Arc<Mutex<Vec<Seen>>>, script: Script) {
-    let mut w = conn.try_clone().unwrap();
-    let mut r = BufReader::new(conn);
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut headers = Vec::new();
-        loop {
-            let mut h = String::new();
-            r.read_line(&mut h).unwrap();
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            let (k, v) = h.split_once(':').unwrap();
-            headers.push((k.trim().to_string(), v.trim().to_string()));
-        }
-        let len: usize = headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-            .map_or(0, |(_, v)| v.parse().unwrap());
-        let mut body = vec![0; len];
-        r.read_exact(&mut body).unwrap();
-        seen.lock().unwrap().push(Seen {
-            at: Instant::now(),
-            headers,
-            body,
-        });
-        let (status, extra, text) = script.lock().unwrap().pop_front().unwrap_or((204, "", ""));
-        let _ = write!(
-            w,
-            "HTTP/1.1 {status} X\r\n{extra}Content-Length: {}\r\n\r\n{text}",
-            text.len()
-        );
-    }
-}
-
-/// The remote write messages, as a receiver decodes them.
-#[derive(Clone, PartialEq, Message)]
-struct WriteRequest {
-    #[prost(message, repeated, tag = "1")]
-    timeseries: Vec<TimeSeries>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct TimeSeries {
-    #[prost(message, repeated, tag = "1")]
-    labels: Vec<Label>,
-    #[prost(message, repeated, tag = "2")]
-    samples: Vec<Sample>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct Label {
-    #[prost(string, tag = "1")]
-    name: String,
-    #[prost(string, tag = "2")]
-    value: String,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct Sample {
-    #[prost(double, tag = "1")]
-    value: f64,
-    #[prost(int64, tag = "2")]
-    timestamp: i64,
-}
-
-fn decode(body: &[u8]) -> WriteRequest {
-    let raw = snap::raw::Decoder::new()
-        .decompress_vec(body)
-        .expect("a snappy block-format body");
-    WriteRequest::decode(raw.as_slice()).expect("a remote write WriteRequest")
-}
 
 #[test]
 fn pushback_and_failures_are_retried_with_the_receivers_wait_and_the_wire_is_remote_write() {

@@ -117,3 +117,87 @@ impl NetworkSink for RemoteWriteOptions {
             .declare_own_reasons(name, RETRY_REASONS, REJECT_REASONS);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::parse;
+    use crate::sinks::SinkKind;
+
+    fn sink_config(extra: &str) -> String {
+        format!(
+            "data_dir = \"/d\"\nsources.app = {{ type = \"otlp_http\" }}\n\n\
+             [sinks.prom]\ntype = \"prometheus_remote_write\"\ninputs = [\"app\"]\n{extra}"
+        )
+    }
+
+    #[test]
+    fn config_defaults_to_one_request_in_flight_and_snappy() {
+        let s = parse(
+            &sink_config("endpoint = \"http://127.0.0.1:9090/api/v1/write\"\n"),
+            "/etc/holdfast/holdfast.toml",
+        )
+        .unwrap();
+        let SinkKind::PrometheusRemoteWrite(o) = &s.sinks["prom"].kind else {
+            panic!()
+        };
+        assert_eq!(o.common.concurrency, 1);
+        assert!(!o.resource_to_labels);
+        assert_eq!(o.endpoint.as_str(), "http://127.0.0.1:9090/api/v1/write");
+        assert_eq!(o.http.compression, crate::sinks::Compression::Snappy);
+        let text = s.describe();
+        assert!(text.contains("remote-writes metric points"), "{text}");
+        assert!(
+            text.contains("; snappy (as the protocol requires);"),
+            "{text}"
+        );
+
+        let s = parse(
+            &sink_config(
+                "endpoint = \"https://mimir:8080/api/v1/push\"\nconcurrency = 4\n\
+                 resource_to_labels = true\nauth.user = \"edge\"\nauth.password_file = \"/p\"\n\
+                 headers = { \"X-Scope-OrgID\" = \"plant-3\" }\n",
+            ),
+            "/etc/holdfast/holdfast.toml",
+        )
+        .unwrap();
+        let SinkKind::PrometheusRemoteWrite(o) = &s.sinks["prom"].kind else {
+            panic!()
+        };
+        assert_eq!(o.common.concurrency, 4);
+        assert!(o.resource_to_labels);
+        assert_eq!(o.http.headers.len(), 1);
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        for (extra, key, fragment) in [
+            ("", "sinks.prom", "missing `endpoint`"),
+            (
+                "endpoint = \"http://p:9090/api/v1/write\"\ncompression = \"gzip\"\n",
+                "sinks.prom.compression",
+                "snappy",
+            ),
+            (
+                "endpoint = \"ftp://p/api/v1/write\"\n",
+                "sinks.prom.endpoint",
+                "ftp URL",
+            ),
+            (
+                "endpoint = \"http://p:9090/api/v1/write\"\nresource_to_labels = \"yes\"\n",
+                "sinks.prom.resource_to_labels",
+                "",
+            ),
+        ] {
+            let err = match parse(&sink_config(extra), "/etc/holdfast/holdfast.toml") {
+                Ok(_) => panic!("{extra}: accepted"),
+                Err(e) => e,
+            };
+            let p = err.problems();
+            assert!(
+                p.iter()
+                    .any(|d| d.key == key && d.message.contains(fragment)),
+                "{extra}: {p:?}"
+            );
+        }
+    }
+}
