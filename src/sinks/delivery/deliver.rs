@@ -17,6 +17,14 @@
 //! [`Limit`]; an answer that shows the receiver working releases the
 //! retry queue's backoffs ([`Back::Alive`]).
 //!
+//! Before each send, the claimed events the transport can never send
+//! ([`Transport::unsendable`]: a log record to a metrics receiver) are
+//! finished and counted dropped, and those it knows the receiver refuses
+//! ([`Transport::foreknown`]) are quarantined unsent. A refusal of some
+//! unknown events ([`Answer::SomeRefused`]) is told to the transport
+//! ([`Transport::learn_refusal`]) and halves the request like a 413, the
+//! newer half first when the transport says so.
+//!
 //! Eviction (`when_full = "drop_oldest"`, `max_age`): every log event is
 //! claimed from the log's [`Ledger`] right before each send and released with
 //! its outcome when the answer is in. An event the log evicted before the
