@@ -667,7 +667,19 @@ fn a_refused_request_is_quarantined_with_the_receivers_words_and_refused_credent
             "invalid metric name: label set has duplicate names",
         ),
     ]);
-    let (mut a, otlp) = agent(&r.url(), "");
+    // A bearer token and a tenant header from files, as Mimir wants them.
+    let dir = tempfile::tempdir().unwrap();
+    let (token, tenant) = (dir.path().join("token"), dir.path().join("tenant"));
+    std::fs::write(&token, "t0ken\n").unwrap();
+    std::fs::write(&tenant, "plant-9\n").unwrap();
+    let (mut a, otlp) = agent(
+        &r.url(),
+        &format!(
+            "auth.bearer_token_file = \"{}\"\nheaders_file = {{ \"X-Scope-OrgID\" = \"{}\" }}\n",
+            token.display(),
+            tenant.display()
+        ),
+    );
     a.start();
     a.wait_ready();
     post_metrics(otlp, vec![gauge("g", "", number(now_ms(), 1.0, &[]))]);
@@ -681,7 +693,12 @@ fn a_refused_request_is_quarantined_with_the_receivers_words_and_refused_credent
             .then_some(())
     });
     // 401 held the event (sent again), 400 quarantined it.
-    assert_eq!(r.seen().len(), 2);
+    let seen = r.seen();
+    assert_eq!(seen.len(), 2);
+    for s in &seen {
+        assert_eq!(s.header("Authorization"), Some("Bearer t0ken"));
+        assert_eq!(s.header("X-Scope-OrgID"), Some("plant-9"));
+    }
     assert_eq!(counter(&a, "holdfast_sink_auth_failures_total", sink), 1.0);
     let out = daemon::holdfast(&["quarantine", "list", "--config", a.config_arg(), "--json"]);
     let text = String::from_utf8_lossy(&out.stdout);
