@@ -593,6 +593,16 @@ fn pushback_and_failures_are_retried_with_the_receivers_wait_and_the_wire_is_rem
     a.wait_ready();
     let t = now_ms();
     post_metrics(otlp, vec![gauge("g", "", number(t, 2.5, &[("k", "v")]))]);
+    wait_for("the first request", Duration::from_secs(30), || {
+        (!r.seen().is_empty()).then_some(())
+    });
+    // A newer sample of the same series while the first waits out the 429:
+    // it must not overtake it (a receiver without an out-of-order window
+    // would then refuse the first as out of order).
+    post_metrics(
+        otlp,
+        vec![gauge("g", "", number(t + 1000, 3.5, &[("k", "v")]))],
+    );
     let seen = wait_for("three requests", Duration::from_secs(30), || {
         let s = r.seen();
         (s.len() >= 3).then_some(s)
@@ -600,7 +610,11 @@ fn pushback_and_failures_are_retried_with_the_receivers_wait_and_the_wire_is_rem
     // The 429's Retry-After: 2 s, whatever the 100 ms backoff.
     let waited = seen[1].at - seen[0].at;
     assert!(waited >= Duration::from_millis(1900), "{waited:?}");
-    for s in &seen {
+    let first = Sample {
+        value: 2.5,
+        timestamp: t as i64,
+    };
+    for (i, s) in seen.iter().enumerate() {
         assert_eq!(s.header("Content-Encoding"), Some("snappy"));
         assert_eq!(s.header("Content-Type"), Some("application/x-protobuf"));
         assert_eq!(s.header("X-Prometheus-Remote-Write-Version"), Some("0.1.0"));
@@ -624,19 +638,16 @@ fn pushback_and_failures_are_retried_with_the_receivers_wait_and_the_wire_is_rem
                 ("k", "v")
             ]
         );
-        assert_eq!(
-            req.timeseries[0].samples,
-            [Sample {
-                value: 2.5,
-                timestamp: t as i64
-            }]
-        );
+        // The first sample leads every request until it is accepted.
+        if i < 3 {
+            assert_eq!(req.timeseries[0].samples[0], first, "request {i}");
+        }
     }
     let sink = "sink=\"prom\"";
     wait_for(
         "delivered after the retries",
         Duration::from_secs(10),
-        || (counter(&a, "holdfast_sink_sent_events_total", sink) == 1.0).then_some(()),
+        || (counter(&a, "holdfast_sink_sent_events_total", sink) == 2.0).then_some(()),
     );
     assert_eq!(
         counter(
@@ -652,7 +663,8 @@ fn pushback_and_failures_are_retried_with_the_receivers_wait_and_the_wire_is_rem
             "holdfast_sink_retries_total",
             &format!("{sink},reason=\"http_5xx\"")
         ),
-        1.0
+        // Every event of the request the 500 answered.
+        decode(&seen[1].body).timeseries[0].samples.len() as f64
     );
     assert!(a.stop().success());
 }

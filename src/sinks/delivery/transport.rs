@@ -160,6 +160,14 @@ pub(crate) trait Transport: Send + Sync + 'static {
         None
     }
 
+    /// Whether the receiver needs each series' events in time order
+    /// (remote write without an out-of-order window): pushback (429) then
+    /// holds every batch like an outage, so that no newer event overtakes
+    /// those waiting for the receiver's `Retry-After`.
+    fn in_order(&self) -> bool {
+        false
+    }
+
     /// The receiver refused `items` with [`Answer::SomeRefused`]: what the
     /// transport may learn from it for [`Transport::foreknown`].
     fn learn_refusal(&self, _items: &[Item], _refusal: &Refusal) {}

@@ -48,6 +48,11 @@ pub(crate) trait HttpApi: Send + Sync + 'static {
         None
     }
 
+    /// See [`Transport::in_order`].
+    fn in_order(&self) -> bool {
+        false
+    }
+
     /// See [`Transport::learn_refusal`].
     fn learn_refusal(&self, _items: &[Item], _refusal: &Refusal) {}
 

@@ -47,6 +47,10 @@ impl<A: HttpApi> Transport for HttpTransport<A> {
         self.api.foreknown(ev)
     }
 
+    fn in_order(&self) -> bool {
+        self.api.in_order()
+    }
+
     fn learn_refusal(&self, items: &[Item], refusal: &Refusal) {
         self.api.learn_refusal(items, refusal)
     }

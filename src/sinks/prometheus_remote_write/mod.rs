@@ -107,6 +107,13 @@ impl HttpApi for RemoteWrite {
         refusal(status, error).map(|reason| (reason, late_samples_accepted(error)))
     }
 
+    /// Samples sent while older ones wait out a 429 would reach a receiver
+    /// without an out-of-order window first, and the older ones would then
+    /// be refused as out of order.
+    fn in_order(&self) -> bool {
+        true
+    }
+
     fn foreknown(&self, ev: &Stored) -> Option<Refusal> {
         let floor = self.floor.lock().unwrap_or_else(PoisonError::into_inner);
         let (ts, refusal) = floor.as_ref()?;

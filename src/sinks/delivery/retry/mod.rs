@@ -10,7 +10,7 @@
 //! | outcome | verdict |
 //! |---------|---------|
 //! | connection error, timeout, reset | retry every event, without limit |
-//! | 408, 429, 5xx | retry every event, without limit, honouring `Retry-After` |
+//! | 408, 429, 5xx | retry every event, without limit, honouring `Retry-After` (a 429 holds every batch, as an outage does, for a transport that needs its events in time order) |
 //! | 401, 403 | hold: keep every event, retry slowly, alarm (a key expired) |
 //! | 404, 405, 3xx | hold: the endpoint is wrong, which is configuration too |
 //! | 413 | split the request in two; a single event too large is rejected |
