@@ -47,7 +47,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rand::SeedableRng;
-use tracing::{error, warn};
+use tracing::{debug, error, warn};
 
 use super::item::{Item, Raw};
 use super::quarantining::{quarantine, quarantine_invalid};
@@ -233,7 +233,9 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
                 sh.count(Which::Retries, reason, (batch.len() + second.len()) as u64);
                 let events = batch.len() + second.len();
                 if let Outcome::SomeRefused { reason, error, .. } = &outcome {
-                    warn!(sink = %sh.name, %url, events, refused = reason, response = error,
+                    // Each one found is quarantined with a warning of its
+                    // own: a backlog of them would log every halving twice.
+                    debug!(sink = %sh.name, %url, events, refused = reason, response = error,
                         "the receiver refused some events of the request without saying which: \
                         sending it in two halves to find them (they are quarantined alone)");
                 } else {
