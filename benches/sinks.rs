@@ -428,6 +428,7 @@ async fn run(backlog: u64) {
         task.await.unwrap().unwrap();
         let label = match compression {
             Compression::Gzip => format!("{kind} (gzip)"),
+            Compression::Snappy => format!("{kind} (snappy)"),
             Compression::None => kind.to_string(),
         };
         let text = metrics.encode().unwrap_or_default();

@@ -49,7 +49,8 @@ fn every_component() -> String {
          [sinks.oo]\ntype = \"openobserve\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\
          [sinks.collector]\ntype = \"otlp_http\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\
          [sinks.bus]\ntype = \"nats\"\ninputs = [\"otlp\"]\nservers = [\"nats://127.0.0.1:{closed}\"]\nstream = \"T\"\n\n\
-         [sinks.gw]\ntype = \"otlp_grpc\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n",
+         [sinks.gw]\ntype = \"otlp_grpc\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\
+         [sinks.prom]\ntype = \"prometheus_remote_write\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}/api/v1/write\"\n",
         free_port(),
         free_port(),
         free_port(),

@@ -57,7 +57,8 @@ pub(crate) struct QuarantineFilter {
     #[arg(long)]
     sink: Option<String>,
     /// A reason label (rejected, partially_rejected, retries_exhausted,
-    /// too_large, invalid_event) or words from the reason.
+    /// too_large, invalid_event; prometheus_remote_write: too_old,
+    /// out_of_order) or words from the reason.
     #[arg(long)]
     reason: Option<String>,
     /// Quarantined at or after this time: 2024-05-01T12:00:00Z, or a

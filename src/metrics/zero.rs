@@ -70,6 +70,24 @@ impl SinkMetrics {
         }
     }
 
+    /// The reasons only a sink type gives, at 0 for the sink `name`:
+    /// `retries` of `holdfast_sink_retries_total`, `rejects` of
+    /// `holdfast_sink_rejected_events_total` and
+    /// `holdfast_sink_quarantined_events_total` (besides [`RETRY_REASONS`]
+    /// and [`REJECT_REASONS`], which every network sink has).
+    pub fn declare_own_reasons(&self, name: &str, retries: &[&str], rejects: &[&str]) {
+        let labels = |reason: &str| SinkReasonLabels {
+            sink: name.to_string(),
+            reason: reason.to_string(),
+        };
+        for reason in retries {
+            zero(&[&self.retries], &labels(reason));
+        }
+        for reason in rejects {
+            zero(&[&self.rejected, &self.quarantined], &labels(reason));
+        }
+    }
+
     /// The one series of the sink `name` that writes local files, at 0: it
     /// delivers, and rotates old output away (`declare_sink_drops`);
     /// requests, retries and rejections do not happen to it.

@@ -9,7 +9,8 @@ delivery stopped.
   [`otlp_http`] (OTLP/HTTP, protobuf or JSON), [`otlp_grpc`] (OTLP/gRPC,
   an `Export` call per request), [`elasticsearch`] (the
   `_bulk` API), [`openobserve`] (its `_json` ingestion), [`nats`] (NATS
-  JetStream: a message per event, each with its own publish ack).
+  JetStream: a message per event, each with its own publish ack),
+  [`prometheus_remote_write`] (metric points as Prometheus remote write 1.0).
 
 What is here, kits first, then the components:
 
@@ -23,6 +24,7 @@ What is here, kits first, then the components:
 | `document/`, `template.rs` | JSON documents, index/stream/subject names |
 | `otlp_request/` | OTLP export requests rebuilt from stored events, grouped by resource and scope (protobuf, JSON): what `otlp_http`, `otlp_grpc` and `nats` send |
 | `otlp_http/`, `elasticsearch/`, `openobserve/` | the three HTTP receiver APIs; each folder's `config.rs` its keys, check and description |
+| `prometheus_remote_write/` | Prometheus remote write 1.0: OTLP points to series (names, units, labels), snappy protobuf requests, refused old samples found by halving |
 | `nats/` | NATS JetStream: its own transport (a publish and an ack per event) |
 | `otlp_grpc/` | OTLP/gRPC: its own transport (tonic, one `Export` call per request, the status mapped onto the shared policy) |
 | `file/` | NDJSON files; a sink of its own, not on the delivery kit |
@@ -46,6 +48,7 @@ pub mod openobserve;
 pub mod otlp_grpc;
 pub mod otlp_http;
 pub(crate) mod otlp_request;
+pub mod prometheus_remote_write;
 pub mod quarantine;
 mod quarantine_options;
 pub mod template;
@@ -60,6 +63,7 @@ pub use nats::{NatsCredentials, NatsEncoding, NatsOptions, StreamSpec};
 pub use openobserve::OpenObserveOptions;
 pub use otlp_grpc::OtlpGrpcSinkOptions;
 pub use otlp_http::{OtlpEncoding, OtlpHttpSinkOptions};
+pub use prometheus_remote_write::RemoteWriteOptions;
 pub use quarantine_options::{QuarantineFull, QuarantineOptions};
 pub use template::Template;
 
@@ -80,5 +84,7 @@ components! {
         "openobserve" => OpenObserve(openobserve::OpenObserveOptions),
         /// `type = "nats"`: NATS JetStream, an ack per event.
         "nats" => Nats(nats::NatsOptions),
+        /// `type = "prometheus_remote_write"`: Prometheus remote write 1.0.
+        "prometheus_remote_write" => PrometheusRemoteWrite(prometheus_remote_write::RemoteWriteOptions),
     }
 }

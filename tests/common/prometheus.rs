@@ -54,6 +54,8 @@ pub struct Prometheus {
     extra: String,
     /// Extra command-line flags.
     flags: Vec<String>,
+    /// `storage.tsdb.out_of_order_time_window`, if any.
+    window: Option<&'static str>,
     child: Option<Child>,
 }
 
@@ -65,8 +67,18 @@ impl Prometheus {
             dir: tempfile::tempdir().expect("tempdir"),
             extra: String::new(),
             flags: Vec::new(),
+            window: Some(OUT_OF_ORDER_WINDOW),
             child: None,
         }
+    }
+
+    /// A receiver without an out-of-order window, as Prometheus is by
+    /// default: a sample older than its head block's window (about an
+    /// hour behind its newest) is refused; not started.
+    pub fn without_out_of_order_window() -> Prometheus {
+        let mut p = Prometheus::new();
+        p.window = None;
+        p
     }
 
     /// Started, ready to receive remote writes.
@@ -101,7 +113,10 @@ impl Prometheus {
         std::fs::write(
             &conf,
             format!(
-                "global:\n  scrape_interval: 15s\nstorage:\n  tsdb:\n    out_of_order_time_window: {OUT_OF_ORDER_WINDOW}\n{}",
+                "global:\n  scrape_interval: 15s\n{}{}",
+                self.window
+                    .map(|w| format!("storage:\n  tsdb:\n    out_of_order_time_window: {w}\n"))
+                    .unwrap_or_default(),
                 self.extra
             ),
         )

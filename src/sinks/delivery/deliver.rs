@@ -17,6 +17,14 @@
 //! [`Limit`]; an answer that shows the receiver working releases the
 //! retry queue's backoffs ([`Back::Alive`]).
 //!
+//! Before each send, the claimed events the transport can never send
+//! ([`Transport::unsendable`]: a log record to a metrics receiver) are
+//! finished and counted dropped, and those it knows the receiver refuses
+//! ([`Transport::foreknown`]) are quarantined unsent. A refusal of some
+//! unknown events ([`Answer::SomeRefused`]) is told to the transport
+//! ([`Transport::learn_refusal`]) and halves the request like a 413, the
+//! newer half first when the transport says so.
+//!
 //! Eviction (`when_full = "drop_oldest"`, `max_age`): every log event is
 //! claimed from the log's [`Ledger`] right before each send and released with
 //! its outcome when the answer is in. An event the log evicted before the
@@ -39,14 +47,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rand::SeedableRng;
-use tracing::{error, warn};
+use tracing::{debug, error, warn};
 
 use super::item::{Item, Raw};
 use super::quarantining::{quarantine, quarantine_invalid};
 use super::requeue::{pushed_back, requeue, signal};
-use super::retry::{Decision, Outcome, Verdict};
+use super::retry::{Decision, Outcome, Rejection, Verdict};
 use super::shared::{pause, Back, Shared, Which};
-use super::transport::{Answer, BodyVerdict, Sent, Transport};
+use super::transport::{Answer, BodyVerdict, Refusal, Sent, Transport};
 use crate::event::Decoder;
 use crate::pool::{Items, Pool};
 
@@ -110,6 +118,10 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
             return;
         }
         sh.claim(&mut batch);
+        drop_unsendable(&sh, &mut batch);
+        if !refuse_foreknown(&sh, &mut batch).await {
+            return;
+        }
         if batch.is_empty() {
             continue;
         }
@@ -161,6 +173,25 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
                 }
                 Outcome::ResponseTooLarge
             }
+            Answer::SomeRefused {
+                status,
+                reason,
+                error,
+                ..
+            } => {
+                sh.status(status_class(*status));
+                let refusal = Refusal {
+                    kind: reason,
+                    status: *status,
+                    error: error.clone(),
+                };
+                sh.transport.learn_refusal(&batch, &refusal);
+                Outcome::SomeRefused {
+                    status: *status,
+                    reason,
+                    error,
+                }
+            }
             Answer::Refused {
                 status,
                 retry_after,
@@ -196,18 +227,34 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
             }
         }
         match decision {
-            Decision::Split => {
+            Decision::Split { reason } => {
                 sh.release_retry(&mut batch);
                 let second = batch.split_off(batch.len() / 2);
-                sh.count(
-                    Which::Retries,
-                    "too_large_split",
-                    (batch.len() + second.len()) as u64,
-                );
-                warn!(sink = %sh.name, %url, events = batch.len() + second.len(),
-                    "the receiver refused the request as too large (413): sending it in two halves");
-                queue.push_front(second);
-                queue.push_front(batch);
+                sh.count(Which::Retries, reason, (batch.len() + second.len()) as u64);
+                let events = batch.len() + second.len();
+                if let Outcome::SomeRefused { reason, error, .. } = &outcome {
+                    // Each one found is quarantined with a warning of its
+                    // own: a backlog of them would log every halving twice.
+                    debug!(sink = %sh.name, %url, events, refused = reason, response = error,
+                        "the receiver refused some events of the request without saying which: \
+                        sending it in two halves to find them (they are quarantined alone)");
+                } else {
+                    warn!(sink = %sh.name, %url, events,
+                        "the receiver refused the request as too large (413): sending it in two halves");
+                }
+                if matches!(
+                    answer,
+                    Answer::SomeRefused {
+                        newer_first: true,
+                        ..
+                    }
+                ) {
+                    queue.push_front(batch);
+                    queue.push_front(second);
+                } else {
+                    queue.push_front(second);
+                    queue.push_front(batch);
+                }
             }
             Decision::Hold {
                 reason,
@@ -316,6 +363,64 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
             }
         }
     }
+}
+
+/// Finishes, unsent, the claimed events of `batch` the transport can never
+/// send (a log record to a metrics receiver), counting them in
+/// `holdfast_dropped_events_total` under the transport's reason.
+fn drop_unsendable<T: Transport>(sh: &Shared<T>, batch: &mut Vec<Item>) {
+    if batch
+        .iter()
+        .all(|i| sh.transport.unsendable(&i.ev).is_none())
+    {
+        return;
+    }
+    let mut gone = Vec::new();
+    batch.retain(|i| match sh.transport.unsendable(&i.ev) {
+        None => true,
+        Some(reason) => {
+            sh.metrics
+                .drop_events(&format!("sink:{}", sh.name), reason, 1);
+            gone.push(i.pos);
+            false
+        }
+    });
+    sh.finished(gone);
+}
+
+/// Quarantines, unsent, the claimed events of `batch` the transport knows
+/// the receiver refuses ([`Transport::foreknown`]). False when the sink
+/// stopped while the quarantine was full.
+async fn refuse_foreknown<T: Transport>(sh: &Arc<Shared<T>>, batch: &mut Vec<Item>) -> bool {
+    if batch
+        .iter()
+        .all(|i| sh.transport.foreknown(&i.ev).is_none())
+    {
+        return true;
+    }
+    let mut refused = Vec::new();
+    let mut kept = Vec::with_capacity(batch.len());
+    for item in batch.drain(..) {
+        match sh.transport.foreknown(&item.ev) {
+            None => kept.push(item),
+            Some(r) => {
+                sh.count(Which::Rejected, r.kind, 1);
+                let rejection = Rejection {
+                    kind: r.kind,
+                    reason: format!(
+                        "refused by the receiver (HTTP {}): {}; known from earlier answers, not sent",
+                        r.status, r.kind
+                    ),
+                    status: Some(r.status),
+                    error: r.error,
+                };
+                refused.push((item, rejection));
+            }
+        }
+    }
+    *batch = kept;
+    // The transport may have learnt more between the two looks.
+    refused.is_empty() || quarantine(sh, refused).await
 }
 
 /// The `status` label of `holdfast_sink_requests_total` for an answer's

@@ -75,7 +75,7 @@ pub(super) fn requeue<T: Transport>(
             let not_before = now + wait;
             // Only a wait the receiver did not ask for may be cut short when
             // it works again.
-            let floor = if retry_after.is_none() && down(outcome) {
+            let floor = if retry_after.is_none() && holds(sh, outcome) {
                 now
             } else {
                 not_before
@@ -91,7 +91,7 @@ pub(super) fn requeue<T: Transport>(
         }
     }
     log(shortest.unwrap_or_default(), n);
-    if down(outcome) {
+    if holds(sh, outcome) {
         if let Some(until) = groups.iter().map(|g| g.not_before).max() {
             let _ = sh.back.send(Back::Down { until });
         }
@@ -116,13 +116,20 @@ fn back_to_raw(i: Item, failures: u32) -> Raw {
     }
 }
 
+/// Whether an outcome holds every batch: the receiver is down, or pushes
+/// back on a sink whose receiver needs its events in time order.
+fn holds<T: Transport>(sh: &Shared<T>, outcome: &Outcome<'_>) -> bool {
+    down(outcome)
+        || (sh.transport.in_order() && matches!(outcome, Outcome::Status { status: 429, .. }))
+}
+
 /// Whether an outcome says the receiver is down (no answer, 408, a 5xx)
 /// rather than pushing back (429) or judging events.
 fn down(outcome: &Outcome<'_>) -> bool {
     match *outcome {
         Outcome::Transport { .. } => true,
         Outcome::Status { status, .. } => status == 408 || (500..600).contains(&status),
-        Outcome::Success { .. } | Outcome::ResponseTooLarge => false,
+        Outcome::Success { .. } | Outcome::ResponseTooLarge | Outcome::SomeRefused { .. } => false,
     }
 }
 
@@ -136,7 +143,9 @@ pub(super) fn signal(outcome: &Outcome<'_>, decision: &Decision, rtt: Duration) 
         Outcome::Status {
             status: 429 | 503, ..
         } => Signal::Pushback,
-        Outcome::Status { .. } | Outcome::ResponseTooLarge => Signal::Other,
+        Outcome::Status { .. } | Outcome::ResponseTooLarge | Outcome::SomeRefused { .. } => {
+            Signal::Other
+        }
         Outcome::Success { .. } => {
             let (items, busy) = match decision {
                 Decision::PerEvent { verdicts, .. } => (

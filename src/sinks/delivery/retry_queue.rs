@@ -65,7 +65,6 @@ impl RetryQueue {
         self.events
     }
 
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.events == 0
     }

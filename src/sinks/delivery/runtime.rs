@@ -276,8 +276,11 @@ pub(crate) async fn run<T: Transport>(
                 // Everything backs off and nothing is in flight: one event
                 // alone finds out whether the receiver is back.
                 let r = retries.take_probe().or_else(|| {
-                    // Held batches: the first event of the one forming.
-                    if held.is_none() || forming.events.is_empty() {
+                    // Held batches: the first event of the one forming;
+                    // not past older events waiting out the receiver's
+                    // wait when it needs events in time order.
+                    let overtakes = shared.transport.in_order() && !retries.is_empty();
+                    if held.is_none() || forming.events.is_empty() || overtakes {
                         return None;
                     }
                     let r = forming.events.remove(0);

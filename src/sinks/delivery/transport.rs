@@ -98,6 +98,27 @@ pub(crate) enum Answer {
     /// A 2xx whose answer was longer than `limit` bytes: not read, so not
     /// known to say the events were stored.
     TooLarge { status: u16, limit: usize },
+    /// The receiver refused the request because some of its events can
+    /// never be stored (`reason`: remote write's samples too old), without
+    /// saying which: the request is halved until each is alone.
+    SomeRefused {
+        status: u16,
+        reason: &'static str,
+        error: String,
+        /// Send the newer half first: the receiver refuses by a time
+        /// cutoff and accepts late samples, so what the newer half teaches
+        /// ([`Transport::learn_refusal`]) settles the older half unsent.
+        newer_first: bool,
+    },
+}
+
+/// A refusal for good, as a transport knows it: the rejection's kind
+/// (`too_old`), the receiver's status and words.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Refusal {
+    pub kind: &'static str,
+    pub status: u16,
+    pub error: String,
 }
 
 /// A request that went out: where to (for logs), the bytes put on the
@@ -124,6 +145,32 @@ pub(crate) trait Transport: Send + Sync + 'static {
     fn route(&self, _ev: &Stored) -> u64 {
         0
     }
+
+    /// Why `ev` can never be sent this way (a log record to a
+    /// metrics-only receiver), or `None`: such an event is finished
+    /// unsent and counted dropped under this reason.
+    fn unsendable(&self, _ev: &Stored) -> Option<&'static str> {
+        None
+    }
+
+    /// A refusal the receiver is known to give `ev` (a remote write sample
+    /// no newer than one it refused as too old), or `None`: such an event
+    /// is quarantined without being sent.
+    fn foreknown(&self, _ev: &Stored) -> Option<Refusal> {
+        None
+    }
+
+    /// Whether the receiver needs each series' events in time order
+    /// (remote write without an out-of-order window): pushback (429) then
+    /// holds every batch like an outage, so that no newer event overtakes
+    /// those waiting for the receiver's `Retry-After`.
+    fn in_order(&self) -> bool {
+        false
+    }
+
+    /// The receiver refused `items` with [`Answer::SomeRefused`]: what the
+    /// transport may learn from it for [`Transport::foreknown`].
+    fn learn_refusal(&self, _items: &[Item], _refusal: &Refusal) {}
 
     /// The request for `items` (never empty, all of one route). `request`
     /// counts requests, for transports that spread them over endpoints.

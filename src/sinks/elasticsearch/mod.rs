@@ -94,6 +94,7 @@ impl HttpApi for Elasticsearch {
         Request {
             url: self.bulk[request % self.bulk.len()].clone(),
             content_type: "application/x-ndjson",
+            headers: &[],
             body,
         }
     }

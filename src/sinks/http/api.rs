@@ -5,13 +5,16 @@
 
 use crate::event::Stored;
 use crate::sinks::delivery::item::Item;
-use crate::sinks::delivery::transport::{short_text, BodyVerdict};
+use crate::sinks::delivery::transport::{short_text, BodyVerdict, Refusal};
 
 /// An HTTP request body ready to send (before compression).
 #[derive(Debug)]
 pub(crate) struct Request {
     pub url: reqwest::Url,
     pub content_type: &'static str,
+    /// Headers the API sends with every request besides the content type
+    /// (remote write: its `Content-Encoding` and protocol version).
+    pub headers: &'static [(&'static str, &'static str)],
     pub body: Vec<u8>,
 }
 
@@ -23,6 +26,35 @@ pub(crate) trait HttpApi: Send + Sync + 'static {
     fn route(&self, _ev: &Stored) -> u64 {
         0
     }
+
+    /// Why this API can never send `ev` (a log record to a metrics-only
+    /// receiver), or `None`. Such an event is finished unsent and counted
+    /// in `holdfast_dropped_events_total` under this reason.
+    fn unsendable(&self, _ev: &Stored) -> Option<&'static str> {
+        None
+    }
+
+    /// A refusal (status and error text) saying that some events of the
+    /// request can never be stored, without saying which (remote write's
+    /// "out of bounds"): the reason they are rejected under, and whether
+    /// the newer half goes first. The request is then halved until each
+    /// such event is alone.
+    fn refused_events(&self, _status: u16, _error: &str) -> Option<(&'static str, bool)> {
+        None
+    }
+
+    /// See [`Transport::foreknown`].
+    fn foreknown(&self, _ev: &Stored) -> Option<Refusal> {
+        None
+    }
+
+    /// See [`Transport::in_order`].
+    fn in_order(&self) -> bool {
+        false
+    }
+
+    /// See [`Transport::learn_refusal`].
+    fn learn_refusal(&self, _items: &[Item], _refusal: &Refusal) {}
 
     /// The request for these events (never empty, all of one route).
     /// `request` counts requests, for APIs that spread them over several

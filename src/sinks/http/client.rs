@@ -149,7 +149,7 @@ impl Client {
     /// At most `limit` bytes of the answer's body are read (and held).
     pub async fn send(&self, req: Request, limit: usize) -> (Reply, usize) {
         let (body, encoding) = match self.compression {
-            Compression::None => (pool::BODIES.freeze(req.body), None),
+            Compression::None | Compression::Snappy => (pool::BODIES.freeze(req.body), None),
             Compression::Gzip => {
                 let zipped = gzip(&req.body);
                 pool::BODIES.give(req.body);
@@ -164,6 +164,9 @@ impl Client {
             .body(body);
         if let Some(e) = encoding {
             r = r.header(CONTENT_ENCODING, e);
+        }
+        for (name, value) in req.headers {
+            r = r.header(*name, *value);
         }
         if let Some(a) = &self.auth {
             r = r.header(AUTHORIZATION, a.clone());

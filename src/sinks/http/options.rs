@@ -33,6 +33,9 @@ impl Default for HttpOptions {
 pub enum Compression {
     None,
     Gzip,
+    /// Compressed by the API itself, which also names it in its headers
+    /// (remote write's snappy): not a value of the `compression` key.
+    Snappy,
 }
 
 /// Credentials, always read from files (never written in the config).

@@ -9,7 +9,7 @@ use super::options::HttpOptions;
 use crate::event::Stored;
 use crate::sinks::delivery::item::Item;
 use crate::sinks::delivery::options::DeliveryOptions;
-use crate::sinks::delivery::transport::{Answer, Sent, Transport};
+use crate::sinks::delivery::transport::{Answer, Refusal, Sent, Transport};
 
 /// An HTTP receiver API and the client that reaches it.
 pub(crate) struct HttpTransport<A> {
@@ -37,6 +37,22 @@ impl<A: HttpApi> Transport for HttpTransport<A> {
 
     fn route(&self, ev: &Stored) -> u64 {
         self.api.route(ev)
+    }
+
+    fn unsendable(&self, ev: &Stored) -> Option<&'static str> {
+        self.api.unsendable(ev)
+    }
+
+    fn foreknown(&self, ev: &Stored) -> Option<Refusal> {
+        self.api.foreknown(ev)
+    }
+
+    fn in_order(&self) -> bool {
+        self.api.in_order()
+    }
+
+    fn learn_refusal(&self, items: &[Item], refusal: &Refusal) {
+        self.api.learn_refusal(items, refusal)
     }
 
     fn prepare<'a>(&'a self, items: &'a [Item], request: usize) -> (Request, usize) {
@@ -81,11 +97,22 @@ impl<A: HttpApi> Transport for HttpTransport<A> {
                 content_type,
                 body,
                 ..
-            } => Answer::Refused {
-                status,
-                retry_after,
-                error: self.api.error_text(content_type.as_deref(), &body),
-            },
+            } => {
+                let error = self.api.error_text(content_type.as_deref(), &body);
+                match self.api.refused_events(status, &error) {
+                    Some((reason, newer_first)) => Answer::SomeRefused {
+                        status,
+                        reason,
+                        error,
+                        newer_first,
+                    },
+                    None => Answer::Refused {
+                        status,
+                        retry_after,
+                        error,
+                    },
+                }
+            }
         }
     }
 }

@@ -49,6 +49,7 @@ fn describe_network(out: &mut String, o: &DeliveryOptions, t: &TransportKeys<'_>
     let compression = match t.compression {
         Compression::Gzip => "gzip",
         Compression::None => "no compression",
+        Compression::Snappy => "snappy (as the protocol requires)",
     };
     let auth = match &t.auth {
         None => "no credentials".to_string(),
@@ -222,6 +223,9 @@ pub(crate) trait NetworkSink: Clone + fmt::Debug + Send + Sync + 'static {
     /// Its own machine checks, after the shared ones (the `nats` sink's
     /// secret files and its probe of the stream).
     fn check_own_environment(&self, _name: &str, _env: &mut Env<'_>) {}
+    /// Its own series, at 0, after the shared ones (reasons only its
+    /// receiver gives).
+    fn declare_own_metrics(&self, _name: &str, _metrics: &Metrics) {}
 }
 
 /// The items of a [`NetworkSink`] impl that only name its types: the raw
@@ -285,6 +289,7 @@ impl<T: NetworkSink> Sink for T {
     fn declare_metrics(&self, name: &str, metrics: &Metrics) {
         metrics.sinks.declare(name);
         metrics.declare_sink_drops(name, DROP_REASONS);
+        self.declare_own_metrics(name, metrics);
     }
 
     fn run(&self, ctx: &ComponentContext) -> Run {

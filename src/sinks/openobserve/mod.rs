@@ -106,6 +106,7 @@ impl HttpApi for OpenObserve {
         Request {
             url,
             content_type: "application/json",
+            headers: &[],
             body,
         }
     }

@@ -294,7 +294,7 @@ mod tests {
             &[],
         );
         assert_eq!(too_large, (413, None));
-        assert!(matches!(classify(413, None), Decision::Split));
+        assert!(matches!(classify(413, None), Decision::Split { .. }));
     }
 
     #[test]

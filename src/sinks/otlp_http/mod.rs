@@ -77,6 +77,7 @@ impl HttpApi for OtlpHttp {
         Request {
             url: self.urls[signal].clone(),
             content_type,
+            headers: &[],
             body,
         }
     }

@@ -27,6 +27,13 @@ pub(crate) enum Outcome<'a> {
     /// A 2xx status whose body was longer than the request's limit: not
     /// read, so not known to say the events were stored.
     ResponseTooLarge,
+    /// A refusal saying some events can never be stored, not which
+    /// (`reason`, the rejection's kind: `too_old`, `out_of_order`).
+    SomeRefused {
+        status: u16,
+        reason: &'static str,
+        error: &'a str,
+    },
 }
 
 /// What becomes of one event after an answer.
@@ -76,8 +83,10 @@ pub(crate) enum Decision {
         status: u16,
         message: String,
     },
-    /// 413 with more than one event: send them in two halves.
-    Split,
+    /// Send the events again in two halves: 413 with more than one event
+    /// (`too_large_split`), or a refusal of some unknown events
+    /// (`refused_split`), to find them.
+    Split { reason: &'static str },
 }
 
 impl Policy {
@@ -116,7 +125,9 @@ impl Policy {
                     status,
                     message: error.to_string(),
                 },
-                413 if n > 1 => Decision::Split,
+                413 if n > 1 => Decision::Split {
+                    reason: "too_large_split",
+                },
                 413 => all(Verdict::Reject(Rejection {
                     kind: "too_large",
                     reason: "too large for the receiver, even alone (HTTP 413)".into(),
@@ -140,6 +151,19 @@ impl Policy {
                     error: error.to_string(),
                 })),
             },
+            Outcome::SomeRefused { .. } if n > 1 => Decision::Split {
+                reason: "refused_split",
+            },
+            Outcome::SomeRefused {
+                status,
+                reason,
+                error,
+            } => all(Verdict::Reject(Rejection {
+                kind: reason,
+                reason: format!("refused by the receiver (HTTP {status}): {reason}"),
+                status: Some(status),
+                error: error.to_string(),
+            })),
             Outcome::Success { status, body } => {
                 let verdicts = match body {
                     BodyVerdict::Accepted | BodyVerdict::AcceptedWithWarning(_) => {
@@ -331,9 +355,36 @@ mod tests {
     #[test]
     fn too_large_splits_until_one_event_is_left() {
         let p = policy();
-        assert!(matches!(p.classify(&status(413), &[0, 0]), Decision::Split));
+        assert!(matches!(
+            p.classify(&status(413), &[0, 0]),
+            Decision::Split {
+                reason: "too_large_split"
+            }
+        ));
         let v = verdicts(p.classify(&status(413), &[0]));
         assert!(matches!(&v[0], Verdict::Reject(r) if r.kind == "too_large"));
+    }
+
+    #[test]
+    fn a_refusal_of_unknown_events_splits_until_each_is_alone() {
+        let p = policy();
+        let refused = Outcome::SomeRefused {
+            status: 400,
+            reason: "too_old",
+            error: "out of bounds",
+        };
+        assert!(matches!(
+            p.classify(&refused, &[0, 0, 0]),
+            Decision::Split {
+                reason: "refused_split"
+            }
+        ));
+        let v = verdicts(p.classify(&refused, &[0]));
+        let Verdict::Reject(r) = &v[0] else { panic!() };
+        assert_eq!(
+            (r.kind, r.status, r.error.as_str()),
+            ("too_old", Some(400), "out of bounds")
+        );
     }
 
     #[test]

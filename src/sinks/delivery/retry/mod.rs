@@ -10,10 +10,11 @@
 //! | outcome | verdict |
 //! |---------|---------|
 //! | connection error, timeout, reset | retry every event, without limit |
-//! | 408, 429, 5xx | retry every event, without limit, honouring `Retry-After` |
+//! | 408, 429, 5xx | retry every event, without limit, honouring `Retry-After` (a 429 holds every batch, as an outage does, for a transport that needs its events in time order) |
 //! | 401, 403 | hold: keep every event, retry slowly, alarm (a key expired) |
 //! | 404, 405, 3xx | hold: the endpoint is wrong, which is configuration too |
 //! | 413 | split the request in two; a single event too large is rejected |
+//! | a refusal of some unknown events (`SomeRefused`: remote write's too old samples) | split the request in two (`refused_split`); a single event refused is rejected under the transport's reason |
 //! | other 4xx | reject every event in the request |
 //! | 2xx, body accepts all | delivered |
 //! | 2xx, per-item answers | 2xx delivered, 409 duplicate, 429 retry (not counted: pushback), 408/5xx retry (counted), others rejected with the item's error |
