@@ -181,7 +181,7 @@ targets = [{}]
 interval = "{INTERVAL_S}s"
 timeout = "10s"
 max_samples = {}
-max_body_bytes = "64MiB"
+max_body_size = "64MiB"
 labels = {{ agent = "holdfast" }}
 
 [sinks.rw]
