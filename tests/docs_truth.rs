@@ -42,7 +42,8 @@ fn every_component() -> String {
          [sources.both]\ntype = \"otlp\"\n[sources.both.grpc]\nlisten = \"127.0.0.1:{}\"\n\n\
          [sources.devices]\ntype = \"syslog\"\nmode = \"tcp\"\nlisten = \"127.0.0.1:{}\"\n\n\
          [sources.journal]\ntype = \"journald\"\n\n\
-         [sinks.archive]\ntype = \"file\"\ninputs = [\"app\", \"otlp\", \"both\", \"devices\", \"journal\"]\n\n\
+         [sources.host]\ntype = \"host_metrics\"\n\n\
+         [sinks.archive]\ntype = \"file\"\ninputs = [\"app\", \"otlp\", \"both\", \"devices\", \"journal\", \"host\"]\n\n\
          [sinks.es]\ntype = \"elasticsearch\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\
          [sinks.oo]\ntype = \"openobserve\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\
          [sinks.collector]\ntype = \"otlp_http\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\

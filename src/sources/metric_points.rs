@@ -19,7 +19,6 @@ use crate::seglog::Batch;
 
 /// One collection, ready to append.
 #[derive(Debug)]
-#[allow(dead_code)] // the metric sources (issue 30) read it
 pub(crate) struct Collected {
     pub batch: Batch,
     /// Data points (events) in the batch.
@@ -31,7 +30,6 @@ pub(crate) struct Collected {
 /// Splits a collection's metrics into one batch of one event per data
 /// point, observed at `observed_unix_nano`. Refuses a collection larger
 /// than one append (`max_append_bytes`) and a metric with no data.
-#[allow(dead_code)] // the metric sources (issue 30) call it
 pub(crate) fn collect(
     request: ExportMetricsServiceRequest,
     source: &str,

@@ -15,6 +15,8 @@ append is durable.
   checkpointed only after the append is durable, each entry once.
 * [`syslog`] — RFC 5424 and RFC 3164 over TCP (TLS) or UDP; TCP is read only
   as fast as appends complete.
+* [`host_metrics`] — the machine's CPU, memory, disks, file systems, network
+  and more from `/proc` and `/sys`, one append per collection.
 
 Each source's folder holds its own table (`config.rs`: raw keys, check,
 description); the list below names the types. [`listen`] is what the
@@ -35,6 +37,7 @@ pub const WRITE_FORMAT_2: bool = true;
 
 pub(crate) mod budget;
 pub mod file;
+pub mod host_metrics;
 pub mod journald;
 pub mod listen;
 pub(crate) mod metric_points;
@@ -58,6 +61,8 @@ components! {
         "syslog" => Syslog(syslog::SyslogSourceSettings),
         /// `type = "otlp"`: OTLP over gRPC and HTTP (the Collector's `otlp` receiver).
         "otlp" => Otlp(otlp::OtlpSourceSettings),
+        /// `type = "host_metrics"`: the machine's CPU, memory, disks, network… from /proc and /sys.
+        "host_metrics" => HostMetrics(host_metrics::HostMetricsSettings),
     }
 }
 
