@@ -111,36 +111,74 @@ pub async fn run(ctx: ComponentContext, opts: HostMetricsSettings) -> anyhow::Re
     info!(source = %name, interval = ?opts.interval, root = %opts.root.display(),
         "host_metrics source collecting");
 
-    let labels = SourceLabels {
-        source: name.clone(),
-    };
-    let events = ctx.metrics.sources.events.get_or_create(&labels).clone();
-    let bytes = ctx.metrics.sources.bytes.get_or_create(&labels).clone();
-    let component = format!("source:{name}");
-    let mut backoff = RETRY_BACKOFF;
+    let mut appender = Appender::new(&ctx);
     loop {
         let c = tokio::select! {
-            _ = ctx.stop.cancelled() => break,
-            c = rx.recv() => match c {
-                Some(c) => c,
-                None => break,
-            },
+            _ = ctx.stop.cancelled() => None,
+            c = rx.recv() => c,
         };
+        let Some(c) = c else { break };
+        appender.append(c, &ctx.stop).await;
+    }
+    // Stopping: a collection already handed over is appended (tried once,
+    // the stop being cancelled), and the thread ends at once.
+    drop(stop_tx);
+    if let Ok(c) = rx.try_recv() {
+        appender.append(c, &ctx.stop).await;
+    }
+    drop(rx);
+    tokio::task::spawn_blocking(move || thread.join())
+        .await?
+        .map_err(|_| anyhow::anyhow!("source {name}: the collector thread panicked"))?;
+    Ok(())
+}
+
+/// Appends collections and counts them (`holdfast_source_events_total`,
+/// or `holdfast_dropped_events_total` with a reason).
+struct Appender {
+    name: String,
+    component: String,
+    log: crate::seglog::Log,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+    events: Counter,
+    bytes: Counter,
+    backoff: Backoff,
+}
+
+impl Appender {
+    fn new(ctx: &ComponentContext) -> Appender {
+        let labels = SourceLabels {
+            source: ctx.name.clone(),
+        };
+        Appender {
+            name: ctx.name.clone(),
+            component: format!("source:{}", ctx.name),
+            log: ctx.log.clone(),
+            metrics: ctx.metrics.clone(),
+            events: ctx.metrics.sources.events.get_or_create(&labels).clone(),
+            bytes: ctx.metrics.sources.bytes.get_or_create(&labels).clone(),
+            backoff: RETRY_BACKOFF,
+        }
+    }
+
+    /// Appends `c`, retrying a full or failing log until `stop`.
+    async fn append(&mut self, c: Collection, stop: &tokio_util::sync::CancellationToken) {
+        let name = &self.name;
         let n = c.collected.events;
         let mut first = Some(c.collected.batch);
         let mut warned = false;
         let appended = append_retry::append(
-            &ctx.log,
+            &self.log,
             || match first.take() {
                 Some(b) => b,
                 // Only after a refusal: the same points, split again.
-                None => metric_points::collect(c.request.clone(), &name, c.observed, usize::MAX)
+                None => metric_points::collect(c.request.clone(), name, c.observed, usize::MAX)
                     .map(|c| c.batch)
                     .unwrap_or_default(),
             },
             RETRY,
-            &mut backoff,
-            &ctx.stop,
+            &mut self.backoff,
+            stop,
             |e, _| {
                 if !warned {
                     warned = true;
@@ -157,8 +195,8 @@ pub async fn run(ctx: ComponentContext, opts: HostMetricsSettings) -> anyhow::Re
         .await;
         let lost = match appended {
             Appended::Done(_) => {
-                events.inc_by(n);
-                bytes.inc_by(c.collected.bytes);
+                self.events.inc_by(n);
+                self.bytes.inc_by(c.collected.bytes);
                 None
             }
             Appended::GaveUp(Refusal::Full, _) => Some("log_full"),
@@ -171,15 +209,9 @@ pub async fn run(ctx: ComponentContext, opts: HostMetricsSettings) -> anyhow::Re
             Appended::GaveUp(_, _) | Appended::Failed(_) => Some("log_error"),
         };
         if let Some(reason) = lost {
-            ctx.metrics.drop_events(&component, reason, n);
+            self.metrics.drop_events(&self.component, reason, n);
         }
     }
-    drop(stop_tx);
-    drop(rx);
-    tokio::task::spawn_blocking(move || thread.join())
-        .await?
-        .map_err(|_| anyhow::anyhow!("source {name}: the collector thread panicked"))?;
-    Ok(())
 }
 
 /// The collector thread's state, kept between intervals.
@@ -320,7 +352,7 @@ impl Collecting {
                 resource: Some(self.resource.clone()),
                 scope_metrics: vec![ScopeMetrics {
                     scope: Some(self.scope.clone()),
-                    metrics: self.points.take(),
+                    metrics: self.points.to_metrics(),
                     ..Default::default()
                 }],
                 ..Default::default()

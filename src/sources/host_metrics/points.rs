@@ -93,7 +93,7 @@ impl Points {
 
     /// The metrics that got points this collection (a metric with no
     /// point is refused by the split, and means nothing).
-    pub fn take(&self) -> Vec<Metric> {
+    pub fn to_metrics(&self) -> Vec<Metric> {
         self.metrics
             .iter()
             .filter(|m| match &m.data {
@@ -174,7 +174,7 @@ mod tests {
         p.begin(2_000, 1_000);
         p.metric("c", "s", Kind::Counter).double(&[], 1.5);
         p.metric("g", "1", Kind::Gauge).double(&[], 0.5);
-        let m = p.take();
+        let m = p.to_metrics();
         let Some(Data::Sum(s)) = &m[0].data else {
             panic!("{m:?}")
         };
@@ -194,7 +194,7 @@ mod tests {
         p.metric("a", "s", Kind::Counter).double(&[], 1.0);
         p.begin(2, 1);
         p.metric("b", "s", Kind::Counter).double(&[], 1.0);
-        let names: Vec<_> = p.take().into_iter().map(|m| m.name).collect();
+        let names: Vec<_> = p.to_metrics().into_iter().map(|m| m.name).collect();
         assert_eq!(names, ["b"]);
         assert_eq!(p.count(), 1);
     }

@@ -54,7 +54,7 @@ impl Fixture {
     pub fn collect(&self, c: Collector) -> Got {
         let (r, p) = self.run(c);
         r.unwrap_or_else(|e| panic!("{c:?}: {e}"));
-        Got(p.take())
+        Got(p.to_metrics())
     }
 
     pub fn collect_err(&self, c: Collector) -> Failure {
