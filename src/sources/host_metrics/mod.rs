@@ -396,3 +396,6 @@ fn host_name(root: &Path) -> String {
     }
     std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown".into())
 }
+
+#[cfg(test)]
+mod tests;
