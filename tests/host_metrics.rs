@@ -181,6 +181,19 @@ fn host_metrics_agree_with_proc() {
     ] {
         assert!(names.contains(name), "{name} missing from {names:?}");
     }
+    // Every metric this machine produced is in the docs' tables, with its
+    // unit (the Prometheus names the lead's sinks derive come from these).
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/sources-host-metrics.md"),
+    )
+    .unwrap();
+    for p in first {
+        let row = format!("| `{}` | `{}` |", p.name, p.unit);
+        assert!(
+            docs.contains(&row),
+            "docs/sources-host-metrics.md has no row {row}"
+        );
+    }
     let psi = std::path::Path::new("/proc/pressure/io").exists();
     assert_eq!(
         names.contains("system.io.linux.pressure.total"),
