@@ -930,6 +930,14 @@ fn every_key_is_documented() {
         ),
         ("tls.", "[sources.a]\ntype = \"otlp_http\"\ntls.zzz = 1\n"),
         (
+            "filesystem.",
+            "[sources.a]\ntype = \"host_metrics\"\nfilesystem.zzz = 1\n",
+        ),
+        (
+            "network.",
+            "[sources.a]\ntype = \"host_metrics\"\nnetwork.zzz = 1\n",
+        ),
+        (
             "auth.",
             "[sinks.a]\ntype = \"elasticsearch\"\nauth.zzz = 1\n",
         ),
@@ -960,6 +968,8 @@ fn every_key_is_documented() {
                 "daemon",
                 "logging",
                 "multiline",
+                "filesystem",
+                "network",
                 "tls",
                 "auth",
                 "quarantine",

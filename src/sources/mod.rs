@@ -19,6 +19,8 @@ append is durable.
   scraped every interval, one append per target per scrape.
 * [`internal_metrics`] — holdfast's own metrics, through the same parser,
   appended every interval.
+* [`host_metrics`] — the machine's CPU, memory, disks, file systems, network
+  and more from `/proc` and `/sys`, one append per collection.
 
 Each source's folder holds its own table (`config.rs`: raw keys, check,
 description); the list below names the types. [`listen`] is what the
@@ -40,6 +42,7 @@ pub const WRITE_FORMAT_2: bool = true;
 pub(crate) mod budget;
 pub mod file;
 pub mod internal_metrics;
+pub mod host_metrics;
 pub mod journald;
 pub mod listen;
 pub(crate) mod metric_points;
@@ -68,6 +71,8 @@ components! {
         "prometheus_scrape" => PrometheusScrape(prometheus_scrape::ScrapeSettings),
         /// `type = "internal_metrics"`: holdfast's own metrics.
         "internal_metrics" => InternalMetrics(internal_metrics::InternalMetricsSettings),
+        /// `type = "host_metrics"`: the machine's CPU, memory, disks, network… from /proc and /sys.
+        "host_metrics" => HostMetrics(host_metrics::HostMetricsSettings),
     }
 }
 
