@@ -41,8 +41,8 @@ pub const WRITE_FORMAT_2: bool = true;
 
 pub(crate) mod budget;
 pub mod file;
-pub mod internal_metrics;
 pub mod host_metrics;
+pub mod internal_metrics;
 pub mod journald;
 pub mod listen;
 pub(crate) mod metric_points;
