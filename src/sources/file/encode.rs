@@ -357,18 +357,5 @@ impl WriteRecord for LineRecord<'_> {
     }
 }
 
-/// The machine's host name for the `host.name` resource attribute.
-pub fn host_name() -> String {
-    for p in ["/proc/sys/kernel/hostname", "/etc/hostname"] {
-        if let Ok(s) = std::fs::read_to_string(p) {
-            let s = s.trim();
-            if !s.is_empty() {
-                return s.to_string();
-            }
-        }
-    }
-    std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown".into())
-}
-
 #[cfg(test)]
 mod tests;

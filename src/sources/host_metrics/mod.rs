@@ -33,7 +33,7 @@ mod filter;
 mod metrics;
 mod points;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -248,7 +248,7 @@ impl Collecting {
                     .clone()
             })
             .collect();
-        let host_name = host_name(&opts.root);
+        let host_name = crate::sources::host::host_name_under(&opts.root);
         // What one append may carry (see `seglog::Log::append`).
         let max_append = (ctx.log.options().segment_bytes as usize)
             .saturating_sub(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN)
@@ -379,22 +379,6 @@ impl Collecting {
 fn unix_nanos(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
-/// The machine's name, for `host.name` and `service.instance.id`.
-fn host_name(root: &Path) -> String {
-    for p in [
-        root.join("proc/sys/kernel/hostname"),
-        root.join("etc/hostname"),
-    ] {
-        if let Ok(s) = std::fs::read_to_string(p) {
-            let s = s.trim();
-            if !s.is_empty() {
-                return s.to_string();
-            }
-        }
-    }
-    std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown".into())
 }
 
 #[cfg(test)]

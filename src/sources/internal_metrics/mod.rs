@@ -31,7 +31,7 @@ pub const SCOPE_NAME: &str = "holdfast.sources.internal_metrics";
 
 /// Runs the source until its `stop` is cancelled.
 pub async fn run(ctx: ComponentContext, opts: InternalMetricsSettings) -> anyhow::Result<()> {
-    let host = host_name();
+    let host = crate::sources::host::host_name();
     let target = TargetLabels {
         job: "holdfast".to_string(),
         instance: host.clone(),
@@ -71,19 +71,6 @@ pub async fn run(ctx: ComponentContext, opts: InternalMetricsSettings) -> anyhow
             return Ok(());
         }
     }
-}
-
-/// The machine's host name, for `service.instance.id` and `host.name`.
-fn host_name() -> String {
-    for p in ["/proc/sys/kernel/hostname", "/etc/hostname"] {
-        if let Ok(s) = std::fs::read_to_string(p) {
-            let s = s.trim();
-            if !s.is_empty() {
-                return s.to_string();
-            }
-        }
-    }
-    std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown".into())
 }
 
 #[cfg(test)]
