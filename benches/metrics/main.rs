@@ -197,12 +197,25 @@ endpoint = "{write}"
     agent
 }
 
-/// One value of an instant query, 0 when it has none.
+/// One value of an instant query at `at`; NaN (printed, never a panic:
+/// the run's figures are worth more than one query) when it has none.
 fn scalar(p: &Prometheus, q: &str, at: f64) -> f64 {
-    p.api("query", &[("query", q), ("time", &format!("{at:.3}"))])["result"][0]["value"][1]
-        .as_str()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    let target = format!(
+        "/api/v1/query?query={}&time={at:.3}",
+        prometheus::url_encode(q)
+    );
+    let answer = prometheus::http_get(p.addr(), &target)
+        .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(&body).ok());
+    match answer {
+        Some(v) if v["status"] == "success" => v["data"]["result"][0]["value"][1]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0),
+        other => {
+            eprintln!("metrics bench: query {q} failed: {other:?}");
+            f64::NAN
+        }
+    }
 }
 
 fn main() {
@@ -255,10 +268,20 @@ fn main() {
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
         thousands(series as f64)
     ));
-    for (i, (name, pid)) in pids.iter().enumerate() {
-        let cpu = proc_cpu(*pid) - cpu0[i];
-        let rss = status_kib(*pid, "VmHWM:") / 1024.0;
-        let written = write_bytes(*pid) - wb0[i];
+    // Both processes' figures at the same moment, before any query.
+    let figures: Vec<(f64, f64, f64)> = pids
+        .iter()
+        .enumerate()
+        .map(|(i, (_, pid))| {
+            (
+                proc_cpu(*pid) - cpu0[i],
+                status_kib(*pid, "VmHWM:") / 1024.0,
+                write_bytes(*pid) - wb0[i],
+            )
+        })
+        .collect();
+    for (i, (name, _)) in pids.iter().enumerate() {
+        let (cpu, rss, written) = figures[i];
         let label = if i == 0 { "holdfast" } else { "prometheus" };
         // Scrapes each made, from its own `up` samples of the synthetic target.
         let up = format!("up{{agent=\"{label}\",instance=\"127.0.0.1:{synthetic}\"}}");
@@ -271,11 +294,9 @@ fn main() {
             &format!("sum(count_over_time(bench_synthetic{{agent=\"{label}\"}}[{gap}s]))"),
             back,
         );
-        let stored_series = scalar(
-            &receiver,
-            &format!("count(count_over_time({{agent=\"{label}\"}}[{window}s]))"),
-            end,
-        );
+        // Series each delivered, at the end (every series is scraped each
+        // 15 s, well inside the 5 min lookback).
+        let stored_series = scalar(&receiver, &format!("count({{agent=\"{label}\"}})"), end);
         let samples = stored_series * scrapes;
         t.head(name);
         t.row(
