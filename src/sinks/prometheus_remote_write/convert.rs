@@ -82,8 +82,10 @@ pub(crate) fn write_request<'a>(
 
 #[derive(Default)]
 struct Builder {
-    series: Vec<TimeSeries>,
-    index: HashMap<Vec<Label>, usize>,
+    /// Each series' labels, once (the key), and its place in `samples`:
+    /// the labels move into the request at `finish`, never cloned.
+    index: HashMap<Vec<Label>, usize, xxhash_rust::xxh3::Xxh3Builder>,
+    samples: Vec<Vec<Sample>>,
     metadata: BTreeMap<String, MetricMetadata>,
 }
 
@@ -259,25 +261,33 @@ impl Builder {
         });
         set.sort_by(|a, b| a.name.cmp(&b.name));
         let sample = Sample { value, timestamp };
-        match self.index.get(&set) {
-            Some(&i) => self.series[i].samples.push(sample),
-            None => {
-                self.index.insert(set.clone(), self.series.len());
-                self.series.push(TimeSeries {
-                    labels: set,
-                    samples: vec![sample],
-                });
-            }
+        let next = self.samples.len();
+        let i = *self.index.entry(set).or_insert(next);
+        if i == next {
+            self.samples.push(Vec::with_capacity(1));
         }
+        self.samples[i].push(sample);
     }
 
-    fn finish(mut self) -> WriteRequest {
-        for s in &mut self.series {
-            // Stable: two points of one instant keep their log order.
-            s.samples.sort_by_key(|s| s.timestamp);
-        }
+    fn finish(self) -> WriteRequest {
+        // Series in the order their first sample came.
+        let mut order: Vec<(usize, Vec<Label>)> = self
+            .index
+            .into_iter()
+            .map(|(labels, i)| (i, labels))
+            .collect();
+        order.sort_unstable_by_key(|(i, _)| *i);
+        let timeseries = order
+            .into_iter()
+            .zip(self.samples)
+            .map(|((_, labels), mut samples)| {
+                // Stable: two points of one instant keep their log order.
+                samples.sort_by_key(|s| s.timestamp);
+                TimeSeries { labels, samples }
+            })
+            .collect();
         WriteRequest {
-            timeseries: self.series,
+            timeseries,
             metadata: self.metadata.into_values().collect(),
         }
     }
@@ -346,7 +356,25 @@ fn labels(base: &[(String, String)], attributes: &[KeyValue]) -> Vec<(String, St
 /// reads an empty label as no label); keys that sanitize to the same name
 /// have their values joined with `;` in the order of the original keys, as
 /// the specification says.
-fn sanitized<'a>(attributes: impl Iterator<Item = &'a KeyValue>) -> Vec<(String, String)> {
+fn sanitized<'a>(attributes: impl Iterator<Item = &'a KeyValue> + Clone) -> Vec<(String, String)> {
+    // The common case, no two keys with one label name: no map, no join.
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut clash = false;
+    for a in attributes.clone() {
+        let name = label_name(&a.key);
+        if out.iter().any(|(n, _)| *n == name) {
+            clash = true;
+            break;
+        }
+        let v = value_text(a.value.as_ref());
+        if !v.is_empty() {
+            out.push((name, v));
+        }
+    }
+    if !clash {
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        return out;
+    }
     let mut by_name: BTreeMap<String, Vec<(&str, String)>> = BTreeMap::new();
     for a in attributes {
         let v = value_text(a.value.as_ref());
