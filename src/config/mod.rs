@@ -123,6 +123,21 @@ pub fn parse(text: &str, path: impl AsRef<Path>) -> Result<Settings, ConfigError
     parse_with_env(text, path, &|name| std::env::var(name).ok())
 }
 
+/// The errors `check` gives for a whole config `text`, as (key, message):
+/// what the components' config tests compare (warnings left out).
+#[cfg(test)]
+pub(crate) fn error_messages(text: &str) -> Vec<(String, String)> {
+    match parse(text, "/etc/holdfast/holdfast.toml") {
+        Ok(_) => Vec::new(),
+        Err(e) => e
+            .problems()
+            .iter()
+            .filter(|d| d.severity == crate::checking::Severity::Error)
+            .map(|d| (d.key.clone(), d.message.clone()))
+            .collect(),
+    }
+}
+
 /// [`parse`] with the environment given: `env` returns a variable's value,
 /// or `None` when it is unset.
 pub fn parse_with_env(

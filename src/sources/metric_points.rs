@@ -15,7 +15,17 @@ use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequ
 
 use super::otlp_http::decode::Decoded;
 use super::otlp_http::split::{self, SplitError};
-use crate::seglog::Batch;
+use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
+use crate::seglog::{Batch, Log};
+
+/// The most bytes of events one append of a collection may take in `log`:
+/// a segment less its header, one frame's header and a block's header.
+pub(crate) fn max_append_bytes(log: &Log) -> usize {
+    (log.options().segment_bytes as usize)
+        .saturating_sub(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN)
+        .min(MAX_FRAME_PAYLOAD)
+        .saturating_sub(crate::seglog::block::BLOCK_HEADER_LEN + 4)
+}
 
 /// One collection, ready to append.
 #[derive(Debug)]

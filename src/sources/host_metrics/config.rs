@@ -381,7 +381,6 @@ impl Source for HostMetricsSettings {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{parse, Severity};
 
     /// `(key, message)` of each error `text`'s host source gets.
     fn errors(source: &str) -> Vec<(String, String)> {
@@ -389,15 +388,7 @@ mod tests {
             "[sources.host]\ntype = \"host_metrics\"\n{source}\n\n\
              [sinks.out]\ntype = \"file\"\ninputs = [\"host\"]\n"
         );
-        match parse(&text, "/etc/holdfast/holdfast.toml") {
-            Ok(_) => Vec::new(),
-            Err(e) => e
-                .problems()
-                .iter()
-                .filter(|d| d.severity == Severity::Error)
-                .map(|d| (d.key.clone(), d.message.clone()))
-                .collect(),
-        }
+        crate::config::error_messages(&text)
     }
 
     fn one_error(source: &str, key: &str, says: &str) {

@@ -49,7 +49,6 @@ use crate::append_retry::{self, Appended, Refusal, Retry};
 use crate::backoff::Backoff;
 use crate::component::ComponentContext;
 use crate::metrics::SourceLabels;
-use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use crate::seglog::LogError;
 use crate::sources::metric_points::{self, Collected};
 use collect::{Collector, Failure, Filters, Host};
@@ -89,12 +88,10 @@ pub struct HostMetricsSettings {
     pub filters: Filters,
 }
 
-/// One collection on its way to the log.
+/// One collection on its way to the log: its batch, offered again as it
+/// is (a clone of the encoded events) if the log refuses it.
 struct Collection {
-    /// Kept to build the batch again if the first append is refused.
-    request: ExportMetricsServiceRequest,
     collected: Collected,
-    observed: u64,
 }
 
 /// Runs the source until `stop` is cancelled.
@@ -165,17 +162,11 @@ impl Appender {
     async fn append(&mut self, c: Collection, stop: &tokio_util::sync::CancellationToken) {
         let name = &self.name;
         let n = c.collected.events;
-        let mut first = Some(c.collected.batch);
+        let batch = c.collected.batch;
         let mut warned = false;
         let appended = append_retry::append(
             &self.log,
-            || match first.take() {
-                Some(b) => b,
-                // Only after a refusal: the same points, split again.
-                None => metric_points::collect(c.request.clone(), name, c.observed, usize::MAX)
-                    .map(|c| c.batch)
-                    .unwrap_or_default(),
-            },
+            || batch.clone(),
             RETRY,
             &mut self.backoff,
             stop,
@@ -250,10 +241,7 @@ impl Collecting {
             .collect();
         let host_name = crate::sources::host::host_name_under(&opts.root);
         // What one append may carry (see `seglog::Log::append`).
-        let max_append = (ctx.log.options().segment_bytes as usize)
-            .saturating_sub(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN)
-            .min(MAX_FRAME_PAYLOAD)
-            .saturating_sub(crate::seglog::block::BLOCK_HEADER_LEN + 4);
+        let max_append = metric_points::max_append_bytes(&ctx.log);
         Collecting {
             name: ctx.name.clone(),
             interval: opts.interval,
@@ -358,12 +346,8 @@ impl Collecting {
                 ..Default::default()
             }],
         };
-        match metric_points::collect(request.clone(), &self.name, observed, self.max_append) {
-            Ok(collected) => Some(Collection {
-                request,
-                collected,
-                observed,
-            }),
+        match metric_points::collect(request, &self.name, observed, self.max_append) {
+            Ok(collected) => Some(Collection { collected }),
             Err(e) => {
                 error!(source = %self.name, error = %e, points,
                     "a host metrics collection cannot be appended and is dropped; raise \

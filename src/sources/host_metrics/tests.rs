@@ -61,9 +61,15 @@ async fn a_failing_collector_is_counted_and_the_others_go_on() {
             0,
             "absent is not an error"
         );
-        let rm = &got.request.resource_metrics[0];
-        let resource: Vec<(String, String)> = rm
-            .resource
+        // The batch as the log stores it: resource and scope in its context.
+        let range = ctx.log.append(got.collected.batch).await.unwrap();
+        let events = ctx.log.reader(range.start).read(100, 1 << 20).unwrap();
+        let e = &events[0];
+        let stored = Decoder::new()
+            .decode(&e.data, &e.context, e.seq - e.batch_start)
+            .unwrap();
+        let resource: Vec<(String, String)> = stored
+            .resource()
             .iter()
             .flat_map(|r| &r.attributes)
             .map(|kv| (kv.key.clone(), format!("{:?}", kv.value)))
@@ -75,7 +81,7 @@ async fn a_failing_collector_is_counted_and_the_others_go_on() {
             _ => false,
         }));
         assert_eq!(
-            rm.scope_metrics[0].scope.as_ref().map(|s| s.name.as_str()),
+            stored.scope().map(|s| s.name.as_str()),
             Some(super::SCOPE_NAME)
         );
     }

@@ -73,21 +73,12 @@ impl Source for InternalMetricsSettings {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{parse, Severity};
 
     fn errors(source: &str) -> Vec<(String, String)> {
         let text = format!(
             "[sources.s]\ntype = \"internal_metrics\"\n{source}\n\n[sinks.out]\ntype = \"file\"\ninputs = [\"s\"]\npath = \"/tmp/x\"\n"
         );
-        match parse(&text, "/etc/holdfast/holdfast.toml") {
-            Ok(_) => Vec::new(),
-            Err(e) => e
-                .problems()
-                .iter()
-                .filter(|d| d.severity == Severity::Error)
-                .map(|d| (d.key.clone(), d.message.clone()))
-                .collect(),
-        }
+        crate::config::error_messages(&text)
     }
 
     #[test]

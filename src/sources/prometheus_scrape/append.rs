@@ -13,7 +13,6 @@ use crate::append_retry::{self, Appended, Retry};
 use crate::backoff::Backoff;
 use crate::component::ComponentContext;
 use crate::metrics::SourceLabels;
-use crate::seglog::format::{FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use crate::seglog::LogError;
 use crate::sources::metric_points;
 
@@ -36,14 +35,6 @@ pub enum Outcome {
     Stopped,
 }
 
-/// The largest collection one append takes, for this log.
-pub fn max_append_bytes(ctx: &ComponentContext) -> usize {
-    (ctx.log.options().segment_bytes as usize)
-        .saturating_sub(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN)
-        .min(MAX_FRAME_PAYLOAD)
-        .saturating_sub(crate::seglog::block::BLOCK_HEADER_LEN + 4)
-}
-
 /// Appends `request`, observed at `observed` (Unix ns), as one batch.
 /// `what` names the collection in log lines (the target's URL).
 pub async fn append(
@@ -54,7 +45,7 @@ pub async fn append(
 ) -> anyhow::Result<Outcome> {
     let name = &ctx.name;
     let component = format!("source:{name}");
-    let max = max_append_bytes(ctx);
+    let max = metric_points::max_append_bytes(&ctx.log);
     let points = count_points(&request);
     let collected = match metric_points::collect(request, name, observed, max) {
         Ok(c) => c,

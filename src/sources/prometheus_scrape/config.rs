@@ -344,22 +344,13 @@ impl Source for ScrapeSettings {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{parse, Severity};
 
     /// The errors `check` gives for `source` (after `[sources.s]`), by key.
     fn errors(source: &str) -> Vec<(String, String)> {
         let text = format!(
             "[sources.s]\ntype = \"prometheus_scrape\"\n{source}\n\n[sinks.out]\ntype = \"file\"\ninputs = [\"s\"]\npath = \"/tmp/x\"\n"
         );
-        match parse(&text, "/etc/holdfast/holdfast.toml") {
-            Ok(_) => Vec::new(),
-            Err(e) => e
-                .problems()
-                .iter()
-                .filter(|d| d.severity == Severity::Error)
-                .map(|d| (d.key.clone(), d.message.clone()))
-                .collect(),
-        }
+        crate::config::error_messages(&text)
     }
 
     #[test]
