@@ -29,6 +29,8 @@ holds the code to it):
   machine checks' probes), which imports nothing of the settings.
 * [`component`] — the component contract: the `Source` and `Sink` traits
   (check, describe, metrics, run), what a started component runs with.
+* [`mqtt`] — the MQTT connection the `mqtt` source and sink share: its
+  keys and their check, the client options built at each connect.
 * [`config`] — the TOML config in stages (raw serde structs → validated
   [`config::Settings`]), assembled with [`checking`] and the list of kinds;
   `holdfast check` runs it.
@@ -52,6 +54,7 @@ holds the code to it):
   loop that retries it (`journald`, `syslog`; `file` uses its verdicts).
 * [`tls_material`] — PEM certificates and keys, and following their files
   when they rotate, for the listeners' and the sinks' TLS.
+* [`host`] — the machine's name, as the components that describe it give it.
 * [`rpc_status`] — gRPC status details (`google.rpc.Status`, `RetryInfo`)
   and the codes' names, for the OTLP/gRPC receiver and sink.
 * [`calendar`] — dates and time zones: the syslog parser's timestamps, the
@@ -72,9 +75,11 @@ pub mod config;
 pub mod daemon;
 pub mod event;
 pub mod fuzzing;
+pub mod host;
 pub mod inspect;
 pub mod logging;
 pub mod metrics;
+pub mod mqtt;
 pub mod pool;
 pub mod process;
 pub mod rpc_status;

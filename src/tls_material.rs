@@ -22,6 +22,9 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio_rustls::rustls::crypto::{self, CryptoProvider};
 use tokio_rustls::rustls::pki_types::pem::{self, PemObject};
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::RootCertStore;
+
+use anyhow::Context;
 
 /// How often, at most, the files are looked at: a `stat` call each, cheap
 /// enough to keep rotation quick.
@@ -47,6 +50,28 @@ pub enum PairError {
 /// The crypto provider of every TLS config holdfast builds.
 pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(crypto::ring::default_provider())
+}
+
+/// The system's CA certificates plus those in `ca_file`.
+pub fn roots(ca_file: Option<&Path>) -> anyhow::Result<RootCertStore> {
+    let mut roots = RootCertStore::empty();
+    // Like reqwest's own setup: a system store often holds a few ancient
+    // certificates rustls cannot parse; they are skipped, not fatal.
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    if let Some(ca) = ca_file {
+        let pem =
+            std::fs::read(ca).with_context(|| format!("reading the CA file {}", ca.display()))?;
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert =
+                cert.with_context(|| format!("{} is not a PEM certificate bundle", ca.display()))?;
+            roots
+                .add(cert)
+                .with_context(|| format!("a certificate in {} cannot be used", ca.display()))?;
+        }
+    }
+    Ok(roots)
 }
 
 /// A PEM certificate chain (leaf first) and its PEM private key.

@@ -25,15 +25,13 @@ use std::time::Instant;
 
 use anyhow::Context;
 use tokio_rustls::rustls::client::{ResolvesClientCert, Resumption};
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::CertificateDer;
 use tokio_rustls::rustls::sign::CertifiedKey;
-use tokio_rustls::rustls::{ClientConfig, RootCertStore, SignatureScheme};
+use tokio_rustls::rustls::{ClientConfig, SignatureScheme};
 
 pub use crate::tls_material::PairError;
 #[cfg(test)]
 use crate::tls_material::CHECK_INTERVAL;
-use crate::tls_material::{provider, read_pair, Refreshed, Reloading};
+use crate::tls_material::{provider, read_pair, roots, Refreshed, Reloading};
 
 /// [`read_pair`], with the key loaded and checked against the certificate.
 pub(crate) fn load_pair(cert: &Path, key: &Path) -> Result<CertifiedKey, PairError> {
@@ -127,28 +125,6 @@ impl ResolvesClientCert for ClientIdentity {
     fn has_certs(&self) -> bool {
         true
     }
-}
-
-/// The system's CA certificates plus those in `ca_file`.
-fn roots(ca_file: Option<&Path>) -> anyhow::Result<RootCertStore> {
-    let mut roots = RootCertStore::empty();
-    // Like reqwest's own setup: a system store often holds a few ancient
-    // certificates rustls cannot parse; they are skipped, not fatal.
-    for cert in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(cert);
-    }
-    if let Some(ca) = ca_file {
-        let pem =
-            std::fs::read(ca).with_context(|| format!("reading the CA file {}", ca.display()))?;
-        for cert in CertificateDer::pem_slice_iter(&pem) {
-            let cert =
-                cert.with_context(|| format!("{} is not a PEM certificate bundle", ca.display()))?;
-            roots
-                .add(cert)
-                .with_context(|| format!("a certificate in {} cannot be used", ca.display()))?;
-        }
-    }
-    Ok(roots)
 }
 
 /// The TLS setup of one sink: verification and, when configured, the

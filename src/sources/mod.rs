@@ -41,7 +41,6 @@ pub const WRITE_FORMAT_2: bool = true;
 
 pub(crate) mod budget;
 pub mod file;
-pub mod host;
 pub mod host_metrics;
 pub mod internal_metrics;
 pub mod journald;

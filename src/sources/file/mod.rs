@@ -364,7 +364,7 @@ async fn run_with(
     // 3. The tailer thread and the appender.
     let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_DEPTH);
     let wake = Arc::new(discovery::Wake::default());
-    let host = crate::sources::host::host_name();
+    let host = crate::host::host_name();
     let t = tailer::Tailer::new(settings, init, tx, wake.clone(), counters.clone(), &host)
         .map_err(|e| anyhow!("source {name}: {e}"))?;
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();

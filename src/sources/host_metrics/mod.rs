@@ -239,7 +239,7 @@ impl Collecting {
                     .clone()
             })
             .collect();
-        let host_name = crate::sources::host::host_name_under(&opts.root);
+        let host_name = crate::host::host_name_under(&opts.root);
         // What one append may carry (see `seglog::Log::append`).
         let max_append = metric_points::max_append_bytes(&ctx.log);
         Collecting {

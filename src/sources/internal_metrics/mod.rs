@@ -31,7 +31,7 @@ pub const SCOPE_NAME: &str = "holdfast.sources.internal_metrics";
 
 /// Runs the source until its `stop` is cancelled.
 pub async fn run(ctx: ComponentContext, opts: InternalMetricsSettings) -> anyhow::Result<()> {
-    let host = crate::sources::host::host_name();
+    let host = crate::host::host_name();
     let target = TargetLabels {
         job: "holdfast".to_string(),
         instance: host.clone(),

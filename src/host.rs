@@ -1,4 +1,4 @@
-//! The machine's name, as the sources that describe the machine give it:
+//! The machine's name, as the components that describe the machine give it:
 //! the `file` source's `host.name`, and the metric sources' `host.name`
 //! and `service.instance.id` (which becomes Prometheus' `instance`).
 
