@@ -9,6 +9,7 @@ use crate::config::{es_sink, file_source, log_section};
 use crate::input::Corpus;
 use crate::measure::dir_bytes;
 use crate::receiver::Receiver;
+use crate::syslog_ng_bulk::FileFigures;
 use crate::table::Table;
 use crate::throughput::{throughput_rows, TARGET_LINES_PER_S};
 
@@ -19,7 +20,7 @@ pub(crate) fn file_phase(
     c: &Corpus,
     receiver: &Receiver,
     gzip: bool,
-) {
+) -> FileFigures {
     table.head("file -> log (fsync = always) -> elasticsearch");
     eprintln!("phase file -> elasticsearch ...");
     let dir = root.join("file-phase");
@@ -90,4 +91,10 @@ pub(crate) fn file_phase(
         ));
     }
     let _ = std::fs::remove_dir_all(&dir);
+    let docs = receiver.stats.es_docs.load(Ordering::Relaxed).max(1) as f64;
+    FileFigures {
+        lines_per_s: c.lines as f64 / secs,
+        receiver_cpu_per_doc_us: recv_cpu * 1e6 / docs,
+        body_bytes_per_doc: receiver.stats.body_bytes.load(Ordering::Relaxed) as f64 / docs,
+    }
 }

@@ -6,6 +6,7 @@
 //! HOLDFAST_E2E_GIB=0.1 cargo bench --bench e2e     # a quick run (figures indicative only)
 //! HOLDFAST_E2E_SHAPE=app HOLDFAST_E2E_GIB=0.18 cargo bench --bench e2e   # issue 32's busy application log: ~1,000,000 lines of ~195 bytes in one file
 //! HOLDFAST_E2E_ONLY=file,otlp,restart,syslog-ng cargo bench --bench e2e   # pick phases
+//! HOLDFAST_E2E_ONLY=file,syslog-ng-bulk cargo bench --bench e2e   # holdfast and syslog-ng into the same _bulk receiver: lines/s and the receiver's CPU per document side by side
 //! HOLDFAST_E2E_ONLY=steady cargo bench --bench e2e   # 10,000 lines/s for 20 s (HOLDFAST_E2E_STEADY_RATE, _SECS)
 //! HOLDFAST_E2E_ONLY=crash,crash-loop,outage cargo bench --bench e2e  # kill -9 and outage phases (~2-3 min; HOLDFAST_E2E_PHASES works too)
 //! HOLDFAST_E2E_CRASH_LINES=3000000 HOLDFAST_E2E_CRASH_RUNS=5 ...    # their size (default 1,000,000 lines, 3 runs)
@@ -112,6 +113,7 @@ mod receiver;
 mod restart;
 mod steady;
 mod syslog_ng;
+mod syslog_ng_bulk;
 mod syslog_ng_under_test;
 #[path = "../common/table.rs"]
 mod table;
@@ -131,6 +133,7 @@ use crate::receiver::Receiver;
 use crate::restart::restart_phase;
 use crate::steady::steady_phase;
 use crate::syslog_ng::syslog_ng_phase;
+use crate::syslog_ng_bulk::syslog_ng_bulk_phase;
 use crate::syslog_ng_under_test::SYSLOG_NG_HTTP_SETTINGS;
 use crate::table::{thousands, Table};
 
@@ -159,7 +162,9 @@ fn main() {
     let otlp_gib = env_f64("HOLDFAST_E2E_OTLP_GIB", gib / 4.0);
     let only = std::env::var("HOLDFAST_E2E_ONLY")
         .or_else(|_| std::env::var("HOLDFAST_E2E_PHASES"))
-        .unwrap_or_else(|_| "file,otlp,restart,steady,syslog-ng,crash,crash-loop,outage".into());
+        .unwrap_or_else(|_| {
+            "file,otlp,restart,steady,syslog-ng,syslog-ng-bulk,crash,crash-loop,outage".into()
+        });
     let crash_lines = env_f64("HOLDFAST_E2E_CRASH_LINES", 1_000_000.0).max(1000.0) as u64;
     let crash_runs = env_f64("HOLDFAST_E2E_CRASH_RUNS", 3.0).max(1.0) as u32;
     let phase = |p: &str| only.split(',').any(|x| x.trim() == p);
@@ -215,39 +220,48 @@ fn main() {
 
     let input = tmp.path().join("input");
     std::fs::create_dir_all(&input).unwrap();
-    let corpus = if phase("file") || phase("restart") || phase("syslog-ng") {
-        let total = (gib * (1u64 << 30) as f64) as u64;
-        eprintln!(
-            "writing {} MiB of Loghub lines into {FILES} files ...",
-            total >> 20
-        );
-        let t = Instant::now();
-        let c = write_corpus(&input, FILES, total);
-        eprintln!(
-            "  {} lines, {} bytes, in {:.1}s",
-            c.lines,
-            c.bytes,
-            t.elapsed().as_secs_f64()
-        );
-        table.note(format!(
-            "input: {} {}, {:.1} MiB in {} files ({:.0} bytes a line on average)",
-            thousands(c.lines as f64),
-            if crate::input::app_shape() {
-                "application-log lines (HOLDFAST_E2E_SHAPE=app)"
-            } else {
-                "Loghub lines"
-            },
-            c.bytes as f64 / (1 << 20) as f64,
-            if crate::input::app_shape() { 1 } else { FILES },
-            c.bytes as f64 / c.lines as f64
-        ));
-        Some(c)
-    } else {
-        None
-    };
+    let corpus =
+        if phase("file") || phase("restart") || phase("syslog-ng") || phase("syslog-ng-bulk") {
+            let total = (gib * (1u64 << 30) as f64) as u64;
+            eprintln!(
+                "writing {} MiB of Loghub lines into {FILES} files ...",
+                total >> 20
+            );
+            let t = Instant::now();
+            let c = write_corpus(&input, FILES, total);
+            eprintln!(
+                "  {} lines, {} bytes, in {:.1}s",
+                c.lines,
+                c.bytes,
+                t.elapsed().as_secs_f64()
+            );
+            table.note(format!(
+                "input: {} {}, {:.1} MiB in {} files ({:.0} bytes a line on average)",
+                thousands(c.lines as f64),
+                if crate::input::app_shape() {
+                    "application-log lines (HOLDFAST_E2E_SHAPE=app)"
+                } else {
+                    "Loghub lines"
+                },
+                c.bytes as f64 / (1 << 20) as f64,
+                if crate::input::app_shape() { 1 } else { FILES },
+                c.bytes as f64 / c.lines as f64
+            ));
+            Some(c)
+        } else {
+            None
+        };
 
+    let mut holdfast_file = None;
     if let (true, Some(c)) = (phase("file"), &corpus) {
-        file_phase(&mut table, tmp.path(), &input, c, &receiver, gzip);
+        holdfast_file = Some(file_phase(
+            &mut table,
+            tmp.path(),
+            &input,
+            c,
+            &receiver,
+            gzip,
+        ));
     }
     if phase("otlp") {
         otlp_phase(&mut table, tmp.path(), otlp_gib, &receiver, gzip);
@@ -260,6 +274,9 @@ fn main() {
     }
     if let (true, Some(c)) = (phase("syslog-ng"), &corpus) {
         syslog_ng_phase(&mut table, tmp.path(), &input, c);
+    }
+    if let (true, Some(c)) = (phase("syslog-ng-bulk"), &corpus) {
+        syslog_ng_bulk_phase(&mut table, tmp.path(), &input, c, &receiver, holdfast_file);
     }
     if phase("crash") || phase("crash-loop") || phase("outage") {
         disk_limits(&mut table, tmp.path());
