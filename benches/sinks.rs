@@ -50,6 +50,10 @@
 //! * `random 10% 429`: one item in ten answered 429 at random, whatever the
 //!   rate — target ≥ 50% of the same sink's throughput against a receiver
 //!   that accepts everything (the `normal` row);
+//! * `every 10th 429`: every tenth item of every request answered 429 and
+//!   every thousandth 400, whatever the rate (issue 32: a quota in a proxy,
+//!   not load) — target ≥ 50% of the `normal` row, and the 400s quarantined
+//!   exactly;
 //! * `outage 10s`: 500 for every request during the 10 s after the first
 //!   one — reported: the time from the receiver's return to the first
 //!   request it accepted (target about 1 s) and to the last one (the end of
@@ -637,6 +641,16 @@ mod receiver {
 
     const BUSY: &[u8] = br#"{"create":{"_index":"holdfast-logs-2024.05.01","_id":"00000000000000000000000000000000","status":429,"error":{"type":"es_rejected_execution_exception","reason":"rejected execution of coordinating operation [coordinating_and_primary_bytes=0]"}}}"#;
 
+    const BAD: &[u8] = br#"{"create":{"_index":"holdfast-logs-2024.05.01","_id":"00000000000000000000000000000000","status":400,"error":{"type":"document_parsing_exception","reason":"[1:2] failed to parse field [n] of type [long]"}}}"#;
+
+    /// An item's answer.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Item {
+        Ok,
+        Busy,
+        Bad,
+    }
+
     /// What the pushback modes remember (the receiver is single-threaded).
     struct Pushback {
         /// Rate mode: documents that may still be accepted, refilled at R/s
@@ -653,6 +667,7 @@ mod receiver {
         requests: u64,
         accepted: u64,
         busy: u64,
+        bad: u64,
     }
 
     static PUSHBACK: std::sync::Mutex<Pushback> = std::sync::Mutex::new(Pushback {
@@ -665,14 +680,32 @@ mod receiver {
         requests: 0,
         accepted: 0,
         busy: 0,
+        bad: 0,
     });
 
-    /// `/rate/<R>`, `/random429`, `/outage/<ms>`: which item of `docs` to
-    /// answer 429 (all of them: `None` and a 500 for the request).
-    fn pushback(mode: &[&str], docs: usize) -> Option<Vec<bool>> {
+    /// `/rate/<R>`, `/random429`, `/nth429`, `/outage/<ms>`: the answer to
+    /// each item of `docs` (`None`: a 500 for the request).
+    fn pushback(mode: &[&str], docs: usize) -> Option<Vec<Item>> {
         let mut p = PUSHBACK.lock().unwrap();
         let now = std::time::Instant::now();
         p.requests += 1;
+        if mode == ["nth429"] {
+            // The issue's quota: every tenth item of every request 429,
+            // every thousandth 400, whatever the rate (a retry too).
+            let items: Vec<Item> = (0..docs)
+                .map(|i| match i + 1 {
+                    n if n % 1000 == 0 => Item::Bad,
+                    n if n % 10 == 0 => Item::Busy,
+                    _ => Item::Ok,
+                })
+                .collect();
+            let busy = items.iter().filter(|&&b| b == Item::Busy).count() as u64;
+            let bad = items.iter().filter(|&&b| b == Item::Bad).count() as u64;
+            p.busy += busy;
+            p.bad += bad;
+            p.accepted += docs as u64 - busy - bad;
+            return Some(items);
+        }
         let busy: Vec<bool> = match mode {
             ["rate", r] => {
                 let r: f64 = r.parse().unwrap();
@@ -717,7 +750,11 @@ mod receiver {
         let n = busy.iter().filter(|&&b| b).count() as u64;
         p.busy += n;
         p.accepted += docs as u64 - n;
-        Some(busy)
+        Some(
+            busy.into_iter()
+                .map(|b| if b { Item::Busy } else { Item::Ok })
+                .collect(),
+        )
     }
 
     /// `requests accepted busy outage_return_to_first_ok_ms`, then resets.
@@ -734,7 +771,7 @@ mod receiver {
             }
             _ => "-".to_string(),
         };
-        let out = format!("{} {} {} {gap}", p.requests, p.accepted, p.busy);
+        let out = format!("{} {} {} {gap} {}", p.requests, p.accepted, p.busy, p.bad);
         *p = Pushback {
             tokens: 0.0,
             refilled: None,
@@ -745,6 +782,7 @@ mod receiver {
             requests: 0,
             accepted: 0,
             busy: 0,
+            bad: 0,
         };
         out
     }
@@ -768,7 +806,7 @@ mod receiver {
                     )))
                     .unwrap());
             };
-            let errors = busy.iter().any(|&b| b);
+            let errors = busy.iter().any(|&b| b != Item::Ok);
             let mut out = Vec::with_capacity(40 + docs * (BUSY.len() + 1));
             out.extend_from_slice(if errors {
                 br#"{"took":1,"errors":true,"items":["#
@@ -779,7 +817,11 @@ mod receiver {
                 if i > 0 {
                     out.push(b',');
                 }
-                out.extend_from_slice(if b { BUSY } else { ITEM });
+                out.extend_from_slice(match b {
+                    Item::Ok => ITEM,
+                    Item::Busy => BUSY,
+                    Item::Bad => BAD,
+                });
             }
             out.extend_from_slice(b"]}");
             ("application/json", out)
@@ -832,6 +874,7 @@ mod pushback {
         let runs: &[(&str, &str)] = &[
             ("normal", "/"),
             ("random 10% 429", "/random429/"),
+            ("every 10th 429", "/nth429/"),
             ("rate 50,000/s", "/rate/50000/"),
             ("rate 200,000/s", "/rate/200000/"),
             ("outage 10s", "/outage/10000/"),
@@ -938,6 +981,16 @@ mod pushback {
                 "random 10% 429" => format!(
                     "  {:.0}% of normal (target >= 50%)",
                     rate * 100.0 / normal.max(1.0)
+                ),
+                "every 10th 429" => format!(
+                    "  {:.0}% of normal (target >= 50%); the receiver answered 400 to {} items: {}",
+                    rate * 100.0 / normal.max(1.0),
+                    f[4],
+                    if f[4].parse::<usize>().ok() == Some(quarantined) {
+                        "each quarantined, exactly"
+                    } else {
+                        "NOT the number quarantined"
+                    }
                 ),
                 "rate 50,000/s" => {
                     format!("  {:.0}% of R (target >= 80%)", rate * 100.0 / 50_000.0)
