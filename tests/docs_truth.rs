@@ -51,7 +51,8 @@ fn every_component() -> String {
          [sinks.collector]\ntype = \"otlp_http\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\
          [sinks.bus]\ntype = \"nats\"\ninputs = [\"otlp\"]\nservers = [\"nats://127.0.0.1:{closed}\"]\nstream = \"T\"\n\n\
          [sinks.gw]\ntype = \"otlp_grpc\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\
-         [sinks.prom]\ntype = \"prometheus_remote_write\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}/api/v1/write\"\n",
+         [sinks.prom]\ntype = \"prometheus_remote_write\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}/api/v1/write\"\n\n\
+         [sinks.broker]\ntype = \"mqtt\"\ninputs = [\"otlp\"]\nurl = \"mqtt://127.0.0.1:{closed}\"\ntopic = \"t/{{signal}}\"\n",
         free_port(),
         free_port(),
         free_port(),

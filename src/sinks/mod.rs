@@ -10,7 +10,9 @@ delivery stopped.
   an `Export` call per request), [`elasticsearch`] (the
   `_bulk` API), [`openobserve`] (its `_json` ingestion), [`nats`] (NATS
   JetStream: a message per event, each with its own publish ack),
-  [`prometheus_remote_write`] (metric points as Prometheus remote write 1.0).
+  [`prometheus_remote_write`] (metric points as Prometheus remote write 1.0),
+  [`mqtt`] (MQTT 5 or 3.1.1: a QoS 1 publish per event, each with its
+  PUBACK).
 
 What is here, kits first, then the components:
 
@@ -26,6 +28,7 @@ What is here, kits first, then the components:
 | `otlp_http/`, `elasticsearch/`, `openobserve/` | the three HTTP receiver APIs; each folder's `config.rs` its keys, check and description |
 | `prometheus_remote_write/` | Prometheus remote write 1.0: OTLP points to series (names, units, labels), snappy protobuf requests, refused old samples found by halving |
 | `nats/` | NATS JetStream: its own transport (a publish and an ack per event) |
+| `mqtt/` | MQTT: its own transport (rumqttc's event loop, a publish and a PUBACK per event, resends after a reconnect) |
 | `otlp_grpc/` | OTLP/gRPC: its own transport (tonic, one `Export` call per request, the status mapped onto the shared policy) |
 | `file/` | NDJSON files; a sink of its own, not on the delivery kit |
 
@@ -42,6 +45,7 @@ pub mod document;
 pub mod elasticsearch;
 pub mod file;
 mod http;
+pub mod mqtt;
 pub mod nats;
 pub(crate) mod network_config;
 pub mod openobserve;
@@ -59,6 +63,7 @@ pub use credentials::{ClientCert, TlsFiles};
 pub use delivery::options::DeliveryOptions;
 pub use elasticsearch::ElasticsearchOptions;
 pub use http::{Auth, Compression, Header, HeaderValueFrom, HttpOptions};
+pub use mqtt::{MqttSinkOptions, Payload as MqttPayload};
 pub use nats::{NatsCredentials, NatsEncoding, NatsOptions, StreamSpec};
 pub use openobserve::OpenObserveOptions;
 pub use otlp_grpc::OtlpGrpcSinkOptions;
@@ -86,5 +91,7 @@ components! {
         "nats" => Nats(nats::NatsOptions),
         /// `type = "prometheus_remote_write"`: Prometheus remote write 1.0.
         "prometheus_remote_write" => PrometheusRemoteWrite(prometheus_remote_write::RemoteWriteOptions),
+        /// `type = "mqtt"`: MQTT 5 or 3.1.1, a PUBACK per event.
+        "mqtt" => Mqtt(mqtt::MqttSinkOptions),
     }
 }

@@ -30,7 +30,6 @@ mod component;
 pub(crate) mod headers;
 pub(crate) mod tls;
 
-#[cfg(test)]
 pub(crate) use component::DROP_REASONS;
 pub(crate) use component::{http_sink_types, network_sink_types, NetworkSink, TransportKeys};
 
