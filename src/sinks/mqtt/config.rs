@@ -371,3 +371,108 @@ fn check_file(env: &mut Env<'_>, key: &str, which: &str, path: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+    use crate::sinks::SinkKind;
+
+    fn sink_config(extra: &str) -> String {
+        format!(
+            "data_dir = \"/d\"\nsources.app = {{ type = \"otlp_http\" }}\n\n\
+             [sinks.broker]\ntype = \"mqtt\"\ninputs = [\"app\"]\n{extra}"
+        )
+    }
+
+    #[test]
+    fn defaults_publish_json_at_qos_1_a_thousand_in_flight() {
+        let s = parse(
+            &sink_config("url = \"mqtt://127.0.0.1\"\ntopic = \"t/{resource.host.name}\"\n"),
+            "/etc/holdfast/holdfast.toml",
+        )
+        .unwrap();
+        let SinkKind::Mqtt(o) = &s.sinks["broker"].kind else {
+            panic!()
+        };
+        assert_eq!(o.payload, Payload::Json);
+        assert_eq!(o.max_in_flight, 1000);
+        assert_eq!(o.common.batch_max_events, 1000);
+        assert_eq!(
+            (o.common.concurrency, o.common.adaptive_concurrency),
+            (1, false)
+        );
+        assert_eq!(o.common.batch_timeout, defaults::BATCH_TIMEOUT);
+        assert_eq!(o.max_payload_size, 1 << 20);
+        assert!(!o.retain);
+        assert_eq!(o.connection.port, 1883);
+        let text = s.describe();
+        assert!(
+            text.contains("publishes at QoS 1 to topic \"t/{resource.host.name}\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("up to 1000 publishes awaiting their PUBACK"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let url = "url = \"mqtt://127.0.0.1\"\n";
+        for (extra, key, fragment) in [
+            (url.to_string(), "sinks.broker", "missing `topic`"),
+            (
+                format!("{url}topic = \"a/+/b\"\n"),
+                "sinks.broker.topic",
+                "wildcards",
+            ),
+            (
+                format!("{url}topic = \"a/#\"\n"),
+                "sinks.broker.topic",
+                "wildcards",
+            ),
+            (
+                format!("{url}topic = \"t\"\nqos = 2\n"),
+                "sinks.broker.qos",
+                "qos = 2 is not supported",
+            ),
+            (
+                format!("{url}topic = \"t\"\npayload = \"otlp_proto\"\ndocument = \"full\"\n"),
+                "sinks.broker.document",
+                "payload = \"json\"",
+            ),
+            (
+                format!("{url}topic = \"t\"\npayload = \"xml\"\n"),
+                "sinks.broker.payload",
+                "",
+            ),
+            (
+                format!("{url}topic = \"t\"\nmax_in_flight = 70000\n"),
+                "sinks.broker.max_in_flight",
+                "",
+            ),
+            (
+                format!("{url}topic = \"t\"\nconcurrency = 4\n"),
+                "sinks.broker",
+                "concurrency",
+            ),
+            (
+                "topic = \"t\"\n".to_string(),
+                "sinks.broker.url",
+                "needs the broker",
+            ),
+        ] {
+            let err = match parse(&sink_config(&extra), "/etc/holdfast/holdfast.toml") {
+                Ok(_) => panic!("{extra}: accepted"),
+                Err(e) => e,
+            };
+            let p = err.problems();
+            assert!(
+                p.iter()
+                    .any(|d| d.key.starts_with(key) && d.message.contains(fragment)),
+                "{extra}: {p:?}"
+            );
+        }
+    }
+}
