@@ -84,6 +84,7 @@ class Publisher:
         c.on_connect = self.on_connect
         c.on_connect_fail = self.on_connect_fail
         c.on_publish = self.on_publish
+        c.on_disconnect = self.on_disconnect
         self.client = c
         self.v5 = v5
 
@@ -98,6 +99,13 @@ class Publisher:
     def on_connect_fail(self, client, userdata):
         with self.lock:
             self.connect_errors.append("connection failed (TCP or TLS)")
+
+    def on_disconnect(self, client, userdata, flags, reason_code, properties):
+        # Under TLS 1.3 a refused client certificate ends the connection
+        # after the handshake looked done: a drop before any CONNACK.
+        with self.lock:
+            if self.connects == 0:
+                self.connect_errors.append(f"connection lost before CONNACK ({reason_code})")
 
     def on_publish(self, client, userdata, mid, reason_code, properties):
         with self.lock:
