@@ -31,11 +31,12 @@
 //!   retries included; default 20, 0 = no maximum, 1 = in-order delivery.
 //!   Beyond it messages wait in the client's queue, bounded by
 //!   `max_queued_messages` (default 1000; then dropped).
-//!   NOT yet checked by a test here: how it combines with the Receive
-//!   Maximum a MQTT 5 subscriber sends in CONNECT (from mosquitto 2.0's
-//!   source, the client's value appears to set that connection's outgoing
-//!   limit; whether the config caps it is unverified). A test that depends
-//!   on it should measure it first.
+//!   A MQTT 5 subscriber's Receive Maximum (CONNECT property) REPLACES it
+//!   for that connection's outgoing window: mosquitto's
+//!   `property__process_connect` sets `msgs_out.inflight_maximum` to the
+//!   client's value, not the smaller of the two, so the config does not cap
+//!   a client that asks for more. Read in mosquitto's source, not checked by
+//!   a test here: a test depending on it should measure it first.
 //!
 //! Included with `#[path = "common/mosquitto.rs"] mod mosquitto;` after
 //! `#[path = "common/daemon.rs"] mod daemon;` and
