@@ -32,11 +32,14 @@
 //!   Beyond it messages wait in the client's queue, bounded by
 //!   `max_queued_messages` (default 1000; then dropped).
 //!   A MQTT 5 subscriber's Receive Maximum (CONNECT property) REPLACES it
-//!   for that connection's outgoing window: mosquitto's
-//!   `property__process_connect` sets `msgs_out.inflight_maximum` to the
-//!   client's value, not the smaller of the two, so the config does not cap
-//!   a client that asks for more. Read in mosquitto's source, not checked by
-//!   a test here: a test depending on it should measure it first.
+//!   for that connection's outgoing window, it is not capped by it:
+//!   mosquitto's `property__process_connect` sets `msgs_out.inflight_maximum`
+//!   to the client's value. Checked by hand on 2.0.11: with
+//!   `max_inflight_messages 2`, a paho v5 subscriber with manual acks that
+//!   never acks got 10 unacknowledged QoS 1 messages with Receive Maximum
+//!   10, and 1 with Receive Maximum 1. The other way, the broker's CONNACK
+//!   carries `ReceiveMaximum = max_inflight_messages` (2 there): the window
+//!   a MQTT 5 publisher (paho, or the mqtt sink) may have towards the broker.
 //!
 //! Included with `#[path = "common/mosquitto.rs"] mod mosquitto;` after
 //! `#[path = "common/daemon.rs"] mod daemon;` and
