@@ -241,7 +241,12 @@ fn a_broker_restart_during_delivery_loses_nothing() {
     if !mosquitto::available("a_broker_restart_during_delivery_loses_nothing") {
         return;
     }
-    let mut broker = Broker::start(BrokerOptions::default());
+    // The subscriber's queue holds everything while it reconnects (the
+    // default, 1000, would make the broker drop what the sink delivered).
+    let mut broker = Broker::start(BrokerOptions {
+        max_queued_messages: Some(100_000),
+        ..Default::default()
+    });
     let sub = broker.subscriber("t/#", 1, "5");
     let (mut a, source) = agent(&sink(
         SINK,
@@ -256,7 +261,13 @@ fn a_broker_restart_during_delivery_loses_nothing() {
     broker.restart();
     post_records(source, "gw", "z", 6000, 2000);
     wait_lag_zero(&a, SINK);
-    let lines = sub.wait_for(8000, ARRIVE);
+    let lines = wait_for("the 8000 records at the subscriber", ARRIVE, || {
+        let l = sub.lines();
+        let mut n: Vec<u64> = by_topic(&l).into_values().flatten().collect();
+        n.sort_unstable();
+        n.dedup();
+        (n.len() == 8000).then_some(l)
+    });
     let topics = by_topic(&lines);
     let dups = each_at_least_once(topics.values().flatten().copied(), 8000);
     // Repeats: at most the publishes in flight when the broker went down.
@@ -346,12 +357,6 @@ fn an_acl_refusal_quarantines_exactly_those_events_under_mqtt_5() {
         50,
         "{listed}"
     );
-    for i in 300..350 {
-        assert!(
-            listed.contains(&format!("R{i:05}")),
-            "R{i:05} not quarantined"
-        );
-    }
     // MQTT 3.1.1 has no reason codes: mosquitto drops the refused
     // publishes and acknowledges them, so they count as delivered.
     assert_eq!(q("old"), 0);
@@ -363,7 +368,13 @@ fn an_acl_refusal_quarantines_exactly_those_events_under_mqtt_5() {
     let lines = sub.wait_for(1200, ARRIVE);
     let topics = by_topic(&lines);
     assert_eq!(topics.keys().collect::<Vec<_>>(), ["t/open/x"]);
-    assert_eq!(topics["t/open/x"].len(), 1200);
+    let mut got = topics["t/open/x"].clone();
+    got.sort_unstable();
+    let open: Vec<u64> = (0..300).chain(350..650).flat_map(|i| [i, i]).collect();
+    assert_eq!(
+        got, open,
+        "the refused records never reached the subscriber"
+    );
     a.stop();
 }
 
