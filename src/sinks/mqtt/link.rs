@@ -561,3 +561,53 @@ async fn drive<D: Driver>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rumqttc::v5::mqttbytes::v5::Publish;
+    use rumqttc::v5::mqttbytes::QoS;
+    use rumqttc::v5::Request;
+    use tokio::sync::oneshot;
+
+    fn publish(pkid: u16) -> Request {
+        let mut p = Publish::new("t", QoS::AtLeastOnce, vec![b'x'], None);
+        p.pkid = pkid;
+        Request::Publish(p)
+    }
+
+    /// What rumqttc 0.25 leaves after a disconnect, as `EventLoop::clean`
+    /// builds it: the unacknowledged publishes by packet identifier (which
+    /// wrapped: 1 and 2 were sent after 9 and 10), not marked DUP, then
+    /// what it took from its channel (no identifier yet).
+    #[test]
+    fn resends_go_first_marked_dup_in_the_order_first_sent() {
+        let mut window = Window::default();
+        let mut keep = Vec::new();
+        for _ in 0..5 {
+            let (tx, rx) = oneshot::channel();
+            window.submit(tx);
+            keep.push(rx);
+        }
+        for pkid in [9, 10, 1, 2] {
+            window.sent(pkid);
+        }
+        let o = rumqttc::v5::MqttOptions::new("t", "127.0.0.1", 1);
+        let mut el = V5(rumqttc::v5::EventLoop::new(o, 10));
+        el.0.pending
+            .extend([publish(1), publish(2), publish(9), publish(10), publish(0)]);
+        assert_eq!(el.after_error(&window), 1, "one new publish was drained");
+        let order: Vec<(u16, bool)> =
+            el.0.pending
+                .iter()
+                .map(|r| match r {
+                    Request::Publish(p) => (p.pkid, p.dup),
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+        assert_eq!(
+            order,
+            [(9, true), (10, true), (1, true), (2, true), (0, false)]
+        );
+    }
+}
