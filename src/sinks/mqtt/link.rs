@@ -30,6 +30,8 @@ use super::window::{Sent, Window};
 use crate::backoff::full_jitter;
 use crate::metrics::SinkLabels;
 use crate::mqtt::{ConnectError, Connection, Protocol};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 
 /// What the publishing side and the event loop's task share.
 pub(super) struct Link {
@@ -47,8 +49,18 @@ pub(super) struct Link {
     /// Whether the broker said it keeps no retained messages.
     pub retain_unavailable: AtomicBool,
     pub protocol: Protocol,
-    metrics: Arc<MqttSinkMetrics>,
-    labels: SinkLabels,
+    /// The sink's series, looked up once: the in-flight gauge moves with
+    /// every publish and every PUBACK.
+    m: Series,
+}
+
+/// The sink's series of [`MqttSinkMetrics`].
+struct Series {
+    connected: Gauge,
+    connection_errors: Counter,
+    sessions_lost: Counter,
+    in_flight: Gauge,
+    window: Gauge,
 }
 
 /// The client of either protocol: how a publish enters the event loop's
@@ -94,9 +106,17 @@ impl Link {
             broker_max_packet: AtomicU32::new(0),
             retain_unavailable: AtomicBool::new(false),
             protocol,
-            metrics,
-            labels: SinkLabels {
-                sink: sink.to_string(),
+            m: {
+                let labels = SinkLabels {
+                    sink: sink.to_string(),
+                };
+                Series {
+                    connected: metrics.connected.get_or_create(&labels).clone(),
+                    connection_errors: metrics.connection_errors.get_or_create(&labels).clone(),
+                    sessions_lost: metrics.sessions_lost.get_or_create(&labels).clone(),
+                    in_flight: metrics.in_flight.get_or_create(&labels).clone(),
+                    window: metrics.window.get_or_create(&labels).clone(),
+                }
             },
         }
     }
@@ -144,10 +164,7 @@ impl Link {
     }
 
     fn set_in_flight(&self, n: usize) {
-        self.metrics
-            .in_flight
-            .get_or_create(&self.labels)
-            .set(n as i64);
+        self.m.in_flight.set(n as i64);
     }
 }
 
@@ -416,8 +433,7 @@ async fn drive<D: Driver>(
 ) {
     let mut backoff = conn.backoff();
     let mut rng = rand::rngs::SmallRng::from_os_rng();
-    let m = &link.metrics;
-    let labels = &link.labels;
+    let m = &link.m;
     let mut refresh = false;
     let mut failures = 0u32;
     loop {
@@ -458,7 +474,7 @@ async fn drive<D: Driver>(
                 link.retain_unavailable
                     .store(retain_available == Some(0), Ordering::Relaxed);
                 let limit = receive_max.map_or(max_in_flight, |r| r.min(max_in_flight));
-                m.window.get_or_create(labels).set(i64::from(limit));
+                m.window.set(i64::from(limit));
                 let (lost, in_flight) = {
                     let mut w = link.window();
                     let lost = if session_present { 0 } else { w.session_lost() };
@@ -466,7 +482,7 @@ async fn drive<D: Driver>(
                 };
                 if lost > 0 {
                     d.clear_collision();
-                    m.sessions_lost.get_or_create(labels).inc();
+                    m.sessions_lost.inc();
                     warn!(sink = %name, broker = %conn.url, publishes = lost,
                         "the broker answered the reconnect without the session (it expired or the \
                          broker lost it): the publishes it had not acknowledged are sent again as \
@@ -487,7 +503,7 @@ async fn drive<D: Driver>(
                         "the broker keeps no retained messages (Retain Available = 0): with \
                          retain = true it closes the connection at the first publish; set retain = false");
                 }
-                m.connected.get_or_create(labels).set(1);
+                m.connected.set(1);
                 link.connected.send_replace(true);
             }
             Ok(Happened::Sent(pkid)) => {
@@ -520,8 +536,8 @@ async fn drive<D: Driver>(
             Ok(Happened::Other) => {}
             Err(f) => {
                 let was = link.connected.send_replace(false);
-                m.connected.get_or_create(labels).set(0);
-                m.connection_errors.get_or_create(labels).inc();
+                m.connected.set(0);
+                m.connection_errors.inc();
                 let unacked = {
                     let mut w = link.window();
                     let fresh = d.after_error(&w);
