@@ -120,9 +120,15 @@ fn main() {
 }
 
 async fn run(n: u64) {
+    // `HOLDFAST_BENCH_MQTT_EXTRA`: more lines for mosquitto's config,
+    // separated by `;`.
+    let extra = std::env::var("HOLDFAST_BENCH_MQTT_EXTRA")
+        .map(|e| e.split(';').map(str::to_string).collect())
+        .unwrap_or_default();
     let broker = Broker::start(BrokerOptions {
         max_inflight_messages: Some(1000),
         max_queued_messages: Some(u32::try_from(n * 2).unwrap()),
+        extra,
         ..Default::default()
     });
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

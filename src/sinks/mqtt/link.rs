@@ -371,8 +371,14 @@ pub(super) async fn run(
     loop {
         let made = match conn.protocol {
             Protocol::V5 => conn.options_v5(false).map(|mut o| {
+                // No Nagle: a batch's last publishes would otherwise wait
+                // for the broker's delayed ACK (40 ms on Linux) before
+                // they leave, once per batch.
+                let mut net = o.network_options();
+                net.set_tcp_nodelay(true);
                 o.set_manual_acks(true)
-                    .set_outgoing_inflight_upper_limit(tuning.max_in_flight);
+                    .set_outgoing_inflight_upper_limit(tuning.max_in_flight)
+                    .set_network_options(net);
                 let (client, el) = rumqttc::v5::AsyncClient::new(o, cap);
                 (Client::V5(client), None, Some(V5(el)))
             }),
@@ -384,7 +390,9 @@ pub(super) async fn run(
                     // client never fails a write for size and loops on it.
                     .set_max_packet_size(64 << 10, tuning.max_packet + 64);
                 let (client, mut el) = rumqttc::AsyncClient::new(o, cap);
-                el.set_network_options(conn.network_options());
+                let mut net = conn.network_options();
+                net.set_tcp_nodelay(true);
+                el.set_network_options(net);
                 (Client::V311(client), Some(V311(el)), None)
             }),
         };
