@@ -1,0 +1,301 @@
+//! The session loop: what the connection's task hands over, gathered into
+//! groups, one append in flight at a time, and each group acknowledged in
+//! the order its messages arrived once its append returned.
+//!
+//! Group commit without a timer: while one append waits on the disk, what
+//! arrives gathers; when it returns, its messages are acknowledged and
+//! everything gathered since (up to the window, and half an append's
+//! bytes) goes in the next. An idle source appends a lone message at once.
+//!
+//! Acknowledgements belong to the connection the message came on: a
+//! message appended after its connection dropped is not acknowledged on
+//! the next one (the broker sends it again, marked DUP, and it is stored
+//! again: the duplicates the docs bound), since a late PUBACK could
+//! otherwise match a packet id the broker has since given another message.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use super::append::{Appender, Entry, Outcome};
+use super::client::{self, Client, Granted, Polled};
+use super::metrics::MqttSourceMetrics;
+use super::MqttSourceSettings;
+use crate::component::ComponentContext;
+use crate::metrics::{SourceLabels, SourceReasonLabels};
+use crate::mqtt::Protocol;
+use crate::seglog::LogError;
+
+/// How long a stopping source waits for its last acknowledgements and its
+/// DISCONNECT to go out.
+const GOODBYE: Duration = Duration::from_secs(2);
+
+/// An append in flight: the task, and the connection its messages came on.
+struct InFlight {
+    task: JoinHandle<(Appender, Vec<Entry>, Outcome)>,
+    connection: u64,
+}
+
+struct Counters {
+    connected: Gauge,
+    messages: Counter,
+    acknowledged: Counter,
+    redelivered: Counter,
+    retained_skipped: Counter,
+    own: Arc<MqttSourceMetrics>,
+}
+
+pub async fn run(ctx: ComponentContext, opts: MqttSourceSettings) -> anyhow::Result<()> {
+    let name = ctx.name.clone();
+    let end = CancellationToken::new();
+    // Ends the connection's task on every way out of this function.
+    let _end_guard = end.clone().drop_guard();
+    let (client, mut rx, poller) = client::start(&opts, end.clone()).map_err(|e| {
+        anyhow::anyhow!(
+            "source {name} cannot connect to the MQTT broker {}: {e}; check sources.{name}'s \
+             password_file and tls.* files",
+            opts.connection.url
+        )
+    })?;
+    let labels = SourceLabels {
+        source: name.clone(),
+    };
+    let own = ctx.metrics.group::<MqttSourceMetrics>();
+    let c = Counters {
+        connected: own.connected.get_or_create(&labels).clone(),
+        messages: own.messages.get_or_create(&labels).clone(),
+        acknowledged: own.acknowledged.get_or_create(&labels).clone(),
+        redelivered: own.redelivered.get_or_create(&labels).clone(),
+        retained_skipped: own.retained_skipped.get_or_create(&labels).clone(),
+        own: own.clone(),
+    };
+    let component = format!("source:{name}");
+    let mut appender = Some(Appender::new(&name, &opts, &ctx.log, &ctx.metrics));
+    let group_bytes = appender.as_ref().map_or(1 << 20, Appender::group_bytes);
+    let window = match opts.connection.protocol {
+        Protocol::V5 => opts.receive_maximum as usize,
+        Protocol::V311 => usize::MAX,
+    };
+    let mut pending: VecDeque<Entry> = VecDeque::new();
+    let mut in_flight: Option<InFlight> = None;
+    // Which connection is up (0: none); messages are acknowledged only on
+    // the connection they came on.
+    let mut connection = 0u64;
+    let mut up = false;
+    let mut result = Ok(());
+    loop {
+        tokio::select! {
+            biased;
+            done = async { (&mut in_flight.as_mut().expect("guarded").task).await },
+                if in_flight.is_some() =>
+            {
+                let on = in_flight.take().map_or(0, |f| f.connection);
+                let (a, group, outcome) = match done {
+                    Ok(d) => d,
+                    Err(e) => {
+                        result = Err(anyhow::anyhow!("source {name}: the append task failed: {e}"));
+                        break;
+                    }
+                };
+                appender = Some(a);
+                match outcome {
+                    Outcome::Stored if up && on == connection => ack(&name, &client, &group, &c),
+                    Outcome::Stored => {}
+                    Outcome::NotStored(LogError::Closed) => break,
+                    Outcome::NotStored(e) if !ctx.stop.is_cancelled() => {
+                        result = Err(anyhow::anyhow!(
+                            "source {name}: the log refused MQTT messages: {e}; they were not \
+                             acknowledged and the broker sends them again"
+                        ));
+                        break;
+                    }
+                    Outcome::NotStored(_) => {}
+                }
+                if ctx.stop.is_cancelled() {
+                    break;
+                }
+            }
+            _ = ctx.stop.cancelled(), if in_flight.is_none() => break,
+            polled = rx.recv() => {
+                let Some(polled) = polled else {
+                    result = Err(anyhow::anyhow!("source {name}: the MQTT connection's task ended"));
+                    break;
+                };
+                match polled {
+                    Polled::Connected { session_present } => {
+                        connection += 1;
+                        up = true;
+                        info!(source = %name, broker = %opts.connection.url, session_present,
+                            "connected to the MQTT broker{}",
+                            if session_present { ", the session kept" } else {
+                                ": a new session (what was queued for an expired one is gone)"
+                            });
+                        ctx.health.clear_stuck(&name);
+                        if let Err(e) = client.subscribe(&opts.topics, opts.qos, opts.retained) {
+                            error!(source = %name, error = %e, "cannot send the MQTT SUBSCRIBE");
+                        }
+                    }
+                    Polled::Subscribed(granted) => {
+                        let ok = subscribed(&name, &opts, &granted, &c);
+                        c.connected.set(i64::from(ok));
+                    }
+                    Polled::Publish(p) => {
+                        c.messages.inc();
+                        let m = p.message();
+                        if m.dup {
+                            c.redelivered.inc();
+                        }
+                        let store = if p.retain() && !opts.retained {
+                            c.retained_skipped.inc();
+                            false
+                        } else if p.payload_len() > opts.max_payload_size {
+                            warn!(source = %name, topic = %p.topic_lossy(), bytes = p.payload_len(),
+                                max_payload_size = opts.max_payload_size,
+                                "an MQTT payload is larger than max_payload_size: dropped, counted \
+                                 and acknowledged (it could never be stored); raise \
+                                 max_payload_size to keep such messages");
+                            ctx.metrics.drop_events(&component, "too_large", 1);
+                            false
+                        } else {
+                            true
+                        };
+                        pending.push_back(Entry { publish: p, store });
+                    }
+                    Polled::Down { reason, error, wait } => {
+                        up = false;
+                        c.connected.set(0);
+                        // Not acknowledged: the broker sends them again.
+                        pending.clear();
+                        c.own
+                            .connection_errors
+                            .get_or_create(&SourceReasonLabels {
+                                source: name.clone(),
+                                reason: reason.to_string(),
+                            })
+                            .inc();
+                        let what = match reason {
+                            "refused" => "the MQTT broker refused the connection (check username, \
+                                          password_file, client_id and the broker's ACL)",
+                            "files" => "cannot read the MQTT password or TLS files",
+                            "lost" => "the MQTT connection was lost",
+                            _ => "cannot connect to the MQTT broker",
+                        };
+                        let why = format!("{what}: {error}");
+                        if reason == "lost" {
+                            warn!(source = %name, broker = %opts.connection.url, error = %error,
+                                retry_in_ms = wait.as_millis() as u64,
+                                "{what}; reconnecting, the broker keeps the session");
+                        } else {
+                            error!(source = %name, broker = %opts.connection.url, error = %error,
+                                retry_in_ms = wait.as_millis() as u64, "{what}; retrying");
+                        }
+                        ctx.health.set_stuck(&name, why);
+                    }
+                }
+            }
+        }
+        if in_flight.is_none() && up && !pending.is_empty() && !ctx.stop.is_cancelled() {
+            let group = take_group(&mut pending, window, group_bytes);
+            if group.iter().all(|e| !e.store) {
+                ack(&name, &client, &group, &c);
+                continue;
+            }
+            let mut a = appender.take().expect("no append is in flight");
+            let stop = ctx.stop.clone();
+            in_flight = Some(InFlight {
+                task: tokio::spawn(async move {
+                    let outcome = a.append(&group, &stop).await;
+                    (a, group, outcome)
+                }),
+                connection,
+            });
+        }
+    }
+    // The last acknowledgements are queued; a DISCONNECT after them keeps
+    // the session without waiting out the keep-alive.
+    if up {
+        client.disconnect();
+        let _ = tokio::time::timeout(GOODBYE, poller).await;
+    }
+    c.connected.set(0);
+    ctx.health.clear_stuck(&name);
+    result
+}
+
+/// The next group: up to `window` messages and about `bytes` of payload
+/// (at least one message).
+fn take_group(pending: &mut VecDeque<Entry>, window: usize, bytes: usize) -> Vec<Entry> {
+    let mut group = Vec::new();
+    let mut size = 0;
+    while let Some(e) = pending.front() {
+        let len = e.publish.payload_len();
+        if !group.is_empty() && (group.len() >= window || size + len > bytes) {
+            break;
+        }
+        size += len;
+        group.extend(pending.pop_front());
+    }
+    group
+}
+
+/// Acknowledges the group, in the order its messages came.
+fn ack(name: &str, client: &Client, group: &[Entry], c: &Counters) {
+    for e in group {
+        if !e.publish.needs_ack() {
+            continue;
+        }
+        match client.ack(&e.publish) {
+            Ok(()) => {
+                c.acknowledged.inc();
+            }
+            Err(err) => {
+                // The message is durable; the broker sends it again and it
+                // is stored again, marked mqtt.dup.
+                warn!(source = %name, error = %err,
+                    "cannot queue an MQTT acknowledgement; the broker will send the message again");
+            }
+        }
+    }
+}
+
+/// Logs what the SUBACK granted; true when every filter has QoS 1 or more.
+fn subscribed(name: &str, opts: &MqttSourceSettings, granted: &[Granted], c: &Counters) -> bool {
+    let mut ok = granted.len() == opts.topics.len();
+    for (topic, g) in opts.topics.iter().zip(granted) {
+        match g {
+            Granted::Qos(q) if *q >= 1 => {
+                info!(source = %name, topic = %topic, granted_qos = q, asked_qos = opts.qos,
+                    "subscribed");
+            }
+            Granted::Qos(q) => {
+                ok = false;
+                error!(source = %name, topic = %topic, granted_qos = q,
+                    "the broker granted QoS 0 for this topic filter: its messages are not \
+                     acknowledged, and one lost between the broker and holdfast is lost for good; \
+                     allow QoS 1 for holdfast's client on the broker (mosquitto: max_qos)");
+            }
+            Granted::Refused(why) => {
+                ok = false;
+                error!(source = %name, topic = %topic, reason = %why,
+                    "the broker refused the subscription (check the broker's ACL for this client \
+                     and user); no messages arrive for this topic filter");
+            }
+        }
+        if !matches!(g, Granted::Qos(q) if *q >= 1) {
+            c.own
+                .connection_errors
+                .get_or_create(&SourceReasonLabels {
+                    source: name.to_string(),
+                    reason: "subscribe".to_string(),
+                })
+                .inc();
+        }
+    }
+    ok
+}
