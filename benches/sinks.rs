@@ -4,6 +4,8 @@
 //! ```sh
 //! cargo bench --bench sinks                          # 1 GiB backlog (a few minutes, ~1.2 GiB of disk)
 //! HOLDFAST_BENCH_QUICK=1 cargo bench --bench sinks   # 32 MiB, a smoke run
+//! HOLDFAST_BENCH_ONLY=pushback HOLDFAST_BENCH_PUSHBACK_EVENTS=4000000 cargo bench --bench sinks   # longer pushback runs
+//! HOLDFAST_BENCH_ONLY=pushback HOLDFAST_BENCH_PUSHBACK_RUNS="random,10th" cargo bench --bench sinks   # some of them (and normal)
 //! HOLDFAST_BENCH_ONLY=elasticsearch cargo bench --bench sinks   # one sink type
 //! HOLDFAST_BENCH_ONLY=nats cargo bench --bench sinks   # the NATS JetStream rows
 //! HOLDFAST_BENCH_FORMAT=2 cargo bench --bench sinks  # the backlog in the compact form
@@ -104,7 +106,11 @@ fn main() {
         rt.block_on(run(backlog));
     }
     if only.is_none() || only.as_deref() == Some("pushback") {
-        rt.block_on(pushback::run(if quick { 200_000 } else { 400_000 }));
+        let events = std::env::var("HOLDFAST_BENCH_PUSHBACK_EVENTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(if quick { 200_000 } else { 400_000 });
+        rt.block_on(pushback::run(events));
     }
 }
 
@@ -887,18 +893,29 @@ mod pushback {
             "pushback: elasticsearch, {events} events, concurrency 4, batch_max_events 2000, backoff 500ms..60s"
         );
         println!(
-            "{:<16} {:>10} {:>9} {:>9} {:>11} {:>12} {:>22}",
+            "{:<16} {:>10} {:>9} {:>6} {:>9} {:>11} {:>12} {:>22} {:>6}",
             "receiver",
             "events/s",
             "seconds",
+            "cores",
             "requests",
             "429 items",
             "quarantined",
-            "return→first/last ok"
+            "return→first/last ok",
+            "limit"
         );
         let metrics = Arc::new(Metrics::new(None));
         let mut normal = 0.0;
+        // HOLDFAST_BENCH_PUSHBACK_RUNS="every 10th": only the runs whose
+        // label holds one of the comma-separated words (and `normal`, the
+        // figure the others are read against).
+        let chosen = std::env::var("HOLDFAST_BENCH_PUSHBACK_RUNS").ok();
         for (i, &(label, prefix)) in runs.iter().enumerate() {
+            if let Some(c) = &chosen {
+                if label != "normal" && !c.split(',').any(|w| label.contains(w.trim())) {
+                    continue;
+                }
+            }
             let name = format!("push-{i}");
             let mut common = DeliveryOptions::new(
                 vec!["app".into()],
@@ -918,6 +935,7 @@ mod pushback {
                 index: Template::parse("holdfast-{signal}-{date}").unwrap(),
                 document: bench_layout(),
             });
+            let cpu0 = super::cpu_seconds();
             let t0 = Instant::now();
             let stop = CancellationToken::new();
             let task = tokio::spawn(sink.run(&holdfast::component::ComponentContext::new(
@@ -927,8 +945,23 @@ mod pushback {
                 stop.clone(),
             )));
             let mut finished = true;
+            // The adaptive limit, sampled every 100 ms: whether a steady
+            // share of 429s holds concurrency down.
+            let (mut limit_sum, mut limit_n, mut last_sample) = (0.0, 0u32, Instant::now());
+            let limit_key = format!("holdfast_sink_concurrency_limit{{sink=\"{name}\"}} ");
             loop {
                 tokio::time::sleep(Duration::from_millis(5)).await;
+                if last_sample.elapsed() >= Duration::from_millis(100) {
+                    last_sample = Instant::now();
+                    let text = metrics.encode().unwrap_or_default();
+                    if let Some(v) = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix(&limit_key)?.trim().parse::<f64>().ok())
+                    {
+                        limit_sum += v;
+                        limit_n += 1;
+                    }
+                }
                 let done = log
                     .stats()
                     .consumers
@@ -944,6 +977,7 @@ mod pushback {
                 assert!(!task.is_finished(), "the sink stopped");
             }
             let secs = t0.elapsed().as_secs_f64();
+            let cpu = super::cpu_seconds() - cpu0;
             stop.cancel();
             task.await.unwrap().unwrap();
             let sent = {
@@ -1001,14 +1035,20 @@ mod pushback {
                 _ => String::new(),
             };
             println!(
-                "{:<16} {:>10.0} {:>9.1} {:>9} {:>11} {:>12} {:>22}{}{target}",
+                "{:<16} {:>10.0} {:>9.1} {:>6.2} {:>9} {:>11} {:>12} {:>22} {:>6}{}{target}",
                 label,
                 rate,
                 secs,
+                cpu / secs,
                 f[0],
                 f[2],
                 quarantined,
                 gap,
+                if limit_n > 0 {
+                    format!("{:.2}", limit_sum / limit_n as f64)
+                } else {
+                    "-".into()
+                },
                 if finished { "" } else { "  (stopped)" },
             );
             log.remove_consumer(&name).unwrap();

@@ -55,13 +55,15 @@ fn only_the_require_helper_decides_to_skip() {
 
 /// The programs the tests run, and the Debian package that brings each.
 /// (`mount`, for tests/disk_full.rs, is in every Debian system.)
-const PROGRAMS: [(&str, &str); 9] = [
+const PROGRAMS: [(&str, &str); 11] = [
     ("promtool", "prometheus"),
     ("logrotate", "logrotate"),
     ("systemd-journal-remote", "systemd-journal-remote"),
     ("logger", "bsdutils"),
     ("rsyslogd", "rsyslog"),
     ("nats-server", "nats-server"),
+    ("mosquitto", "mosquitto"),
+    ("mosquitto_sub", "mosquitto-clients"),
     ("openssl", "openssl"),
     ("kill", "procps"),
     ("python3 -m venv", "python3-venv"),

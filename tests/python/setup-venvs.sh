@@ -4,6 +4,7 @@
 #
 #   target/venv-otlp-proto  opentelemetry-sdk + opentelemetry-exporter-otlp-proto-http
 #                           + opentelemetry-exporter-otlp-proto-grpc (and grpcio)
+#                           + paho-mqtt (tests/python/mqtt_publish.py, the MQTT devices)
 #   target/venv-otlp-json   opentelemetry-sdk + opentelemetry-exporter-otlp-json-http
 #
 # The gRPC exporter agrees with the HTTP protobuf exporter on every shared

@@ -292,6 +292,27 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_steady_share_of_429s_is_a_quota_and_does_not_hold_the_limit_at_its_floor() {
+        // A proxy's quota refuses one item in ten whatever the load: the
+        // limit, pushed to its floor by a burst of real pushback, climbs back
+        // to the ceiling while the share stays where it is (issue 32).
+        let l = limit(8);
+        push_back(&l, 40).await;
+        assert_eq!(l.current(), 1);
+        drive(&l, 300, Duration::from_millis(20), 10, 8).await;
+        assert_eq!(l.current(), 8, "a steady 10% of 429s kept the limit down");
+        // The same share rising, as an overloaded receiver's does, is load.
+        for busy in [20, 35, 50] {
+            drive(&l, 5, Duration::from_millis(20), busy, 8).await;
+        }
+        assert!(
+            l.current() < 8,
+            "a rising share of 429s left the limit at {}",
+            l.current()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn pushback_halves_within_a_few_intervals_and_calm_climbs_back_one_by_one() {
         let l = limit(16);
         drive(&l, 3, Duration::from_millis(20), 0, 16).await;

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use super::item::{Item, Raw};
 use super::limit::Signal;
 use super::retry::{Decision, Outcome, Verdict};
@@ -32,11 +34,12 @@ pub(super) fn pushed_back<T: Transport>(
     let nanos = pace.as_nanos().min(u64::MAX as u128) as u64;
     let wait = Duration::from_nanos(rng.random_range(0..=nanos));
     let not_before = tokio::time::Instant::now() + wait;
+    let mut own = Detached::default();
     let items = busy
         .into_iter()
         .map(|i| {
             let failures = i.failures;
-            back_to_raw(i, failures)
+            own.back_to_raw(i, failures)
         })
         .collect();
     let _ = sh.back.send(Back::Retry(Waiting {
@@ -66,6 +69,7 @@ pub(super) fn requeue<T: Transport>(
     let mut groups: Vec<Waiting> = Vec::new();
     let mut shortest: Option<Duration> = None;
     let mut last_failures = None;
+    let mut own = Detached::default();
     for i in again {
         let failures = i.failures + 1;
         if last_failures != Some(failures) {
@@ -87,7 +91,7 @@ pub(super) fn requeue<T: Transport>(
             });
         }
         if let Some(g) = groups.last_mut() {
-            g.items.push(back_to_raw(i, failures));
+            g.items.push(own.back_to_raw(i, failures));
         }
     }
     log(shortest.unwrap_or_default(), n);
@@ -101,18 +105,43 @@ pub(super) fn requeue<T: Transport>(
     }
 }
 
-/// An event handed back as the runtime keeps it: its stored bytes and
-/// counters, without the decoded fields (decoded again when it is resent),
-/// with `failures` as the caller counts them.
-fn back_to_raw(i: Item, failures: u32) -> Raw {
-    Raw {
-        pos: i.pos,
-        data: i.data,
-        context: i.context,
-        index: i.index,
-        attempts: i.attempts,
-        retries: i.retries,
-        failures,
+/// Events handed back as the runtime keeps them: their stored bytes and
+/// counters, without the decoded fields (decoded again when resent).
+///
+/// Their bytes are copied out of the decompressed block they were read
+/// from: an event read from the log is a slice of its block (one append,
+/// up to a file chunk), and a few events waiting for a retry would
+/// otherwise keep every block of the read-ahead window alive. The events
+/// of one batch share one copy of its context.
+#[derive(Default)]
+struct Detached {
+    /// The last context copied: the original's address and length, and
+    /// the copy.
+    context: Option<(usize, usize, Bytes)>,
+}
+
+impl Detached {
+    /// `i` with `failures` as the caller counts them.
+    fn back_to_raw(&mut self, i: Item, failures: u32) -> Raw {
+        let key = (i.context.as_ptr() as usize, i.context.len());
+        let context = match &self.context {
+            _ if i.context.is_empty() => Bytes::new(),
+            Some((at, len, copy)) if (*at, *len) == key => copy.clone(),
+            _ => {
+                let copy = Bytes::copy_from_slice(&i.context);
+                self.context = Some((key.0, key.1, copy.clone()));
+                copy
+            }
+        };
+        Raw {
+            pos: i.pos,
+            data: Bytes::copy_from_slice(&i.data),
+            context,
+            index: i.index,
+            attempts: i.attempts,
+            retries: i.retries,
+            failures,
+        }
     }
 }
 

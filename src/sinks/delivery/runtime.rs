@@ -70,7 +70,7 @@ use crate::sinks::quarantine::{self, Quarantine};
 
 /// The most events between the committed position and the read position.
 pub(crate) fn window(opts: &DeliveryOptions) -> usize {
-    (opts.batch_max_events * (opts.concurrency + 1) * 4).max(10_000)
+    (opts.batch_max_events * (opts.concurrency + 1) * 16).max(10_000)
 }
 
 /// The batch being filled.
