@@ -516,7 +516,7 @@ fn a_full_log_holds_the_acknowledgements_and_drops_nothing() {
         "[log]\nsegment_size = \"64KiB\"\nmax_bytes = \"128KiB\"\nwhen_full = \"block\"\n\
          compression = \"none\"\n\n\
          [sources.m]\ntype = \"mqtt\"\nurl = \"{}\"\ntopics = [\"devices/+/telemetry\"]\n\
-         format = \"text\"\nreceive_maximum = 16\n\n\
+         format = \"text\"\nreceive_maximum = 16\nmax_payload_size = \"4KiB\"\n\n\
          [sinks.up]\ntype = \"otlp_http\"\ninputs = [\"m\"]\nendpoint = \"{}\"\n",
         broker.url(),
         receiver.url()
@@ -528,7 +528,8 @@ fn a_full_log_holds_the_acknowledgements_and_drops_nothing() {
     });
     let run = broker.spawn_paho(&Paho {
         messages: n,
-        payload: "bytes:1000".into(),
+        // Text bodies of about 1 KB: the receiver knows a record by its body.
+        payload: "oversize:1000".into(),
         inflight: 20,
         deadline: Duration::from_secs(120),
         ..Paho::default()

@@ -184,8 +184,13 @@ impl RawMqttSource {
                 self.max_payload_size.as_ref().map(|v| v.span()),
                 &key("max_payload_size"),
                 format!(
-                    "{} does not fit one log append: at most a quarter of log.segment_size ({}); \
-                     lower it or raise log.segment_size",
+                    "{}{} does not fit one log append: at most a quarter of log.segment_size \
+                     ({}); set max_payload_size lower or raise log.segment_size",
+                    if self.max_payload_size.is_none() {
+                        "the default "
+                    } else {
+                        ""
+                    },
                     format_size(max_payload_size),
                     format_size(most)
                 ),
