@@ -304,6 +304,7 @@ fn kill_9_five_times_loses_nothing_paho_had_acknowledged() {
         .unwrap_or_else(|| Instant::now().elapsed().as_nanos() as u64 ^ std::process::id() as u64);
     eprintln!("kill points from seed {seed} (HOLDFAST_SEED={seed} to repeat)");
     let mut r = seed | 1;
+    let mut unacked = 0.0;
     for k in 1..=5 {
         r ^= r << 13;
         r ^= r >> 7;
@@ -312,6 +313,12 @@ fn kill_9_five_times_loses_nothing_paho_had_acknowledged() {
         wait_for(&format!("{at} events before kill {k}"), ARRIVE * 2, || {
             (seen.read(&mut tail) >= at).then_some(())
         });
+        // What the broker had sent and not had acknowledged, just before
+        // the kill: what it may send again (plus what arrives between this
+        // read and the kill, at most a window more).
+        let m = |s: &str| a.metric(&format!("{s}{{source=\"m\"}}")).unwrap_or(0.0);
+        unacked += m("holdfast_mqtt_source_messages_total")
+            - m("holdfast_mqtt_source_acknowledged_messages_total");
         a.kill9();
         a.start();
         a.wait_ready();
@@ -339,11 +346,18 @@ fn kill_9_five_times_loses_nothing_paho_had_acknowledged() {
             );
         }
     }
+    // Per kill: acknowledgements queued and not yet written (at most a
+    // window: appends wait beyond it) and the append in flight (at most a
+    // window of messages).
+    let bound = 5 * 2 * window;
     eprintln!(
-        "{total} messages, {duplicates} stored twice across 5 kills (bound {})",
-        5 * window
+        "{total} messages, {duplicates} stored twice across 5 kills (bound {bound}); received \
+         and not yet acknowledged at the kills: {unacked}"
     );
-    assert!(duplicates <= 5 * window, "{duplicates} duplicates");
+    assert!(
+        duplicates <= bound,
+        "{duplicates} duplicates, more than {bound}"
+    );
 }
 
 /// The broker restarted while devices publish, and holdfast stopped while
@@ -408,11 +422,6 @@ fn a_broker_restart_and_a_stopped_holdfast_lose_nothing() {
         assert_eq!(
             seen.messages().keys().copied().collect::<BTreeSet<_>>(),
             every(2, 3000)
-        );
-        assert!(
-            a.metric("holdfast_mqtt_source_connection_errors_total{source=\"m\",reason=\"lost\"}")
-                .unwrap_or(0.0)
-                >= 0.0
         );
         a.stop();
     }

@@ -21,6 +21,9 @@ use std::time::Duration;
 use rumqttc::v5::mqttbytes::v5 as p5;
 use rumqttc::v5::mqttbytes::QoS as QoS5;
 use rumqttc::QoS as QoS4;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -118,12 +121,14 @@ pub enum Client {
 }
 
 impl Client {
-    /// Queues the PUBACK (QoS 1) or PUBREC (QoS 2) of `p`; never waits (the
-    /// request channel has room for the whole window).
-    pub fn ack(&self, p: &Publish) -> Result<(), String> {
+    /// Queues the PUBACK (QoS 1) or PUBREC (QoS 2) of `p`. Waits only while
+    /// the request channel is full: the event loop's task takes one
+    /// request per poll, after the incoming packets it read in a bunch, so
+    /// acknowledgements can queue up behind a burst of messages.
+    pub async fn ack(&self, p: &Publish) -> Result<(), String> {
         match (self, p) {
-            (Client::V5(c), Publish::V5(p)) => c.try_ack(p).map_err(|e| e.to_string()),
-            (Client::V311(c), Publish::V311(p)) => c.try_ack(p).map_err(|e| e.to_string()),
+            (Client::V5(c), Publish::V5(p)) => c.ack(p).await.map_err(|e| e.to_string()),
+            (Client::V311(c), Publish::V311(p)) => c.ack(p).await.map_err(|e| e.to_string()),
             _ => Err("a message of the other protocol version".into()),
         }
     }
@@ -204,7 +209,7 @@ enum Options {
     V311(rumqttc::MqttOptions, rumqttc::NetworkOptions),
 }
 
-fn options(s: &MqttSourceSettings, channel: usize) -> Result<Options, ConnectError> {
+fn options(s: &MqttSourceSettings) -> Result<Options, ConnectError> {
     let c = &s.connection;
     let packet = max_packet_size(s.max_payload_size);
     Ok(match c.protocol {
@@ -213,27 +218,32 @@ fn options(s: &MqttSourceSettings, channel: usize) -> Result<Options, ConnectErr
             o.set_manual_acks(true)
                 .set_receive_maximum(Some(s.receive_maximum))
                 .set_max_packet_size(Some(packet.min(u32::MAX as usize) as u32))
-                .set_request_channel_capacity(channel);
+                .set_request_channel_capacity(REQUESTS);
             Options::V5(o)
         }
         Protocol::V311 => {
             let mut o = c.options_v311(false)?;
             o.set_manual_acks(true)
                 .set_max_packet_size(packet, 64 << 10)
-                .set_request_channel_capacity(channel);
+                .set_request_channel_capacity(REQUESTS);
             Options::V311(o, c.network_options())
         }
     })
 }
 
-/// How many messages and acknowledgements the channels hold: the window
-/// and some slack (3.1.1 has no window of its own: the broker's in-flight
-/// limit, a few hundred at most in practice).
-pub fn channel_capacity(s: &MqttSourceSettings) -> usize {
-    match s.connection.protocol {
-        Protocol::V5 => s.receive_maximum as usize + 64,
-        Protocol::V311 => 4096,
-    }
+/// How many acknowledgements the event loop's request channel holds: more
+/// than can ever be waiting (the messages in the session's channel and in
+/// its groups), so the session never waits on it for long and never while
+/// the event loop's task waits on the session. It grows as it fills; the
+/// capacity costs nothing.
+const REQUESTS: usize = 1 << 17;
+
+/// How many messages the channel to the session holds: more than any
+/// window, so the event loop's task never waits on the session (while it
+/// waits, it writes no acknowledgement). What it holds is bounded by the
+/// broker's window, not by this capacity (the channel grows as it fills).
+pub fn channel_capacity(_s: &MqttSourceSettings) -> usize {
+    1 << 17
 }
 
 /// The event loop's task: connects (the options read now), hands over
@@ -244,6 +254,7 @@ pub fn channel_capacity(s: &MqttSourceSettings) -> usize {
 pub fn start(
     s: &MqttSourceSettings,
     end: CancellationToken,
+    written: Arc<AtomicU64>,
 ) -> Result<(Client, mpsc::Receiver<Polled>, tokio::task::JoinHandle<()>), ConnectError> {
     let cap = channel_capacity(s);
     let (tx, rx) = mpsc::channel(cap);
@@ -251,17 +262,17 @@ pub fn start(
     // The first options are made here so that a client exists to
     // subscribe and acknowledge through; a file that cannot be read now
     // fails the start (the supervisor retries it with its backoff).
-    let first = options(s, cap)?;
+    let first = options(s)?;
     let (client, task) = match first {
         Options::V5(o) => {
-            let (client, el) = rumqttc::v5::AsyncClient::new(o, cap);
-            let task = tokio::spawn(poll_v5(el, settings, tx, end));
+            let (client, el) = rumqttc::v5::AsyncClient::new(o, REQUESTS);
+            let task = tokio::spawn(poll_v5(el, settings, tx, end, written));
             (Client::V5(client), task)
         }
         Options::V311(o, net) => {
-            let (client, mut el) = rumqttc::AsyncClient::new(o, cap);
+            let (client, mut el) = rumqttc::AsyncClient::new(o, REQUESTS);
             el.set_network_options(net);
-            let task = tokio::spawn(poll_v311(el, settings, tx, end));
+            let task = tokio::spawn(poll_v311(el, settings, tx, end, written));
             (Client::V311(client), task)
         }
     };
@@ -323,6 +334,7 @@ async fn poll_v5(
     settings: MqttSourceSettings,
     tx: mpsc::Sender<Polled>,
     end: CancellationToken,
+    written: Arc<AtomicU64>,
 ) {
     use rumqttc::v5::{Event, Incoming};
     let mut backoff = settings.connection.backoff();
@@ -352,6 +364,10 @@ async fn poll_v5(
             Ok(Event::Incoming(Incoming::Publish(p))) => Polled::Publish(Publish::V5(p)),
             // The session's DISCONNECT is out: the broker keeps the session.
             Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect)) => return,
+            Ok(Event::Outgoing(rumqttc::Outgoing::PubAck(_) | rumqttc::Outgoing::PubRec(_))) => {
+                written.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             Ok(_) => continue,
             Err(e) => {
                 let reason = reason_v5(&e, up);
@@ -365,7 +381,7 @@ async fn poll_v5(
                 if tx.send(down).await.is_err() {
                     return;
                 }
-                let refresh = || match options(&settings, channel_capacity(&settings))? {
+                let refresh = || match options(&settings)? {
                     Options::V5(o) => {
                         el.options = o;
                         Ok(())
@@ -389,6 +405,7 @@ async fn poll_v311(
     settings: MqttSourceSettings,
     tx: mpsc::Sender<Polled>,
     end: CancellationToken,
+    written: Arc<AtomicU64>,
 ) {
     use rumqttc::{Event, Incoming};
     let mut backoff = settings.connection.backoff();
@@ -420,6 +437,10 @@ async fn poll_v311(
             Ok(Event::Incoming(Incoming::Publish(p))) => Polled::Publish(Publish::V311(p)),
             // The session's DISCONNECT is out: the broker keeps the session.
             Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect)) => return,
+            Ok(Event::Outgoing(rumqttc::Outgoing::PubAck(_) | rumqttc::Outgoing::PubRec(_))) => {
+                written.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             Ok(_) => continue,
             Err(e) => {
                 let reason = reason_v311(&e, up);
@@ -433,7 +454,7 @@ async fn poll_v311(
                 if tx.send(down).await.is_err() {
                     return;
                 }
-                let refresh = || match options(&settings, channel_capacity(&settings))? {
+                let refresh = || match options(&settings)? {
                     Options::V311(o, ..) => {
                         el.mqtt_options = o;
                         Ok(())

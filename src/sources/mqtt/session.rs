@@ -14,6 +14,7 @@
 //! otherwise match a packet id the broker has since given another message.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +32,15 @@ use crate::component::ComponentContext;
 use crate::metrics::{SourceLabels, SourceReasonLabels};
 use crate::mqtt::Protocol;
 use crate::seglog::LogError;
+
+/// How often the session looks whether queued acknowledgements were
+/// written, while it waits for them.
+const ACK_POLL: Duration = Duration::from_millis(2);
+
+/// Whether a window of acknowledgements is queued and not yet written.
+fn behind(queued: u64, written: &AtomicU64, window: usize) -> bool {
+    queued.saturating_sub(written.load(Ordering::Relaxed)) >= window as u64
+}
 
 /// How long a stopping source waits for its last acknowledgements and its
 /// DISCONNECT to go out.
@@ -56,13 +66,23 @@ pub async fn run(ctx: ComponentContext, opts: MqttSourceSettings) -> anyhow::Res
     let end = CancellationToken::new();
     // Ends the connection's task on every way out of this function.
     let _end_guard = end.clone().drop_guard();
-    let (client, mut rx, poller) = client::start(&opts, end.clone()).map_err(|e| {
-        anyhow::anyhow!(
-            "source {name} cannot connect to the MQTT broker {}: {e}; check sources.{name}'s \
+    // Acknowledgements the event loop has written to the socket: rumqttc
+    // writes one queued request per poll, behind up to ten incoming
+    // packets, so under a steady stream they fall behind what the session
+    // queued. Appends wait while more than a window is queued unwritten:
+    // what a crash loses of them is sent again and stored twice, and this
+    // keeps that to the window even with a broker that sends past its
+    // Receive Maximum (mosquitto 2.0.11 was seen doing so).
+    let written = Arc::new(AtomicU64::new(0));
+    let mut queued = 0u64;
+    let (client, mut rx, poller) =
+        client::start(&opts, end.clone(), written.clone()).map_err(|e| {
+            anyhow::anyhow!(
+                "source {name} cannot connect to the MQTT broker {}: {e}; check sources.{name}'s \
              password_file and tls.* files",
-            opts.connection.url
-        )
-    })?;
+                opts.connection.url
+            )
+        })?;
     let labels = SourceLabels {
         source: name.clone(),
     };
@@ -80,7 +100,9 @@ pub async fn run(ctx: ComponentContext, opts: MqttSourceSettings) -> anyhow::Res
     let group_bytes = appender.as_ref().map_or(1 << 20, Appender::group_bytes);
     let window = match opts.connection.protocol {
         Protocol::V5 => opts.receive_maximum as usize,
-        Protocol::V311 => usize::MAX,
+        // 3.1.1 tells the broker no window: this one bounds groups and
+        // unwritten acknowledgements.
+        Protocol::V311 => 1024,
     };
     let mut pending: VecDeque<Entry> = VecDeque::new();
     let mut in_flight: Option<InFlight> = None;
@@ -105,7 +127,9 @@ pub async fn run(ctx: ComponentContext, opts: MqttSourceSettings) -> anyhow::Res
                 };
                 appender = Some(a);
                 match outcome {
-                    Outcome::Stored if up && on == connection => ack(&name, &client, &group, &c),
+                    Outcome::Stored if up && on == connection => {
+                        queued += ack(&name, &client, &group, &c).await;
+                    }
                     Outcome::Stored => {}
                     Outcome::NotStored(LogError::Closed) => break,
                     Outcome::NotStored(e) if !ctx.stop.is_cancelled() => {
@@ -122,6 +146,8 @@ pub async fn run(ctx: ComponentContext, opts: MqttSourceSettings) -> anyhow::Res
                 }
             }
             _ = ctx.stop.cancelled(), if in_flight.is_none() => break,
+            // Acknowledgements being written: look again.
+            _ = tokio::time::sleep(ACK_POLL), if behind(queued, &written, window) => {}
             polled = rx.recv() => {
                 let Some(polled) = polled else {
                     result = Err(anyhow::anyhow!("source {name}: the MQTT connection's task ended"));
@@ -169,6 +195,8 @@ pub async fn run(ctx: ComponentContext, opts: MqttSourceSettings) -> anyhow::Res
                     }
                     Polled::Down { reason, error, wait } => {
                         up = false;
+                        // rumqttc drops the PUBACKs it had not written.
+                        queued = written.load(Ordering::Relaxed);
                         c.connected.set(0);
                         // Not acknowledged: the broker sends them again.
                         pending.clear();
@@ -200,10 +228,15 @@ pub async fn run(ctx: ComponentContext, opts: MqttSourceSettings) -> anyhow::Res
                 }
             }
         }
-        if in_flight.is_none() && up && !pending.is_empty() && !ctx.stop.is_cancelled() {
+        if in_flight.is_none()
+            && up
+            && !pending.is_empty()
+            && !ctx.stop.is_cancelled()
+            && !behind(queued, &written, window)
+        {
             let group = take_group(&mut pending, window, group_bytes);
             if group.iter().all(|e| !e.store) {
-                ack(&name, &client, &group, &c);
+                queued += ack(&name, &client, &group, &c).await;
                 continue;
             }
             let mut a = appender.take().expect("no append is in flight");
@@ -245,23 +278,29 @@ fn take_group(pending: &mut VecDeque<Entry>, window: usize, bytes: usize) -> Vec
 }
 
 /// Acknowledges the group, in the order its messages came.
-fn ack(name: &str, client: &Client, group: &[Entry], c: &Counters) {
+/// Returns how many acknowledgements it queued.
+async fn ack(name: &str, client: &Client, group: &[Entry], c: &Counters) -> u64 {
+    let mut n = 0;
     for e in group {
         if !e.publish.needs_ack() {
             continue;
         }
-        match client.ack(&e.publish) {
+        match client.ack(&e.publish).await {
             Ok(()) => {
                 c.acknowledged.inc();
+                n += 1;
             }
             Err(err) => {
-                // The message is durable; the broker sends it again and it
-                // is stored again, marked mqtt.dup.
+                // The event loop is gone (the source is ending): the
+                // message is durable; the broker sends it again and it is
+                // stored again, marked mqtt.dup.
                 warn!(source = %name, error = %err,
                     "cannot queue an MQTT acknowledgement; the broker will send the message again");
+                return n;
             }
         }
     }
+    n
 }
 
 /// Logs what the SUBACK granted; true when every filter has QoS 1 or more.
