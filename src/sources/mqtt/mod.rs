@@ -21,9 +21,9 @@ false` with the kit's session expiry): what is published while holdfast is
 down waits in the broker's queue. A message appended but not yet
 acknowledged when holdfast dies (or its connection drops) is sent again by
 the broker with DUP set; it is stored again as a new event with a new id,
-marked `mqtt.dup`. So duplicates per crash or disconnect are at most the
-in-flight window: `receive_maximum` for MQTT 5, the broker's in-flight
-limit for 3.1.1 (`docs/sources-mqtt.md`).
+marked `mqtt.dup`. So duplicates per crash or disconnect are at most twice
+the window: acknowledgements queued and not yet written (appends wait
+beyond a window of them) and the append in flight (`docs/sources-mqtt.md`).
 
 # Back-pressure
 
