@@ -338,3 +338,45 @@ fn subscribed(name: &str, opts: &MqttSourceSettings, granted: &[Granted], c: &Co
     }
     ok
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::mqtt::client::Publish;
+
+    fn entry(bytes: usize) -> Entry {
+        Entry {
+            publish: Publish::V311(rumqttc::Publish::new(
+                "t",
+                rumqttc::QoS::AtLeastOnce,
+                vec![b'x'; bytes],
+            )),
+            store: true,
+        }
+    }
+
+    #[test]
+    fn a_group_stops_at_the_window_or_the_bytes_but_takes_at_least_one() {
+        let mut pending: VecDeque<Entry> = (0..10).map(|_| entry(100)).collect();
+        assert_eq!(take_group(&mut pending, 4, 1 << 20).len(), 4);
+        assert_eq!(take_group(&mut pending, 100, 250).len(), 2);
+        let mut big: VecDeque<Entry> = [entry(5000), entry(1)].into();
+        assert_eq!(
+            take_group(&mut big, 100, 100).len(),
+            1,
+            "one too large alone"
+        );
+        assert_eq!(take_group(&mut pending, 100, 1 << 20).len(), 4);
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn appends_wait_while_a_window_of_acknowledgements_is_unwritten() {
+        let written = AtomicU64::new(10);
+        assert!(!behind(10 + 3, &written, 4));
+        assert!(behind(10 + 4, &written, 4));
+        // PUBRECs rumqttc kept across a reconnect may be written after the
+        // count was set back: never negative.
+        assert!(!behind(5, &written, 4));
+    }
+}
