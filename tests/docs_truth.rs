@@ -45,7 +45,8 @@ fn every_component() -> String {
          [sources.scrape]\ntype = \"prometheus_scrape\"\ntargets = [\"http://127.0.0.1:{closed}/metrics\"]\n\n\
          [sources.self]\ntype = \"internal_metrics\"\n\n\
          [sources.host]\ntype = \"host_metrics\"\n\n\
-         [sinks.archive]\ntype = \"file\"\ninputs = [\"app\", \"otlp\", \"both\", \"devices\", \"journal\", \"scrape\", \"self\", \"host\"]\n\n\
+         [sources.sensors]\ntype = \"mqtt\"\nurl = \"mqtt://127.0.0.1:{closed}\"\ntopics = [\"devices/#\"]\n\n\
+         [sinks.archive]\ntype = \"file\"\ninputs = [\"app\", \"otlp\", \"both\", \"devices\", \"journal\", \"scrape\", \"self\", \"host\", \"sensors\"]\n\n\
          [sinks.es]\ntype = \"elasticsearch\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\
          [sinks.oo]\ntype = \"openobserve\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\
          [sinks.collector]\ntype = \"otlp_http\"\ninputs = [\"otlp\"]\nendpoint = \"http://127.0.0.1:{closed}\"\n\n\

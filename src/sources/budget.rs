@@ -80,6 +80,12 @@ impl Reservation {
             return Ok(());
         }
         let n = u32::try_from(n).map_err(|_| NoRoom)?;
+        // Room is there nearly always: take it without the waiting
+        // machinery (a timer and a queued acquire).
+        if let Ok(p) = self.sem.clone().try_acquire_many_owned(n) {
+            self.add(p);
+            return Ok(());
+        }
         let acquire = self.sem.clone().acquire_many_owned(n);
         match tokio::time::timeout_at(deadline, acquire).await {
             Ok(Ok(p)) => {

@@ -21,6 +21,8 @@ append is durable.
   appended every interval.
 * [`host_metrics`] — the machine's CPU, memory, disks, file systems, network
   and more from `/proc` and `/sys`, one append per collection.
+* [`mqtt`] — topic filters on an MQTT broker (5 or 3.1.1), each message
+  acknowledged (PUBACK, PUBREC) only once durable.
 
 Each source's folder holds its own table (`config.rs`: raw keys, check,
 description); the list below names the types. [`listen`] is what the
@@ -46,6 +48,7 @@ pub mod internal_metrics;
 pub mod journald;
 pub mod listen;
 pub(crate) mod metric_points;
+pub mod mqtt;
 pub mod otlp;
 pub mod otlp_http;
 pub mod prometheus_scrape;
@@ -73,6 +76,8 @@ components! {
         "internal_metrics" => InternalMetrics(internal_metrics::InternalMetricsSettings),
         /// `type = "host_metrics"`: the machine's CPU, memory, disks, network… from /proc and /sys.
         "host_metrics" => HostMetrics(host_metrics::HostMetricsSettings),
+        /// `type = "mqtt"`: subscribe to an MQTT broker, acknowledging what is durable.
+        "mqtt" => Mqtt(mqtt::MqttSourceSettings),
     }
 }
 

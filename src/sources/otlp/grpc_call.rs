@@ -127,6 +127,7 @@ async fn accept(
         &mut body,
         limit + PREFIX as u64,
         None,
+        body::Framing::GrpcPrefix,
         deadline,
         timeout,
         &mut res,

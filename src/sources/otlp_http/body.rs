@@ -38,14 +38,47 @@ pub(crate) fn room_by(deadline: Instant) -> Instant {
     deadline.min(Instant::now() + BUDGET_WAIT)
 }
 
+/// How the body says its own length, besides `Content-Length`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// Nothing: room is reserved chunk by chunk as the bytes arrive.
+    None,
+    /// A gRPC message: its 5-byte prefix declares the length, so the whole
+    /// message is reserved (and a message over the limit refused) as soon
+    /// as the prefix is in, once instead of once per HTTP/2 frame.
+    GrpcPrefix,
+}
+
 /// Reads the whole body: at most `limit` bytes, before `deadline`, with
 /// room reserved in `res` for every byte held.
 pub(crate) async fn read(
     body: &mut Incoming,
     limit: u64,
     declared: Option<u64>,
+    framing: Framing,
     deadline: Instant,
     timeout: Duration,
+    res: &mut Reservation,
+) -> Result<Bytes, RequestError> {
+    // One timer for the whole body, not one per frame: a message of many
+    // frames would otherwise arm and cancel one for each.
+    match tokio::time::timeout_at(
+        deadline,
+        read_all(body, limit, declared, framing, deadline, res),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(_) => Err(RequestError::Timeout(timeout)),
+    }
+}
+
+async fn read_all(
+    body: &mut Incoming,
+    limit: u64,
+    declared: Option<u64>,
+    framing: Framing,
+    deadline: Instant,
     res: &mut Reservation,
 ) -> Result<Bytes, RequestError> {
     let room_by = || room_by(deadline);
@@ -56,13 +89,9 @@ pub(crate) async fn read(
     }
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut total: u64 = 0;
-    loop {
-        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
-            Err(_) => return Err(RequestError::Timeout(timeout)),
-            Ok(None) => break,
-            Ok(Some(Err(e))) => return Err(RequestError::BodyRead(e.to_string())),
-            Ok(Some(Ok(frame))) => frame,
-        };
+    let mut prefix_read = framing == Framing::None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| RequestError::BodyRead(e.to_string()))?;
         // Trailers carry nothing OTLP uses.
         let Ok(data) = frame.into_data() else {
             continue;
@@ -71,12 +100,38 @@ pub(crate) async fn read(
         if total > limit {
             return Err(RequestError::BodyTooLarge { limit });
         }
+        if !data.is_empty() {
+            chunks.push(data);
+        }
+        if !prefix_read && total >= 5 {
+            prefix_read = true;
+            // The prefix: a flag byte, then the length, big-endian.
+            let mut head = [0u8; 5];
+            let mut at = 0;
+            for c in &chunks {
+                let n = (5 - at).min(c.len());
+                head[at..at + n].copy_from_slice(&c[..n]);
+                at += n;
+                if at == 5 {
+                    break;
+                }
+            }
+            let whole = 5 + u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as u64;
+            // A flag byte other than 0 or 1: not a gRPC message at all, which
+            // the caller refuses for what it is once the body is in.
+            if head[0] <= 1 {
+                if whole > limit {
+                    return Err(RequestError::BodyTooLarge { limit });
+                }
+                let held = res.held() as u64;
+                if whole > held {
+                    res.grow((whole - held) as usize, room_by()).await?;
+                }
+            }
+        }
         let held = res.held() as u64;
         if total > held {
             res.grow((total - held) as usize, room_by()).await?;
-        }
-        if !data.is_empty() {
-            chunks.push(data);
         }
     }
     Ok(match chunks.len() {

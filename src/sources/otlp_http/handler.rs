@@ -124,6 +124,7 @@ async fn accept(
         &mut body,
         limit,
         declared,
+        body::Framing::None,
         deadline,
         src.opts.request_timeout,
         &mut res,
