@@ -18,13 +18,9 @@
 //! session carries is each component's business: the source acknowledges
 //! what is durable, the sink resends what was not acknowledged.
 
-// Used by the mqtt source and sink, which land beside this kit (issue 31).
-#[allow(dead_code, unused_imports)]
 mod config;
-#[allow(dead_code)]
 mod session;
 
-#[allow(unused_imports)]
 pub(crate) use config::{
     connection_keys, mqtt_table, raw_mqtt_table, ConnectionKeys, RawMqttTls, RawProtocol,
 };
