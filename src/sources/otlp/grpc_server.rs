@@ -31,15 +31,6 @@ use crate::sources::listen::{ServerTls, Slot, Slots};
 use crate::sources::otlp_http::auth::ClientSubject;
 use crate::sources::otlp_http::source::Source;
 
-/// The largest HTTP/2 frame a client may send (HTTP/2's default is 16 KiB).
-/// An exporter's message of a few hundred records is 20–100 KiB: in frames
-/// of 16 KiB each DATA frame wakes the call's task and grows its body
-/// buffer, which made an uncompressed message cost ×1.2–×1.8 the CPU of the
-/// same request over HTTP/1.1. Clients that honour the setting (hyper,
-/// tonic, grpc's C core) send it in one or two frames; h2 reads a frame
-/// whole, so this is also the most a connection buffers for one frame.
-const MAX_FRAME_SIZE: u32 = 256 << 10;
-
 /// Everything a gRPC connection needs.
 struct Conn {
     src: Arc<Source>,
@@ -138,7 +129,6 @@ where
         .keep_alive_interval(Some(g.keepalive_interval))
         .keep_alive_timeout(g.keepalive_timeout)
         .max_header_list_size(g.max_header_list_size)
-        .max_frame_size(MAX_FRAME_SIZE)
         .serve_connection(TokioIo::new(io), svc);
     tokio::pin!(conn);
     let ended = |r: Result<(), hyper::Error>| {
