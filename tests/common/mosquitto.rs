@@ -121,6 +121,11 @@ pub struct BrokerOptions {
     pub max_queued_messages: Option<u32>,
     /// `persistence true` with the file in the broker's directory.
     pub persistence: bool,
+    /// `log_type all` (every packet, what a failing test wants to read);
+    /// off, the Debian package's default types (errors to information)
+    /// and subscriptions, so that a benchmark does not measure the
+    /// broker's debug log.
+    pub log_every_packet: bool,
     /// More config lines.
     pub extra: Vec<String>,
 }
@@ -134,6 +139,7 @@ impl Default for BrokerOptions {
             max_inflight_messages: None,
             max_queued_messages: None,
             persistence: true,
+            log_every_packet: true,
             extra: Vec::new(),
         }
     }
@@ -332,10 +338,17 @@ impl Broker {
             "per_listener_settings false".to_string(),
             format!("listener {} 127.0.0.1", self.port),
             "log_dest stderr".into(),
-            "log_type all".into(),
             "log_timestamp_format %H:%M:%S".into(),
             "connection_messages true".into(),
         ];
+        if o.log_every_packet {
+            conf.push("log_type all".into());
+        } else {
+            // `subscribe`: the subscriber waits for its line.
+            for t in ["error", "warning", "notice", "information", "subscribe"] {
+                conf.push(format!("log_type {t}"));
+            }
+        }
         // Run as root (CI), mosquitto would switch to the user `mosquitto`,
         // who cannot write the persistence file in this directory.
         conf.push(format!("user {}", whoami()));
@@ -456,6 +469,11 @@ impl Broker {
 
     pub fn is_running(&self) -> bool {
         self.child.is_some()
+    }
+
+    /// The broker process's id while it runs (benchmarks read its CPU).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// The broker's log (`log_type all`) across its runs.

@@ -55,6 +55,7 @@ use super::requeue::{pushed_back, requeue, signal};
 use super::retry::{Decision, Outcome, Rejection, Verdict};
 use super::shared::{pause, Back, Shared, Which};
 use super::transport::{Answer, BodyVerdict, Refusal, Sent, Transport};
+use super::turn::Turn;
 use crate::event::Decoder;
 use crate::pool::{Items, Pool};
 
@@ -64,8 +65,9 @@ use crate::pool::{Items, Pool};
 /// (src/pool.rs).
 static ITEMS: Pool<Items<Item>> = Pool::new(8);
 
-/// Delivers one batch to its end (or until the sink stops).
-pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
+/// Delivers one batch to its end (or until the sink stops); its first
+/// request is prepared in its `turn`.
+pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>, mut turn: Turn) {
     let mut items = ITEMS.take().0;
     items.reserve(raw.len());
     let mut invalid = Vec::new();
@@ -132,7 +134,9 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>) {
         // Built before the clock starts: the latency the adaptive limit
         // follows is the exchange's, not the encoding's (a transport that
         // encodes each event as it sends it, like NATS, builds little here).
+        turn.wait().await;
         let request = sh.transport.prepare(&batch, endpoint);
+        turn.pass();
         sh.m.in_flight.inc();
         let started = Instant::now();
         let Sent {

@@ -19,9 +19,10 @@
 //! | `watermark.rs` | the contiguous-completion watermark: the cursor moves only to the lowest unfinished event |
 //! | `keys.rs` | idempotency keys |
 //! | `options.rs` | the options the runtime runs with (batching, concurrency, retries, quarantine) |
+//! | `turn.rs` | batches that start in the order they were formed, for transports that ask for it |
 //!
 //! Imports point down this list's dependency order and never round:
-//! `item` and `transport` at the bottom; `retry`, `retry_queue`, `limit`,
+//! `item`, `transport` and `turn` at the bottom; `retry`, `retry_queue`, `limit`,
 //! `watermark` on them; `shared` above those; `quarantining` and `requeue`
 //! on `shared`; `deliver` on them; `runtime` on top. Nothing here imports
 //! a transport or a sink.
@@ -38,4 +39,5 @@ mod retry_queue;
 pub(crate) mod runtime;
 mod shared;
 pub(crate) mod transport;
+mod turn;
 mod watermark;

@@ -62,6 +62,7 @@ use super::retry::Policy;
 use super::retry_queue::{Probe, RetryQueue};
 use super::shared::{Back, Shared, SinkHandles, FULL_RETRY};
 use super::transport::Transport;
+use super::turn::Turns;
 use super::watermark::Watermark;
 use crate::event::envelope_fields::{group_of, group_sources, source_of};
 use crate::metrics::Metrics;
@@ -157,6 +158,7 @@ pub(crate) async fn run<T: Transport>(
     let mut held: Option<Instant> = None;
     let mut down_streak = 0u32;
     let mut lanes: JoinSet<()> = JoinSet::new();
+    let mut turns = Turns::new(shared.transport.starts_in_order());
     let mut next_scan = Instant::now();
     let mut next_park = Instant::now();
     info!(sink = %name, from = consumer.position(), concurrency = opts.concurrency,
@@ -198,7 +200,7 @@ pub(crate) async fn run<T: Transport>(
             );
             forming.bytes = 0;
             forming.due = None;
-            lanes.spawn(deliver(shared.clone(), batch));
+            lanes.spawn(deliver(shared.clone(), batch, turns.next()));
             shared.limit.started(lanes.len());
             probe.sent(Instant::now());
             continue;
@@ -290,7 +292,7 @@ pub(crate) async fn run<T: Transport>(
                 if let Some(r) = r {
                     debug!(sink = %name, waiting = retries.len() + forming.events.len(),
                         "probing the receiver with one event");
-                    lanes.spawn(deliver(shared.clone(), vec![r]));
+                    lanes.spawn(deliver(shared.clone(), vec![r], turns.next()));
                 }
                 // Even when there was nothing to probe with, not before
                 // another interval.

@@ -168,6 +168,14 @@ pub(crate) trait Transport: Send + Sync + 'static {
         false
     }
 
+    /// Whether batches must reach [`Transport::prepare`] in the order the
+    /// runtime formed them, although several are in flight (MQTT: each
+    /// topic's messages are published in log order); the transport keeps
+    /// that order from `prepare` to the wire.
+    fn starts_in_order(&self) -> bool {
+        false
+    }
+
     /// The receiver refused `items` with [`Answer::SomeRefused`]: what the
     /// transport may learn from it for [`Transport::foreknown`].
     fn learn_refusal(&self, _items: &[Item], _refusal: &Refusal) {}

@@ -5,8 +5,8 @@
 //!
 //! The delivery keys are checked by the shared network check
 //! ([`Common`]) with the keys MQTT has no use for left out: no
-//! `batch_max_events` or `concurrency` (a batch is `max_in_flight` events,
-//! one batch at a time, so that a topic's events go out in log order), no
+//! `batch_max_events` or `concurrency` (a batch is half of `max_in_flight`
+//! events, two batches in flight, started in log order), no
 //! `request_timeout` (rumqttc keeps every publish until its PUBACK, across
 //! reconnects), no `compression`, `auth`, `headers` (the connection keys
 //! say who the sink is).
@@ -207,11 +207,13 @@ impl RawMqttSink {
         if self.batch_timeout.is_none() {
             common.batch_timeout = defaults::BATCH_TIMEOUT;
         }
-        // One batch at a time, a batch the whole window: see the module doc.
-        common.concurrency = 1;
+        // Two batches of half the window each, started in log order: see
+        // the module doc.
+        let batch = usize::from(max_in_flight).div_ceil(2);
+        common.concurrency = 2;
         common.adaptive_concurrency = false;
-        common.batch_max_events = usize::from(max_in_flight);
-        common.batch_max_bytes = (usize::from(max_in_flight) * 4096).clamp(1 << 20, 64 << 20);
+        common.batch_max_events = batch;
+        common.batch_max_bytes = (batch * 4096).clamp(1 << 20, 64 << 20);
         Some(MqttSinkOptions {
             common,
             connection: connection?,
@@ -333,6 +335,7 @@ impl Sink for MqttSinkOptions {
                 connect_wait: o.connection.connect_timeout,
                 target,
                 stop: link_stop.clone(),
+                last_start: std::sync::Mutex::new(None),
             };
             let result = runtime::run(
                 ctx.name,
@@ -397,10 +400,10 @@ mod tests {
         };
         assert_eq!(o.payload, Payload::Json);
         assert_eq!(o.max_in_flight, 1000);
-        assert_eq!(o.common.batch_max_events, 1000);
+        assert_eq!(o.common.batch_max_events, 500);
         assert_eq!(
             (o.common.concurrency, o.common.adaptive_concurrency),
-            (1, false)
+            (2, false)
         );
         assert_eq!(o.common.batch_timeout, defaults::BATCH_TIMEOUT);
         assert_eq!(o.max_payload_size, 1 << 20);

@@ -4,10 +4,16 @@
 //!
 //! The shared sink runtime reads the log, batches, retries, quarantines and
 //! commits (`delivery/`); this sink is its own `Transport`. A batch (up to
-//! `max_in_flight` events, one at a time so that a topic's events go out in
-//! log order) is handed to rumqttc's event loop as publishes, and each
-//! PUBACK answers its event ([`reason`]: MQTT 5 reason codes below 0x80
-//! deliver, the others retry or quarantine by a table). The runtime's
+//! half of `max_in_flight` events) is handed to rumqttc's event loop as
+//! publishes, and each PUBACK answers its event ([`reason`]: MQTT 5 reason
+//! codes below 0x80 deliver, the others retry or quarantine by a table).
+//! Two batches are in flight: the next one is on the wire while the last
+//! PUBACKs of the one before come back, so the connection never drains
+//! between batches (a drained connection waits out the broker's Nagle and
+//! this side's delayed ACK, up to 40 ms a batch on Linux). Batches start in
+//! log order (the runtime's turns up to `prepare`, then a chain here up to
+//! the client's channel), so a topic's new events go out in log order; only
+//! an event retried after a refusal may follow newer ones. The runtime's
 //! watermark moves the cursor over the events acknowledged in order, up to
 //! the first one still in flight.
 //!
@@ -18,8 +24,8 @@
 //! in their first order, before anything new; a broker that lost the
 //! session makes them new publishes again ([`window`]). A kill -9 of
 //! holdfast loses the client's state: after the restart, everything after
-//! the cursor is published again, at most one batch (`max_in_flight`)
-//! plus the commits the log had not yet written.
+//! the cursor is published again, at most the two batches in flight
+//! (`max_in_flight`) plus the commits the log had not yet written.
 //!
 //! | file | concept |
 //! |------|---------|
@@ -113,6 +119,18 @@ pub(crate) struct Mqtt {
     connect_wait: std::time::Duration,
     target: reqwest::Url,
     stop: CancellationToken,
+    /// Fires when the batch prepared last has handed its publishes to the
+    /// client (or gave up): the next batch hands its own after it.
+    pub(super) last_start: std::sync::Mutex<Option<oneshot::Receiver<()>>>,
+}
+
+/// A batch on its way to the client: its events, and its place in the
+/// order batches are handed over.
+pub(crate) struct Publishing<'a> {
+    items: &'a [Item],
+    after: Option<oneshot::Receiver<()>>,
+    /// Fired (or dropped) once this batch's publishes are in the channel.
+    handed: oneshot::Sender<()>,
 }
 
 /// One event of a batch on its way: answered before it was sent, or
@@ -123,9 +141,19 @@ enum Pending {
 }
 
 impl Mqtt {
-    /// Publishes `items` and waits for every PUBACK (or the stop); the
-    /// answer and the payload bytes handed to the client.
-    async fn publish(&self, items: &[Item]) -> (Answer, usize) {
+    /// Publishes `items` once the batch before has handed its own to the
+    /// client, and waits for every PUBACK (or the stop); the answer and the
+    /// payload bytes handed to the client.
+    async fn publish(&self, p: Publishing<'_>) -> (Answer, usize) {
+        let Publishing {
+            items,
+            after,
+            handed,
+        } = p;
+        if let Some(before) = after {
+            // An error is the batch before giving up: its turn is over.
+            let _ = before.await;
+        }
         if let Err((refused, message)) = self.link.ready(self.connect_wait).await {
             let answer = if refused {
                 // Held like an HTTP 401: kept, retried slowly, loudly.
@@ -208,6 +236,7 @@ impl Mqtt {
                 });
             }
         }
+        let _ = handed.send(());
         // No deadline while connected or reconnecting: rumqttc keeps every
         // publish until its PUBACK and sends it again after a reconnect, so
         // a timeout here would only publish the events a second time.
@@ -259,16 +288,31 @@ impl Mqtt {
 
 impl Transport for Mqtt {
     /// The events themselves: each is encoded as it is published.
-    type Request<'a> = &'a [Item];
+    type Request<'a> = Publishing<'a>;
     /// The PUBACKs, already judged.
     type Reply = Answer;
 
-    fn prepare<'a>(&'a self, items: &'a [Item], _request: usize) -> &'a [Item] {
-        items
+    fn starts_in_order(&self) -> bool {
+        true
     }
 
-    async fn send<'a>(&'a self, items: &'a [Item]) -> Sent<Answer> {
-        let (reply, wire) = self.publish(items).await;
+    /// Takes the batch's place after the one prepared before it.
+    fn prepare<'a>(&'a self, items: &'a [Item], _request: usize) -> Publishing<'a> {
+        let (handed, next) = oneshot::channel();
+        let after = self
+            .last_start
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .replace(next);
+        Publishing {
+            items,
+            after,
+            handed,
+        }
+    }
+
+    async fn send<'a>(&'a self, request: Publishing<'a>) -> Sent<Answer> {
+        let (reply, wire) = self.publish(request).await;
         Sent {
             target: self.target.clone(),
             reply,
