@@ -444,6 +444,10 @@ async fn drive<D: Driver>(
     let m = &link.m;
     let mut refresh = false;
     let mut failures = 0u32;
+    // Registered once: polled for every packet, a fresh one each time
+    // would join and leave the token's waiter list per packet.
+    let stopping = stop.cancelled();
+    tokio::pin!(stopping);
     loop {
         if refresh {
             if let Err(e) = d.refresh(conn) {
@@ -465,7 +469,7 @@ async fn drive<D: Driver>(
         }
         // Cancelled only when the sink stops, with the event loop dropped.
         let polled = tokio::select! {
-            _ = stop.cancelled() => return,
+            _ = &mut stopping => return,
             p = d.poll() => p,
         };
         match polled {

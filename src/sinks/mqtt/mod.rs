@@ -242,6 +242,9 @@ impl Mqtt {
         // a timeout here would only publish the events a second time.
         let mut answers = Vec::with_capacity(pending.len());
         let mut all_delivered = true;
+        // One registration for the batch, not one per event.
+        let stopping = self.stop.cancelled();
+        tokio::pin!(stopping);
         for p in pending {
             let answer = match p {
                 Pending::Answered(a) => a,
@@ -249,7 +252,7 @@ impl Mqtt {
                     let got = tokio::select! {
                         biased;
                         r = rx => r,
-                        _ = self.stop.cancelled() => {
+                        _ = &mut stopping => {
                             let message = "the sink is stopping: publishes not yet acknowledged \
                                 are sent again after the restart".to_string();
                             return (Answer::Transport { kind: TransportKind::Connection, message }, wire);
