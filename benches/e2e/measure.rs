@@ -53,6 +53,9 @@ pub(crate) fn proc_sample(task: &str) -> ProcSample {
 pub(crate) struct RssPeaks {
     anon_kib: AtomicU64,
     file_kib: AtomicU64,
+    /// The largest `VmRSS` seen after the first [`SETTLED`] of the watch:
+    /// the steady state's peak, without the start-up's.
+    settled_kib: AtomicU64,
     segments_kib: AtomicU64,
     pub(crate) stop: AtomicBool,
 }
@@ -76,10 +79,14 @@ fn segment_rss_kib(pid: u32) -> Option<u64> {
     Some(sum)
 }
 
+/// How long after the start of a watch the start-up is over.
+pub(crate) const SETTLED: Duration = Duration::from_secs(3);
+
 impl RssPeaks {
     pub(crate) fn watch(pid: u32) -> Arc<RssPeaks> {
         let peaks = Arc::new(RssPeaks::default());
         let p = peaks.clone();
+        let started = std::time::Instant::now();
         std::thread::spawn(move || {
             let path = format!("/proc/{pid}/status");
             let mut polls = 0u64;
@@ -105,6 +112,9 @@ impl RssPeaks {
                     match k {
                         "RssAnon" => p.anon_kib.fetch_max(kib, Ordering::Relaxed),
                         "RssFile" => p.file_kib.fetch_max(kib, Ordering::Relaxed),
+                        "VmRSS" if started.elapsed() >= SETTLED => {
+                            p.settled_kib.fetch_max(kib, Ordering::Relaxed)
+                        }
                         _ => 0,
                     };
                 }
@@ -112,6 +122,11 @@ impl RssPeaks {
             }
         });
         peaks
+    }
+
+    /// The steady state's peak RSS in MiB (see `settled_kib`).
+    pub(crate) fn settled_mib(&self) -> f64 {
+        self.settled_kib.load(Ordering::Relaxed) as f64 / 1024.0
     }
 
     pub(crate) fn describe(&self) -> String {

@@ -104,5 +104,14 @@ pub(crate) fn steady_phase(table: &mut Table, root: &Path, receiver: &Receiver, 
         format!("<= {TARGET_STEADY_RSS_MIB} MiB"),
         Some(rss_mib <= TARGET_STEADY_RSS_MIB),
     );
+    table.row(
+        "peak RSS once started (VmRSS after the first 3 s)",
+        format!(
+            "{:.1} MiB  (the peak above less the start-up's)",
+            agent.rss.settled_mib()
+        ),
+        String::new(),
+        None,
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
