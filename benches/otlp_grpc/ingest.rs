@@ -149,11 +149,20 @@ fn run_clients(
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<ClientResult> {
     let args = (sc.protocol, sc.gzip, sc.body.clone());
+    let threads = client_threads();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = if threads > 1 {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(threads)
+                .enable_all()
+                .build()
+                .unwrap()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+        };
         rt.block_on(async {
             let tasks: Vec<_> = (0..CLIENTS)
                 .map(|_| tokio::spawn(client(addr, args.clone(), measuring.clone(), stop.clone())))
@@ -170,6 +179,19 @@ fn run_clients(
             all
         })
     })
+}
+
+/// `HOLDFAST_BENCH_CLIENT_THREADS=N` (default 1): the clients' runtime
+/// threads. On one thread, the 16 answers of a group commit are taken and
+/// the next 16 requests written one after the other; a client costlier per
+/// call (HTTP/2's) then stretches every round trip, and the server's
+/// records per fsync group shrink with it.
+fn client_threads() -> usize {
+    std::env::var("HOLDFAST_BENCH_CLIENT_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .clamp(1, 16)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -276,7 +298,8 @@ pub fn run(quick: bool) {
     };
     let rounds = rounds();
     println!(
-        "gRPC in beside HTTP in: one holdfast process, {CLIENTS} clients, {RECORDS} log records per request, fsync = \"always\"{}{}",
+        "gRPC in beside HTTP in: one holdfast process, {CLIENTS} clients on {} thread(s), {RECORDS} log records per request, fsync = \"always\"{}{}",
+        client_threads(),
         if rounds > 1 { format!(", {rounds} rounds taking turns") } else { String::new() },
         if quick { " — QUICK smoke run, figures are not meaningful" } else { "" }
     );
