@@ -149,11 +149,20 @@ fn run_clients(
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<ClientResult> {
     let args = (sc.protocol, sc.gzip, sc.body.clone());
+    let threads = client_threads();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = if threads > 1 {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(threads)
+                .enable_all()
+                .build()
+                .unwrap()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+        };
         rt.block_on(async {
             let tasks: Vec<_> = (0..CLIENTS)
                 .map(|_| tokio::spawn(client(addr, args.clone(), measuring.clone(), stop.clone())))
@@ -172,11 +181,113 @@ fn run_clients(
     })
 }
 
+/// `HOLDFAST_BENCH_CLIENT_THREADS=N` (default 1): the clients' runtime
+/// threads. On one thread, the 16 answers of a group commit are taken and
+/// the next 16 requests written one after the other; a client costlier per
+/// call (HTTP/2's) then stretches every round trip, and the server's
+/// records per fsync group shrink with it.
+fn client_threads() -> usize {
+    std::env::var("HOLDFAST_BENCH_CLIENT_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .clamp(1, 16)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// One scenario's figures.
+struct Row {
+    records_per_s: f64,
+    srv_per_k: f64,
+}
+
+/// Runs `sc` against a fresh agent: warm-up, then `measure`; prints its row.
+fn measure_one(sc: &Scenario, warmup: Duration, measure: Duration, label: &str) -> Row {
+    let [grpc_port, http_port] = free_ports::<2>();
+    let grpc: SocketAddr = format!("127.0.0.1:{grpc_port}").parse().unwrap();
+    let http: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
+    // A fresh agent and log for each scenario: the log fills at these
+    // rates, and a scenario that met a full log (evicting as it
+    // appends) would pay for the one before it.
+    // No sink reads the source: under drop_oldest the log keeps its size.
+    let mut agent = Agent::new(&format!(
+        "[log]\nfsync = \"always\"\nwhen_full = \"drop_oldest\"\nmax_bytes = \"1GiB\"\n\n\
+         [sources.otlp]\ntype = \"otlp\"\n\n\
+         [sources.otlp.grpc]\nlisten = \"{grpc}\"\nmax_connections_per_peer = 256\n\n\
+         [sources.otlp.http]\nlisten = \"{http}\"\nmax_connections_per_peer = 256\n"
+    ));
+    agent.start();
+    agent.wait_ready();
+    let pid = agent.pid() as u32;
+    let addr = match sc.protocol {
+        Protocol::Http => http,
+        Protocol::Grpc => grpc,
+    };
+    let measuring = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = run_clients(addr, sc, measuring.clone(), stop.clone());
+    std::thread::sleep(warmup);
+    let srv0 = proc_cpu(pid);
+    let cli0 = self_cpu();
+    let t0 = Instant::now();
+    measuring.store(true, Ordering::Relaxed);
+    std::thread::sleep(measure);
+    measuring.store(false, Ordering::Relaxed);
+    let secs = t0.elapsed().as_secs_f64();
+    let srv = proc_cpu(pid) - srv0;
+    let cli = self_cpu() - cli0;
+    stop.store(true, Ordering::Relaxed);
+    let res = clients.join().unwrap();
+
+    let mut lat = res.latencies;
+    lat.sort_unstable();
+    let reqs = lat.len() as f64;
+    let records = reqs * RECORDS as f64;
+    let per_k = |s: f64| s * 1e3 / (records / 1e3).max(1e-9);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "{:<14} {:>9.0} {:>11.0} {:>8.2} {:>8.2} {:>8.2} {:>9.3} {:>9.3} {:>7}",
+        label,
+        reqs / secs,
+        records / secs,
+        ms(percentile(&lat, 0.50)),
+        ms(percentile(&lat, 0.99)),
+        ms(lat.last().copied().unwrap_or_default()),
+        per_k(srv),
+        per_k(cli),
+        res.errors,
+    );
+    assert!(agent.stop().success(), "{}", agent.stderr());
+    Row {
+        records_per_s: records / secs,
+        srv_per_k: per_k(srv),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// `HOLDFAST_BENCH_ROUNDS=N` (default 1): every scenario N times, the
+/// scenarios taking turns, and the ratios round by round, so that a
+/// machine whose load drifts (others' builds) weighs on both sides.
+fn rounds() -> usize {
+    std::env::var("HOLDFAST_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .clamp(1, 20)
 }
 
 pub fn run(quick: bool) {
@@ -185,12 +296,11 @@ pub fn run(quick: bool) {
     } else {
         (Duration::from_secs(2), Duration::from_secs(10))
     };
-    let [grpc_port, http_port] = free_ports::<2>();
-    let grpc: SocketAddr = format!("127.0.0.1:{grpc_port}").parse().unwrap();
-    let http: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
-
+    let rounds = rounds();
     println!(
-        "gRPC in beside HTTP in: one holdfast process, {CLIENTS} clients, {RECORDS} log records per request, fsync = \"always\"{}",
+        "gRPC in beside HTTP in: one holdfast process, {CLIENTS} clients on {} thread(s), {RECORDS} log records per request, fsync = \"always\"{}{}",
+        client_threads(),
+        if rounds > 1 { format!(", {rounds} rounds taking turns") } else { String::new() },
         if quick { " — QUICK smoke run, figures are not meaningful" } else { "" }
     );
     println!(
@@ -205,75 +315,63 @@ pub fn run(quick: bool) {
         "cli/1k",
         "errors"
     );
-    let mut notes = Vec::new();
-    let mut rates = Vec::new();
-    for sc in scenarios() {
-        // A fresh agent and log for each scenario: the log fills at these
-        // rates, and a scenario that met a full log (evicting as it
-        // appends) would pay for the one before it.
-        // No sink reads the source: under drop_oldest the log keeps its size.
-        let mut agent = Agent::new(&format!(
-            "[log]\nfsync = \"always\"\nwhen_full = \"drop_oldest\"\nmax_bytes = \"1GiB\"\n\n\
-             [sources.otlp]\ntype = \"otlp\"\n\n\
-             [sources.otlp.grpc]\nlisten = \"{grpc}\"\nmax_connections_per_peer = 256\n\n\
-             [sources.otlp.http]\nlisten = \"{http}\"\nmax_connections_per_peer = 256\n"
-        ));
-        agent.start();
-        agent.wait_ready();
-        let pid = agent.pid() as u32;
-        let addr = match sc.protocol {
-            Protocol::Http => http,
-            Protocol::Grpc => grpc,
-        };
-        let measuring = Arc::new(AtomicBool::new(false));
-        let stop = Arc::new(AtomicBool::new(false));
-        let clients = run_clients(addr, &sc, measuring.clone(), stop.clone());
-        std::thread::sleep(warmup);
-        let srv0 = proc_cpu(pid);
-        let cli0 = self_cpu();
-        let t0 = Instant::now();
-        measuring.store(true, Ordering::Relaxed);
-        std::thread::sleep(measure);
-        measuring.store(false, Ordering::Relaxed);
-        let secs = t0.elapsed().as_secs_f64();
-        let srv = proc_cpu(pid) - srv0;
-        let cli = self_cpu() - cli0;
-        stop.store(true, Ordering::Relaxed);
-        let res = clients.join().unwrap();
-
-        let mut lat = res.latencies;
-        lat.sort_unstable();
-        let reqs = lat.len() as f64;
-        let records = reqs * RECORDS as f64;
-        let per_k = |s: f64| s * 1e3 / (records / 1e3).max(1e-9);
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        println!(
-            "{:<14} {:>9.0} {:>11.0} {:>8.2} {:>8.2} {:>8.2} {:>9.3} {:>9.3} {:>7}",
-            sc.name,
-            reqs / secs,
-            records / secs,
-            ms(percentile(&lat, 0.50)),
-            ms(percentile(&lat, 0.99)),
-            ms(lat.last().copied().unwrap_or_default()),
-            per_k(srv),
-            per_k(cli),
-            res.errors,
+    let scenarios = scenarios();
+    // `HOLDFAST_BENCH_PAIRS=protobuf` (or `gzip`): only that pair.
+    let scenarios: Vec<Scenario> = match std::env::var("HOLDFAST_BENCH_PAIRS") {
+        Ok(p) if p == "protobuf" => scenarios.into_iter().filter(|s| !s.gzip).collect(),
+        Ok(p) if p == "gzip" => scenarios.into_iter().filter(|s| s.gzip).collect(),
+        _ => scenarios,
+    };
+    // rows[round][scenario]
+    let mut rows: Vec<Vec<Row>> = Vec::new();
+    for round in 0..rounds {
+        rows.push(
+            scenarios
+                .iter()
+                .map(|sc| {
+                    let label = if rounds > 1 {
+                        format!("{} #{}", sc.name, round + 1)
+                    } else {
+                        sc.name.to_string()
+                    };
+                    measure_one(sc, warmup, measure, &label)
+                })
+                .collect(),
         );
-        rates.push((sc.name, records / secs, per_k(srv)));
-        notes.push(format!("{}: request body {} bytes", sc.name, sc.body.len()));
-        assert!(agent.stop().success(), "{}", agent.stderr());
     }
     println!("srv/1k, cli/1k: CPU milliseconds per 1,000 records of the holdfast process and of the clients");
-    for pair in rates.chunks(2) {
-        if let [(h, hr, hc), (g, gr, gc)] = pair {
-            println!(
-                "  {g} / {h}: records/s ×{:.2}, server CPU per record ×{:.2}",
-                gr / hr.max(1e-9),
-                gc / hc.max(1e-9)
-            );
-        }
+    // Scenarios come in pairs: HTTP, then gRPC on the same request.
+    for pair in (0..scenarios.len()).step_by(2) {
+        let (h, g) = (pair, pair + 1);
+        let rate: Vec<f64> = rows
+            .iter()
+            .map(|r| r[g].records_per_s / r[h].records_per_s.max(1e-9))
+            .collect();
+        let cpu: Vec<f64> = rows
+            .iter()
+            .map(|r| r[g].srv_per_k / r[h].srv_per_k.max(1e-9))
+            .collect();
+        let each = |v: &[f64]| {
+            if v.len() < 2 {
+                return String::new();
+            }
+            let all: Vec<String> = v.iter().map(|x| format!("{x:.2}")).collect();
+            format!(" (rounds: {})", all.join(" "))
+        };
+        println!(
+            "  {} / {}: records/s ×{:.2}{}, server CPU per record ×{:.2}{}",
+            scenarios[g].name,
+            scenarios[h].name,
+            median(rate.clone()),
+            each(&rate),
+            median(cpu.clone()),
+            each(&cpu),
+        );
     }
-    for n in notes {
-        println!("  {n}");
+    if rounds > 1 {
+        println!("  ×: the median of the rounds' ratios");
+    }
+    for sc in &scenarios {
+        println!("  {}: request body {} bytes", sc.name, sc.body.len());
     }
 }

@@ -5,6 +5,8 @@
 //! cargo bench --bench otlp_grpc                                # both parts, a few minutes
 //! HOLDFAST_BENCH_QUICK=1 cargo bench --bench otlp_grpc         # smoke run, seconds
 //! HOLDFAST_BENCH_ONLY=in cargo bench --bench otlp_grpc         # only gRPC in vs HTTP in
+//! HOLDFAST_BENCH_ONLY=in HOLDFAST_BENCH_ROUNDS=3 cargo bench --bench otlp_grpc  # in, 3 rounds taking turns
+//! HOLDFAST_BENCH_ONLY=in HOLDFAST_BENCH_PAIRS=protobuf cargo bench --bench otlp_grpc  # in, uncompressed pair only
 //! HOLDFAST_BENCH_ONLY=out cargo bench --bench otlp_grpc        # only gRPC out vs HTTP out
 //! ```
 //!

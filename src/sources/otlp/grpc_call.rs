@@ -19,6 +19,8 @@ use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Method, Request, Response};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::time::Instant;
 use tracing::debug;
 
@@ -38,14 +40,60 @@ use crate::sources::otlp_http::source::{Accepted, Source};
 const PREFIX: usize = 5;
 
 /// What the gRPC listener adds to the shared source: whether it asks for
-/// client certificates (for `tls.client.subject`).
+/// client certificates (for `tls.client.subject`), and its series.
 pub(crate) struct Listener {
-    pub(crate) listener: crate::sources::listen::Listener,
+    listener: crate::sources::listen::Listener,
+    /// Each method's `OK` calls and each method's (and `other`'s)
+    /// durations, created once rather than looked up (labels allocated,
+    /// hashed, the family locked) per call, as OTLP/HTTP's are.
+    ok: [Counter; 3],
+    durations: [Histogram; 4],
+}
+
+impl Listener {
+    pub(crate) fn new(src: &Source, listener: crate::sources::listen::Listener) -> Listener {
+        let o = &src.otlp;
+        let ok = OTLP_GRPC_METHODS.map(|m| {
+            o.grpc_requests
+                .get_or_create(&OtlpGrpcLabels {
+                    source: src.name.clone(),
+                    method: m.to_string(),
+                    code: crate::rpc_status::code_name(tonic::Code::Ok).to_string(),
+                })
+                .clone()
+        });
+        let durations = [
+            OTLP_GRPC_METHODS[0],
+            OTLP_GRPC_METHODS[1],
+            OTLP_GRPC_METHODS[2],
+            OTHER,
+        ]
+        .map(|m| {
+            o.duration
+                .get_or_create(&OtlpPathLabels {
+                    source: src.name.clone(),
+                    path: m.to_string(),
+                })
+                .clone()
+        });
+        Listener {
+            listener,
+            ok,
+            durations,
+        }
+    }
+}
+
+/// The `method` label of a call to anything but the three services.
+const OTHER: &str = "other";
+
+/// The index of a service method in `OTLP_GRPC_METHODS`.
+fn method_of(path: &str) -> Option<usize> {
+    OTLP_GRPC_METHODS.iter().position(|m| *m == path)
 }
 
 fn signal_of(path: &str) -> Option<Signal> {
-    let i = OTLP_GRPC_METHODS.iter().position(|m| *m == path)?;
-    Some([Signal::Logs, Signal::Traces, Signal::Metrics][i])
+    Some([Signal::Logs, Signal::Traces, Signal::Metrics][method_of(path)?])
 }
 
 /// Answers one call. Never fails: every outcome is a status. Also says
@@ -59,10 +107,7 @@ pub(crate) async fn handle(
     req: Request<Incoming>,
 ) -> (Response<GrpcBody>, bool) {
     let started = Instant::now();
-    let method = match signal_of(req.uri().path()) {
-        Some(_) => req.uri().path().to_string(),
-        None => "other".to_string(),
-    };
+    let method = method_of(req.uri().path());
     let outcome = accept(&src, &grpc, req, started).await;
     let resp = match &outcome {
         Ok(a) => {
@@ -84,20 +129,22 @@ pub(crate) async fn handle(
         Err(e) => grpc_status::code_of(e),
     };
     src.tally(&outcome);
-    let o = &src.otlp;
-    o.grpc_requests
-        .get_or_create(&OtlpGrpcLabels {
-            source: src.name.clone(),
-            method: method.clone(),
-            code: crate::rpc_status::code_name(code).to_string(),
-        })
-        .inc();
-    o.duration
-        .get_or_create(&OtlpPathLabels {
-            source: src.name.clone(),
-            path: method,
-        })
-        .observe(started.elapsed().as_secs_f64());
+    match method {
+        Some(m) if code == tonic::Code::Ok => {
+            grpc.ok[m].inc();
+        }
+        _ => {
+            src.otlp
+                .grpc_requests
+                .get_or_create(&OtlpGrpcLabels {
+                    source: src.name.clone(),
+                    method: method.map_or(OTHER, |m| OTLP_GRPC_METHODS[m]).to_string(),
+                    code: crate::rpc_status::code_name(code).to_string(),
+                })
+                .inc();
+        }
+    }
+    grpc.durations[method.unwrap_or(3)].observe(started.elapsed().as_secs_f64());
     let close = matches!(outcome, Err(RequestError::Unauthorized));
     (resp, close)
 }

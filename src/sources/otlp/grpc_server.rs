@@ -14,12 +14,15 @@ has, then closes.
 */
 
 use std::convert::Infallible;
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use hyper::server::conn::http2;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -27,6 +30,7 @@ use tracing::debug;
 
 use super::config::GrpcListener;
 use super::grpc_call::{self, Listener};
+use super::grpc_calls::Calls;
 use crate::sources::listen::{ServerTls, Slot, Slots};
 use crate::sources::otlp_http::auth::ClientSubject;
 use crate::sources::otlp_http::source::Source;
@@ -49,9 +53,7 @@ pub(crate) async fn serve(
     stop: CancellationToken,
 ) {
     let tls = tls.map(Arc::new);
-    let call = Arc::new(Listener {
-        listener: settings.listener.clone(),
-    });
+    let call = Arc::new(Listener::new(&src, settings.listener.clone()));
     let settings = Arc::new(settings);
     while let Some((slot, stream, peer)) = slots.accept(&listener, &stop).await {
         let _ = stream.set_nodelay(true);
@@ -123,35 +125,57 @@ where
         }
     });
     let g = &settings;
-    let conn = http2::Builder::new(TokioExecutor::new())
+    let calls = Calls::default();
+    let mut inline = calls.inline();
+    let conn = http2::Builder::new(calls)
         .timer(TokioTimer::new())
+        // No gRPC client reads it: one header less to encode per answer.
+        .auto_date_header(false)
         .max_concurrent_streams(g.max_concurrent_streams)
         .keep_alive_interval(Some(g.keepalive_interval))
         .keep_alive_timeout(g.keepalive_timeout)
         .max_header_list_size(g.max_header_list_size)
         .serve_connection(TokioIo::new(io), svc);
-    tokio::pin!(conn);
     let ended = |r: Result<(), hyper::Error>| {
         if let Err(e) = r {
             debug!(source = %src.name, %peer, error = %e, "OTLP/gRPC connection ended with an error");
         }
     };
-    tokio::select! {
-        r = conn.as_mut() => ended(r),
-        _ = stop.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            ended(conn.await);
+    // Each asks for a graceful close: GOAWAY, the calls in flight finish.
+    // `bye`: a call's answer asked for it (and still goes out). Eviction
+    // chooses only idle connections; a call that started in between
+    // finishes.
+    let closing = async {
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => {}
+            _ = bye.cancelled() => {}
+            _ = slot.evicted() => {}
         }
-        // GOAWAY: the answer that asked for it still goes out.
-        _ = bye.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            ended(conn.await);
-        }
-        // Idle (or it would not have been chosen): GOAWAY lets a call that
-        // started in between finish.
-        _ = slot.evicted() => {
-            conn.as_mut().graceful_shutdown();
-            ended(conn.await);
-        }
-    }
+    };
+    let r = {
+        let mut conn = pin!(conn);
+        let mut closing = pin!(closing);
+        let mut closed = false;
+        poll_fn(|cx| {
+            if !closed && closing.as_mut().poll(cx).is_ready() {
+                closed = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            // The inline call is polled after the connection, which hands
+            // it over and delivers its frames; once it has ended, the
+            // connection again, to send its answer in this same turn.
+            loop {
+                if let Poll::Ready(r) = conn.as_mut().poll(cx) {
+                    return Poll::Ready(r);
+                }
+                if !inline.poll_call(cx) {
+                    return Poll::Pending;
+                }
+            }
+        })
+        .await
+    };
+    ended(r);
+    inline.finish().await;
 }

@@ -31,6 +31,7 @@ Shared at the top: `max_body_bytes` (the largest message), `request_timeout`,
 
 mod config;
 mod grpc_call;
+mod grpc_calls;
 mod grpc_server;
 mod grpc_status;
 
