@@ -6,7 +6,7 @@
 //! The delivery keys are checked by the shared network check
 //! ([`Common`]) with the keys MQTT has no use for left out: no
 //! `batch_max_events` or `concurrency` (a batch is half of `max_in_flight`
-//! events, two batches in flight, started in log order), no
+//! events, three batches at a time, started in log order), no
 //! `request_timeout` (rumqttc keeps every publish until its PUBACK, across
 //! reconnects), no `compression`, `auth`, `headers` (the connection keys
 //! say who the sink is).
@@ -207,10 +207,10 @@ impl RawMqttSink {
         if self.batch_timeout.is_none() {
             common.batch_timeout = defaults::BATCH_TIMEOUT;
         }
-        // Two batches of half the window each, started in log order: see
-        // the module doc.
+        // Batches of half the window, three at a time, started in log
+        // order: see the module doc.
         let batch = usize::from(max_in_flight).div_ceil(2);
-        common.concurrency = 2;
+        common.concurrency = 3;
         common.adaptive_concurrency = false;
         common.batch_max_events = batch;
         common.batch_max_bytes = (batch * 4096).clamp(1 << 20, 64 << 20);
@@ -403,7 +403,7 @@ mod tests {
         assert_eq!(o.common.batch_max_events, 500);
         assert_eq!(
             (o.common.concurrency, o.common.adaptive_concurrency),
-            (2, false)
+            (3, false)
         );
         assert_eq!(o.common.batch_timeout, defaults::BATCH_TIMEOUT);
         assert_eq!(o.max_payload_size, 1 << 20);

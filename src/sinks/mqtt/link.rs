@@ -364,9 +364,9 @@ pub(super) async fn run(
 ) {
     let mut backoff = conn.backoff();
     let mut rng = rand::rngs::SmallRng::from_os_rng();
-    // The channel holds what the window submitted and the event loop has
-    // not taken yet: never more than a batch (max_in_flight events) and
-    // the leftovers of one, so it never refuses a publish in practice.
+    // The channel holds what the batches submitted and the event loop has
+    // not taken yet: at most three half-window batches, so it never
+    // refuses a publish in practice.
     let cap = 2 * usize::from(tuning.max_in_flight) + 16;
     loop {
         let made = match conn.protocol {

@@ -7,10 +7,13 @@
 //! half of `max_in_flight` events) is handed to rumqttc's event loop as
 //! publishes, and each PUBACK answers its event ([`reason`]: MQTT 5 reason
 //! codes below 0x80 deliver, the others retry or quarantine by a table).
-//! Two batches are in flight: the next one is on the wire while the last
-//! PUBACKs of the one before come back, so the connection never drains
-//! between batches (a drained connection waits out the broker's Nagle and
-//! this side's delayed ACK, up to 40 ms a batch on Linux). Batches start in
+//! Three batches are on their way at a time: two fill the window, and the
+//! third waits in the client's channel to take each slot a PUBACK frees,
+//! so the connection never drains between batches, even when the broker
+//! answers faster than a batch is rendered (a drained connection waits out
+//! the broker's Nagle and this side's delayed ACK, up to 40 ms a batch on
+//! Linux). Publishes waiting in the channel were never sent: a kill -9
+//! repeats at most the window. Batches start in
 //! log order (the runtime's turns up to `prepare`, then a chain here up to
 //! the client's channel), so a topic's new events go out in log order; only
 //! an event retried after a refusal may follow newer ones. The runtime's
@@ -24,8 +27,8 @@
 //! in their first order, before anything new; a broker that lost the
 //! session makes them new publishes again ([`window`]). A kill -9 of
 //! holdfast loses the client's state: after the restart, everything after
-//! the cursor is published again, at most the two batches in flight
-//! (`max_in_flight`) plus the commits the log had not yet written.
+//! the cursor is published again, at most the window (`max_in_flight`)
+//! that was sent, plus the commits the log had not yet written.
 //!
 //! | file | concept |
 //! |------|---------|
