@@ -12,6 +12,7 @@ use super::proto::{Label, MetricType, Sample, TimeSeries, WriteRequest};
 use super::*;
 use crate::event::{Envelope, EventId, Record};
 use crate::sinks::test_events;
+use prost::Message;
 
 fn kv(k: &str, v: &str) -> KeyValue {
     KeyValue {
