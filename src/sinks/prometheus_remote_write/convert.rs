@@ -77,14 +77,15 @@ pub(crate) fn point_millis(ev: &Stored) -> Option<i64> {
 /// The encoded request for `events` (each [`unsendable`] returned `None`
 /// for).
 pub(crate) fn encode_request<'a>(
-    events: impl Iterator<Item = &'a Stored>,
+    events: impl ExactSizeIterator<Item = &'a Stored>,
     resource_to_labels: bool,
 ) -> Vec<u8> {
     let mut b = Builder {
         resource_to_labels,
-        out: RequestWriter::default(),
+        out: RequestWriter::with_capacity(events.len()),
         metadata: BTreeMap::new(),
         names: HashMap::default(),
+        last_name: None,
         base: None,
         point: Vec::new(),
     };
@@ -97,7 +98,7 @@ pub(crate) fn encode_request<'a>(
 /// The request for `events`, as a message (tests read requests so).
 #[cfg(test)]
 pub(crate) fn write_request<'a>(
-    events: impl Iterator<Item = &'a Stored>,
+    events: impl ExactSizeIterator<Item = &'a Stored>,
     resource_to_labels: bool,
 ) -> WriteRequest {
     use prost::Message;
@@ -119,6 +120,9 @@ struct Builder<'a> {
     /// Prometheus names by OTLP name, unit and kind: the events of one
     /// metric (one per point) share it.
     names: HashMap<(&'a str, &'a str, Kind), Rc<str>, xxhash_rust::xxh3::Xxh3Builder>,
+    /// The last of `names` used: a metric's events come together, and
+    /// comparing its name is cheaper than hashing it.
+    last_name: Option<(&'a str, &'a str, Kind, Rc<str>)>,
     /// The base labels of the last event's group.
     base: Option<(Option<GroupKey>, Vec<LabelText<'a>>)>,
     /// The current point's labels, sorted by name (reused).
@@ -167,10 +171,18 @@ impl<'a> Builder<'a> {
 
     /// The Prometheus name of `m` as `kind`, made once per request.
     fn name(&mut self, m: &'a Metric, kind: Kind) -> Rc<str> {
-        self.names
+        if let Some((name, unit, k, made)) = &self.last_name {
+            if *k == kind && *name == m.name && *unit == m.unit {
+                return made.clone();
+            }
+        }
+        let made = self
+            .names
             .entry((m.name.as_str(), m.unit.as_str(), kind))
             .or_insert_with(|| metric_name(&m.name, &m.unit, kind).into())
-            .clone()
+            .clone();
+        self.last_name = Some((&m.name, &m.unit, kind, made.clone()));
+        made
     }
 
     fn number(&mut self, m: &'a Metric, kind: Kind, p: &'a NumberDataPoint, observed: u64) {

@@ -14,9 +14,10 @@
 //! [`WriteRequest`]: super::proto::WriteRequest
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use prost::encoding::{encode_varint, encoded_len_varint};
-use xxhash_rust::xxh3::{xxh3_64, Xxh3Builder};
+use xxhash_rust::xxh3::xxh3_64;
 
 use super::proto::MetricMetadata;
 
@@ -32,7 +33,7 @@ pub(super) struct RequestWriter {
     series: Vec<Series>,
     /// The first series whose labels hash to the key; the others are
     /// chained through `Series::next`.
-    index: HashMap<u64, u32, Xxh3Builder>,
+    index: HashMap<u64, u32, BuildHasherDefault<Hashed>>,
     /// Every sample, in the order it came.
     samples: Vec<Point>,
 }
@@ -52,6 +53,16 @@ struct Point {
 }
 
 impl RequestWriter {
+    /// A writer for about `points` points (a series and a sample each).
+    pub fn with_capacity(points: usize) -> RequestWriter {
+        RequestWriter {
+            labels: Vec::with_capacity(points * 64),
+            series: Vec::with_capacity(points),
+            index: HashMap::with_capacity_and_hasher(points, BuildHasherDefault::default()),
+            samples: Vec::with_capacity(points),
+        }
+    }
+
     /// One sample of the series with `labels` (sorted by name, names
     /// unique, `__name__` among them).
     pub fn sample<'l>(
@@ -134,6 +145,28 @@ impl RequestWriter {
             prost::encoding::message::encode(METADATA_FIELD, m, &mut out);
         }
         out
+    }
+}
+
+/// The index's keys are hashes already: used as they are.
+#[derive(Default)]
+struct Hashed(u64);
+
+impl Hasher for Hashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is called for a u64 key; this keeps any other
+        // use correct.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
     }
 }
 
