@@ -11,7 +11,10 @@
 //! Exponential histograms, delta sums and delta histograms have no remote
 //! write 1.0 form: [`unsendable`] says so before they are sent.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::sync::Arc;
 
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{
@@ -19,9 +22,12 @@ use opentelemetry_proto::tonic::metrics::v1::{
     SummaryDataPoint,
 };
 
+use super::encode::RequestWriter;
 use super::naming::{label_name, metric_name, Kind};
-use super::proto::{Label, MetricMetadata, MetricType, Sample, TimeSeries, WriteRequest};
-use crate::event::{Record, Stored};
+#[cfg(test)]
+use super::proto::WriteRequest;
+use super::proto::{MetricMetadata, MetricType};
+use crate::event::{Context, Record, Stored};
 
 /// Prometheus's staleness marker: a NaN with this exact bit pattern ends a
 /// series (`value.StaleNaN`), as the specification writes a point flagged
@@ -68,38 +74,75 @@ pub(crate) fn point_millis(ev: &Stored) -> Option<i64> {
     Some(millis(t, ev.observed_time_unix_nano()))
 }
 
-/// The request for `events` (each [`unsendable`] returned `None` for).
+/// The encoded request for `events` (each [`unsendable`] returned `None`
+/// for).
+pub(crate) fn encode_request<'a>(
+    events: impl ExactSizeIterator<Item = &'a Stored>,
+    resource_to_labels: bool,
+) -> Vec<u8> {
+    let mut b = Builder {
+        resource_to_labels,
+        out: RequestWriter::with_capacity(events.len()),
+        metadata: BTreeMap::new(),
+        names: HashMap::default(),
+        last_name: None,
+        base: None,
+        point: Vec::new(),
+    };
+    for ev in events {
+        b.event(ev);
+    }
+    b.out.finish(b.metadata.values())
+}
+
+/// The request for `events`, as a message (tests read requests so).
+#[cfg(test)]
 pub(crate) fn write_request<'a>(
-    events: impl Iterator<Item = &'a Stored>,
+    events: impl ExactSizeIterator<Item = &'a Stored>,
     resource_to_labels: bool,
 ) -> WriteRequest {
-    let mut b = Builder::default();
-    for ev in events {
-        b.event(ev, resource_to_labels);
-    }
-    b.finish()
+    use prost::Message;
+    WriteRequest::decode(encode_request(events, resource_to_labels).as_slice())
+        .expect("the writer's bytes decode")
 }
 
-#[derive(Default)]
-struct Builder {
-    /// Each series' labels, once (the key), and its place in `samples`:
-    /// the labels move into the request at `finish`, never cloned.
-    index: HashMap<Vec<Label>, usize, xxhash_rust::xxh3::Xxh3Builder>,
-    samples: Vec<Vec<Sample>>,
+/// A label: its name and value, borrowed from the event where they are
+/// its text as it is (the usual case), else made.
+type LabelText<'a> = (Cow<'a, str>, Cow<'a, str>);
+
+/// Which events share base labels: those of one group of one batch.
+type GroupKey = (*const Context, usize);
+
+struct Builder<'a> {
+    resource_to_labels: bool,
+    out: RequestWriter,
     metadata: BTreeMap<String, MetricMetadata>,
+    /// Prometheus names by OTLP name, unit and kind: the events of one
+    /// metric (one per point) share it.
+    names: HashMap<(&'a str, &'a str, Kind), Rc<str>, xxhash_rust::xxh3::Xxh3Builder>,
+    /// The last of `names` used: a metric's events come together, and
+    /// comparing its name is cheaper than hashing it.
+    last_name: Option<(&'a str, &'a str, Kind, Rc<str>)>,
+    /// The base labels of the last event's group.
+    base: Option<(Option<GroupKey>, Vec<LabelText<'a>>)>,
+    /// The current point's labels, sorted by name (reused).
+    point: Vec<LabelText<'a>>,
 }
 
-impl Builder {
-    fn event(&mut self, ev: &Stored, resource_to_labels: bool) {
+impl<'a> Builder<'a> {
+    fn event(&mut self, ev: &'a Stored) {
         let Some(Record::Metric(m)) = ev.record() else {
             return;
         };
-        let base = base_labels(ev, resource_to_labels);
+        let key = ev.shared_with().map(|(c, g)| (Arc::as_ptr(c), g));
+        if key.is_none() || self.base.as_ref().map(|b| b.0) != Some(key) {
+            self.base = Some((key, base_labels(ev, self.resource_to_labels)));
+        }
         let observed = ev.observed_time_unix_nano();
         match &m.data {
             Some(metric::Data::Gauge(g)) => {
                 for p in &g.data_points {
-                    self.number(m, Kind::Gauge, p, &base, observed);
+                    self.number(m, Kind::Gauge, p, observed);
                 }
             }
             Some(metric::Data::Sum(s)) => {
@@ -109,108 +152,87 @@ impl Builder {
                     Kind::Gauge
                 };
                 for p in &s.data_points {
-                    self.number(m, kind, p, &base, observed);
+                    self.number(m, kind, p, observed);
                 }
             }
             Some(metric::Data::Histogram(h)) => {
                 for p in &h.data_points {
-                    self.histogram(m, p, &base, observed);
+                    self.histogram(m, p, observed);
                 }
             }
             Some(metric::Data::Summary(s)) => {
                 for p in &s.data_points {
-                    self.summary(m, p, &base, observed);
+                    self.summary(m, p, observed);
                 }
             }
             Some(metric::Data::ExponentialHistogram(_)) | None => {}
         }
     }
 
-    fn number(
-        &mut self,
-        m: &Metric,
-        kind: Kind,
-        p: &NumberDataPoint,
-        base: &[(String, String)],
-        observed: u64,
-    ) {
+    /// The Prometheus name of `m` as `kind`, made once per request.
+    fn name(&mut self, m: &'a Metric, kind: Kind) -> Rc<str> {
+        if let Some((name, unit, k, made)) = &self.last_name {
+            if *k == kind && *name == m.name && *unit == m.unit {
+                return made.clone();
+            }
+        }
+        let made = self
+            .names
+            .entry((m.name.as_str(), m.unit.as_str(), kind))
+            .or_insert_with(|| metric_name(&m.name, &m.unit, kind).into())
+            .clone();
+        self.last_name = Some((&m.name, &m.unit, kind, made.clone()));
+        made
+    }
+
+    fn number(&mut self, m: &'a Metric, kind: Kind, p: &'a NumberDataPoint, observed: u64) {
         let value = match p.value {
             Some(number_data_point::Value::AsDouble(v)) => v,
             Some(number_data_point::Value::AsInt(v)) => v as f64,
             None => f64::NAN,
         };
-        let name = metric_name(&m.name, &m.unit, kind);
-        let labels = labels(base, &p.attributes);
+        let name = self.name(m, kind);
+        self.labels(&p.attributes);
         let ts = millis(p.time_unix_nano, observed);
         let value = stale_or(p.flags, value);
         self.meta(&name, kind, m);
-        self.sample(&name, &labels, &[], value, ts);
+        self.sample(&name, None, value, ts);
     }
 
-    fn histogram(
-        &mut self,
-        m: &Metric,
-        p: &HistogramDataPoint,
-        base: &[(String, String)],
-        observed: u64,
-    ) {
-        let name = metric_name(&m.name, &m.unit, Kind::Histogram);
-        let labels = labels(base, &p.attributes);
+    fn histogram(&mut self, m: &'a Metric, p: &'a HistogramDataPoint, observed: u64) {
+        let name = self.name(m, Kind::Histogram);
+        self.labels(&p.attributes);
         let ts = millis(p.time_unix_nano, observed);
         self.meta(&name, Kind::Histogram, m);
         let bucket = format!("{name}_bucket");
         let mut cumulative = 0u64;
         for (i, bound) in p.explicit_bounds.iter().enumerate() {
             cumulative = cumulative.saturating_add(p.bucket_counts.get(i).copied().unwrap_or(0));
-            let le = ("le".to_string(), le_text(*bound));
+            let le = le_text(*bound);
             let v = stale_or(p.flags, cumulative as f64);
-            self.sample(&bucket, &labels, &[le], v, ts);
-        }
-        let inf = ("le".to_string(), "+Inf".to_string());
-        self.sample(
-            &bucket,
-            &labels,
-            &[inf],
-            stale_or(p.flags, p.count as f64),
-            ts,
-        );
-        if let Some(sum) = p.sum {
-            self.sample(
-                &format!("{name}_sum"),
-                &labels,
-                &[],
-                stale_or(p.flags, sum),
-                ts,
-            );
+            self.sample(&bucket, Some(("le", &le)), v, ts);
         }
         let count = stale_or(p.flags, p.count as f64);
-        self.sample(&format!("{name}_count"), &labels, &[], count, ts);
+        self.sample(&bucket, Some(("le", "+Inf")), count, ts);
+        if let Some(sum) = p.sum {
+            self.sample(&format!("{name}_sum"), None, stale_or(p.flags, sum), ts);
+        }
+        self.sample(&format!("{name}_count"), None, count, ts);
     }
 
-    fn summary(
-        &mut self,
-        m: &Metric,
-        p: &SummaryDataPoint,
-        base: &[(String, String)],
-        observed: u64,
-    ) {
-        let name = metric_name(&m.name, &m.unit, Kind::Summary);
-        let labels = labels(base, &p.attributes);
+    fn summary(&mut self, m: &'a Metric, p: &'a SummaryDataPoint, observed: u64) {
+        let name = self.name(m, Kind::Summary);
+        self.labels(&p.attributes);
         let ts = millis(p.time_unix_nano, observed);
         self.meta(&name, Kind::Summary, m);
         for q in &p.quantile_values {
-            let quantile = ("quantile".to_string(), le_text(q.quantile));
-            self.sample(&name, &labels, &[quantile], stale_or(p.flags, q.value), ts);
+            let quantile = le_text(q.quantile);
+            let v = stale_or(p.flags, q.value);
+            self.sample(&name, Some(("quantile", &quantile)), v, ts);
         }
-        self.sample(
-            &format!("{name}_sum"),
-            &labels,
-            &[],
-            stale_or(p.flags, p.sum),
-            ts,
-        );
+        self.sample(&format!("{name}_sum"), None, stale_or(p.flags, p.sum), ts);
         let count = stale_or(p.flags, p.count as f64);
-        self.sample(&format!("{name}_count"), &labels, &[], count, ts);
+        self.sample(&format!("{name}_count"), None, count, ts);
     }
 
     fn meta(&mut self, name: &str, kind: Kind, m: &Metric) {
@@ -234,61 +256,75 @@ impl Builder {
         );
     }
 
-    /// One sample of the series `name` with `labels` and `extra` (`le`,
-    /// `quantile`), added to that series' samples.
-    fn sample(
-        &mut self,
-        name: &str,
-        labels: &[(String, String)],
-        extra: &[(String, String)],
-        value: f64,
-        timestamp: i64,
-    ) {
-        // A point attribute named like the label the expansion adds (`le`,
-        // `quantile`) gives way to it; names are unique otherwise.
-        let mut set: Vec<Label> = labels
-            .iter()
-            .filter(|(k, _)| !extra.iter().any(|(e, _)| e == k))
-            .chain(extra)
-            .map(|(k, v)| Label {
-                name: k.clone(),
-                value: v.clone(),
-            })
-            .collect();
-        set.push(Label {
-            name: "__name__".into(),
-            value: name.to_string(),
+    /// The point's labels into `self.point`, sorted: its attributes,
+    /// sanitized, then the base labels where the point has no label of
+    /// that name (`job` and `instance` always the resource's, when it has
+    /// them).
+    fn labels(&mut self, attributes: &'a [KeyValue]) {
+        let point = &mut self.point;
+        point.clear();
+        sanitized(attributes.iter(), point);
+        let base: &[LabelText<'a>] = self.base.as_ref().map_or(&[], |b| &b.1);
+        point.retain(|(k, _)| {
+            !((k == "job" || k == "instance") && base.iter().any(|(b, _)| b == k))
         });
-        set.sort_by(|a, b| a.name.cmp(&b.name));
-        let sample = Sample { value, timestamp };
-        let next = self.samples.len();
-        let i = *self.index.entry(set).or_insert(next);
-        if i == next {
-            self.samples.push(Vec::with_capacity(1));
+        let own = point.len();
+        for (k, v) in base {
+            if !point[..own].iter().any(|(o, _)| o == k) {
+                point.push((k.clone(), v.clone()));
+            }
         }
-        self.samples[i].push(sample);
+        if point.len() > own {
+            point.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        }
     }
 
-    fn finish(self) -> WriteRequest {
-        // Series in the order their first sample came.
-        let mut order: Vec<(usize, Vec<Label>)> = self
-            .index
-            .into_iter()
-            .map(|(labels, i)| (i, labels))
-            .collect();
-        order.sort_unstable_by_key(|(i, _)| *i);
-        let timeseries = order
-            .into_iter()
-            .zip(self.samples)
-            .map(|((_, labels), mut samples)| {
-                // Stable: two points of one instant keep their log order.
-                samples.sort_by_key(|s| s.timestamp);
-                TimeSeries { labels, samples }
-            })
-            .collect();
-        WriteRequest {
-            timeseries,
-            metadata: self.metadata.into_values().collect(),
+    /// One sample of the series `name` with the point's labels and `extra`
+    /// (`le`, `quantile`). A point attribute named like the label the
+    /// expansion adds gives way to it; names are unique otherwise.
+    fn sample(&mut self, name: &str, extra: Option<(&str, &str)>, value: f64, timestamp: i64) {
+        // The few added labels in name order, merged into the point's
+        // (already sorted) as they are written.
+        let mut added = [("__name__", name), ("", "")];
+        let added = match extra {
+            Some(e) => {
+                added[1] = e;
+                added.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                &added[..]
+            }
+            None => &added[..1],
+        };
+        let own = self
+            .point
+            .iter()
+            .map(|(k, v)| (k.as_ref(), v.as_ref()))
+            .filter(|(k, _)| !added.iter().any(|(a, _)| a == k));
+        let labels = Merge {
+            a: own.peekable(),
+            b: added.iter().copied().peekable(),
+        };
+        self.out.sample(labels, value, timestamp);
+    }
+}
+
+/// Two iterators of labels sorted by name, merged into one.
+struct Merge<A: Iterator, B: Iterator> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<'l, A, B> Iterator for Merge<A, B>
+where
+    A: Iterator<Item = (&'l str, &'l str)>,
+    B: Iterator<Item = (&'l str, &'l str)>,
+{
+    type Item = (&'l str, &'l str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some(a), Some(b)) if b.0 < a.0 => self.b.next(),
+            (Some(_), _) => self.a.next(),
+            (None, _) => self.b.next(),
         }
     }
 }
@@ -297,37 +333,36 @@ impl Builder {
 /// `service.namespace`/`service.name`, `instance` from
 /// `service.instance.id`, and with `resource_to_labels` every other
 /// resource attribute.
-fn base_labels(ev: &Stored, resource_to_labels: bool) -> Vec<(String, String)> {
+fn base_labels(ev: &Stored, resource_to_labels: bool) -> Vec<LabelText<'_>> {
     let attrs: &[KeyValue] = ev.resource().map_or(&[], |r| &r.attributes);
     let get = |k: &str| {
         attrs
             .iter()
             .find(|a| a.key == k)
-            .map(|a| value_text(a.value.as_ref()))
+            .map(|a| value_cow(a.value.as_ref()))
             .filter(|v| !v.is_empty())
     };
-    let mut out = Vec::new();
+    let mut out: Vec<LabelText<'_>> = Vec::new();
     if let Some(name) = get("service.name") {
         let job = match get("service.namespace") {
-            Some(ns) => format!("{ns}/{name}"),
+            Some(ns) => Cow::Owned(format!("{ns}/{name}")),
             None => name,
         };
-        out.push(("job".to_string(), job));
+        out.push((Cow::Borrowed("job"), job));
     }
     if let Some(instance) = get("service.instance.id") {
-        out.push(("instance".to_string(), instance));
+        out.push((Cow::Borrowed("instance"), instance));
     }
     if resource_to_labels {
-        let others: Vec<&KeyValue> = attrs
-            .iter()
-            .filter(|a| {
-                !matches!(
-                    a.key.as_str(),
-                    "service.name" | "service.namespace" | "service.instance.id"
-                )
-            })
-            .collect();
-        for (k, v) in sanitized(others.into_iter()) {
+        let others = attrs.iter().filter(|a| {
+            !matches!(
+                a.key.as_str(),
+                "service.name" | "service.namespace" | "service.instance.id"
+            )
+        });
+        let mut labels = Vec::new();
+        sanitized(others, &mut labels);
+        for (k, v) in labels {
             if !out.iter().any(|(o, _)| *o == k) {
                 out.push((k, v));
             }
@@ -336,45 +371,32 @@ fn base_labels(ev: &Stored, resource_to_labels: bool) -> Vec<(String, String)> {
     out
 }
 
-/// A point's labels: its attributes, sanitized, then the resource's where
-/// the point has no label of that name (`job` and `instance` always the
-/// resource's, when it has them).
-fn labels(base: &[(String, String)], attributes: &[KeyValue]) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = sanitized(attributes.iter())
-        .into_iter()
-        .filter(|(k, _)| !((k == "job" || k == "instance") && base.iter().any(|(b, _)| b == k)))
-        .collect();
-    for (k, v) in base {
-        if !out.iter().any(|(o, _)| o == k) {
-            out.push((k.clone(), v.clone()));
-        }
-    }
-    out
-}
-
-/// Attributes as labels: keys sanitized, empty values left out (Prometheus
-/// reads an empty label as no label); keys that sanitize to the same name
-/// have their values joined with `;` in the order of the original keys, as
-/// the specification says.
-fn sanitized<'a>(attributes: impl Iterator<Item = &'a KeyValue> + Clone) -> Vec<(String, String)> {
+/// Attributes as labels into `out` (empty), sorted by name: keys
+/// sanitized, empty values left out (Prometheus reads an empty label as no
+/// label); keys that sanitize to the same name have their values joined
+/// with `;` in the order of the original keys, as the specification says.
+fn sanitized<'a>(
+    attributes: impl Iterator<Item = &'a KeyValue> + Clone,
+    out: &mut Vec<LabelText<'a>>,
+) {
     // The common case, no two keys with one label name: no map, no join.
-    let mut out: Vec<(String, String)> = Vec::new();
     let mut clash = false;
     for a in attributes.clone() {
-        let name = label_name(&a.key);
+        let name = label_cow(&a.key);
         if out.iter().any(|(n, _)| *n == name) {
             clash = true;
             break;
         }
-        let v = value_text(a.value.as_ref());
+        let v = value_cow(a.value.as_ref());
         if !v.is_empty() {
             out.push((name, v));
         }
     }
     if !clash {
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        return out;
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        return;
     }
+    out.clear();
     let mut by_name: BTreeMap<String, Vec<(&str, String)>> = BTreeMap::new();
     for a in attributes {
         let v = value_text(a.value.as_ref());
@@ -386,14 +408,33 @@ fn sanitized<'a>(attributes: impl Iterator<Item = &'a KeyValue> + Clone) -> Vec<
             .or_default()
             .push((&a.key, v));
     }
-    by_name
-        .into_iter()
-        .map(|(name, mut values)| {
-            values.sort_by(|a, b| a.0.cmp(b.0));
-            let joined: Vec<String> = values.into_iter().map(|(_, v)| v).collect();
-            (name, joined.join(";"))
-        })
-        .collect()
+    out.extend(by_name.into_iter().map(|(name, mut values)| {
+        values.sort_by(|a, b| a.0.cmp(b.0));
+        let joined: Vec<String> = values.into_iter().map(|(_, v)| v).collect();
+        (Cow::Owned(name), Cow::Owned(joined.join(";")))
+    }));
+}
+
+/// [`label_name`], borrowing a key that is a label name as it is.
+fn label_cow(key: &str) -> Cow<'_, str> {
+    let b = key.as_bytes();
+    let plain = !b.is_empty()
+        && !b[0].is_ascii_digit()
+        && !key.starts_with("__")
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_');
+    if plain {
+        Cow::Borrowed(key)
+    } else {
+        Cow::Owned(label_name(key))
+    }
+}
+
+/// [`value_text`], borrowing a string value.
+fn value_cow(v: Option<&AnyValue>) -> Cow<'_, str> {
+    match v.and_then(|v| v.value.as_ref()) {
+        Some(any_value::Value::StringValue(s)) => Cow::Borrowed(s),
+        _ => Cow::Owned(value_text(v)),
+    }
 }
 
 /// An attribute value as label text: strings as they are, numbers and

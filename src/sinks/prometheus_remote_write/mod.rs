@@ -8,6 +8,7 @@
 //! | `proto.rs` | the remote write 1.0 messages (prost, the published field numbers) |
 //! | `naming.rs` | OTLP names and units to Prometheus names, attribute keys to label names |
 //! | `convert.rs` | stored points to one request's series, grouped, in time order; what has no remote write form |
+//! | `encode.rs` | a request's bytes, written as its samples come: each series' labels encoded once |
 //! | `config.rs` | its keys, check and `holdfast check` lines |
 //!
 //! A request is a protobuf `WriteRequest` compressed with snappy's block
@@ -32,12 +33,11 @@
 
 mod config;
 mod convert;
+mod encode;
 mod naming;
 mod proto;
 
 use std::sync::{Mutex, PoisonError};
-
-use prost::Message;
 
 use super::delivery::item::Item;
 use super::delivery::options::DeliveryOptions;
@@ -89,12 +89,12 @@ impl HttpApi for RemoteWrite {
     }
 
     fn encode(&self, items: &[Item], _request: usize) -> Request {
-        let request = convert::write_request(items.iter().map(|i| &i.ev), self.resource_to_labels);
+        let request = convert::encode_request(items.iter().map(|i| &i.ev), self.resource_to_labels);
         Request {
             url: self.url.clone(),
             content_type: "application/x-protobuf",
             headers: HEADERS,
-            body: snappy(&request.encode_to_vec()),
+            body: snappy(&request),
         }
     }
 

@@ -9,7 +9,7 @@
 //! `# UNIT` is empty and adds nothing).
 
 /// How a metric is written, which decides its suffixes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
     /// A gauge, or a sum that is not monotonic: the unit `1` is `ratio`.
     Gauge,

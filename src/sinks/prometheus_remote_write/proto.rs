@@ -3,9 +3,14 @@
 //! the published schema. Written here with prost's derive rather than
 //! generated: the schema is small and stable, and a build script would
 //! cost every build for five messages.
+//!
+//! Requests are written by `encode.rs` straight into bytes; the messages
+//! of series and samples are here for the tests, which read a request
+//! back with them and compare the writer's bytes with prost's.
 
 use prost::Message;
 
+#[cfg(test)]
 /// `prometheus.WriteRequest`. Field 2 is reserved in the schema.
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct WriteRequest {
@@ -15,6 +20,7 @@ pub(crate) struct WriteRequest {
     pub metadata: Vec<MetricMetadata>,
 }
 
+#[cfg(test)]
 /// `prometheus.TimeSeries`: labels sorted by name (`__name__` among them),
 /// samples in time order. Exemplars (3) and native histograms (4) are not
 /// sent.
@@ -26,6 +32,7 @@ pub(crate) struct TimeSeries {
     pub samples: Vec<Sample>,
 }
 
+#[cfg(test)]
 /// `prometheus.Label`.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Message)]
 pub(crate) struct Label {
@@ -35,6 +42,7 @@ pub(crate) struct Label {
     pub value: String,
 }
 
+#[cfg(test)]
 /// `prometheus.Sample`: the value and its time in Unix milliseconds.
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct Sample {

@@ -12,6 +12,7 @@ use super::proto::{Label, MetricType, Sample, TimeSeries, WriteRequest};
 use super::*;
 use crate::event::{Envelope, EventId, Record};
 use crate::sinks::test_events;
+use prost::Message;
 
 fn kv(k: &str, v: &str) -> KeyValue {
     KeyValue {
@@ -547,4 +548,47 @@ fn refusals_of_old_or_out_of_order_samples_are_told_apart() {
     ] {
         assert_eq!(refusal(status, text), want, "{status} {text}");
     }
+}
+
+/// Events of a format-2 batch share their resource through groups; their
+/// labels (made once per group) are those the same events give alone, as
+/// format 1 stores them, with groups interleaved.
+#[test]
+fn grouped_events_give_the_labels_of_self_contained_ones() {
+    let envs: Vec<Envelope> = [
+        (HOST, 1.0),
+        (&[("service.name", "b")][..], 2.0),
+        (HOST, 3.0),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, (res, v))| Envelope {
+        id: EventId::random().0.to_vec(),
+        resource: Some(resource(res)),
+        record: Some(Record::Metric(gauge(
+            "g",
+            "",
+            point(5 + i as u64, v, &[("k", "x")]),
+        ))),
+        observed_time_unix_nano: 9_000_000_000,
+        ..Default::default()
+    })
+    .collect();
+    let pairs = test_events::both_formats(&envs, 0);
+    let v1: Vec<Item> = pairs.iter().map(|p| p.0.clone()).collect();
+    let v2: Vec<Item> = pairs.iter().map(|p| p.1.clone()).collect();
+    assert!(v2[0].ev.shared_with().is_some());
+    for to_labels in [false, true] {
+        assert_eq!(request(&v2, to_labels), request(&v1, to_labels));
+    }
+    assert_eq!(
+        series(&request(&v2, false)),
+        vec![
+            (
+                "g{instance=\"edge-1\",job=\"holdfast\",k=\"x\"}".to_string(),
+                vec![(5, 1.0), (7, 3.0)]
+            ),
+            ("g{job=\"b\",k=\"x\"}".to_string(), vec![(6, 2.0)]),
+        ]
+    );
 }

@@ -21,6 +21,7 @@ per target in memory); a counter that went down restarted, and its start
 moves to just before the point.
 */
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -92,11 +93,19 @@ struct ResourceOut {
     by_name: HashMap<(String, Kind), usize>,
 }
 
+/// A series' resource: its `job` and `instance`, borrowed from the target
+/// unless the series' own labels give them (`honor_labels`).
+type Res<'t> = (Cow<'t, str>, Cow<'t, str>);
+
 /// The request being built: metrics per (job, instance).
 pub struct Builder<'t> {
     target: &'t TargetLabels,
     scope: &'static str,
     resources: Vec<((String, String), ResourceOut)>,
+    /// The metric the last point went to (resource, metric, kind): a
+    /// family's points come together, so most find theirs here without
+    /// a lookup by name.
+    last: Option<(usize, usize, Kind)>,
 }
 
 impl<'t> Builder<'t> {
@@ -105,6 +114,7 @@ impl<'t> Builder<'t> {
             target,
             scope,
             resources: Vec::new(),
+            last: None,
         }
     }
 
@@ -119,7 +129,7 @@ impl<'t> Builder<'t> {
     /// Adds a gauge `name` with one point at `time`, for the target alone
     /// (`up`, `scrape_duration_seconds`, `scrape_samples_scraped`).
     pub fn synthetic(&mut self, name: &str, unit: &str, value: f64, time: u64) {
-        let (resource, attributes) = self.labels(&[]);
+        let (resource, attributes) = self.labels(Vec::new());
         let point = number(attributes, time, 0, value);
         self.push(resource, name, unit, "", Kind::Gauge, Point::Number(point));
     }
@@ -167,15 +177,25 @@ impl<'t> Builder<'t> {
             Kind::Histogram => self.histogram(f, time, starts),
             Kind::Summary => self.summary(f, time, starts),
             Kind::Gauge | Kind::Unknown | Kind::StateSet | Kind::Info | Kind::GaugeHistogram => {
-                for s in &f.samples {
+                let mut suffixed = String::new();
+                for s in f.samples {
                     // A gauge histogram's and an info's series keep their
                     // whole names: OTLP has no type to carry them.
-                    let name = format!("{}{}", f.name, s.suffix);
-                    let (resource, attributes) = self.labels(&s.labels);
-                    let point = number(attributes, at(s, time), 0, s.value);
+                    let name = if s.suffix.is_empty() {
+                        &f.name
+                    } else {
+                        suffixed.clear();
+                        suffixed.push_str(&f.name);
+                        suffixed.push_str(s.suffix);
+                        &suffixed
+                    };
+                    let t = at(&s, time);
+                    // The sample's label strings move into its attributes.
+                    let (resource, attributes) = self.labels(s.labels);
+                    let point = number(attributes, t, 0, s.value);
                     self.push(
                         resource,
-                        &name,
+                        name,
                         &f.unit,
                         &f.help,
                         Kind::Gauge,
@@ -190,7 +210,7 @@ impl<'t> Builder<'t> {
         // `x_total` is the OTLP Sum `x` (as the Collector's receiver trims it).
         let name = f.name.strip_suffix("_total").unwrap_or(&f.name);
         for group in by_series(&f.samples, None) {
-            let (resource, attributes) = self.labels(&group.labels);
+            let (resource, attributes) = self.labels(group.labels.clone());
             let mut value = None;
             let mut created = None;
             let mut t = time;
@@ -205,7 +225,11 @@ impl<'t> Builder<'t> {
             }
             let Some(value) = value else { continue };
             let start = created.unwrap_or_else(|| {
-                starts.start(series_key(name, &resource, &attributes), t, value)
+                starts.start(
+                    series_key(name, (&resource.0, &resource.1), &attributes),
+                    t,
+                    value,
+                )
             });
             let point = number(attributes, t, start, value);
             self.push(
@@ -221,7 +245,7 @@ impl<'t> Builder<'t> {
 
     fn histogram(&mut self, f: Family, time: u64, starts: &mut StartTimes) {
         for group in by_series(&f.samples, Some("le")) {
-            let (resource, attributes) = self.labels(&group.labels);
+            let (resource, attributes) = self.labels(group.labels.clone());
             let mut buckets: Vec<(f64, f64)> = Vec::new();
             let (mut sum, mut count, mut created) = (None, None, None);
             let mut t = time;
@@ -259,7 +283,11 @@ impl<'t> Builder<'t> {
             }
             bucket_counts.push(as_count(count - below));
             let start = created.unwrap_or_else(|| {
-                starts.start(series_key(&f.name, &resource, &attributes), t, count)
+                starts.start(
+                    series_key(&f.name, (&resource.0, &resource.1), &attributes),
+                    t,
+                    count,
+                )
             });
             let point = HistogramDataPoint {
                 attributes,
@@ -284,7 +312,7 @@ impl<'t> Builder<'t> {
 
     fn summary(&mut self, f: Family, time: u64, starts: &mut StartTimes) {
         for group in by_series(&f.samples, Some("quantile")) {
-            let (resource, attributes) = self.labels(&group.labels);
+            let (resource, attributes) = self.labels(group.labels.clone());
             let mut quantile_values = Vec::new();
             let (mut sum, mut count, mut created) = (0.0, 0.0, None);
             let mut t = time;
@@ -314,7 +342,11 @@ impl<'t> Builder<'t> {
                 }
             }
             let start = created.unwrap_or_else(|| {
-                starts.start(series_key(&f.name, &resource, &attributes), t, count)
+                starts.start(
+                    series_key(&f.name, (&resource.0, &resource.1), &attributes),
+                    t,
+                    count,
+                )
             });
             let point = SummaryDataPoint {
                 attributes,
@@ -339,71 +371,91 @@ impl<'t> Builder<'t> {
     /// A series' resource (job, instance) and attributes: its scraped
     /// labels and the target's, a clash settled by `honor_labels` as
     /// Prometheus does.
-    fn labels(&self, scraped: &[(String, String)]) -> ((String, String), Vec<KeyValue>) {
-        let t = self.target;
-        let mut labels: Vec<(String, String)> = scraped.to_vec();
+    /// Takes the scraped labels' strings into the attributes (no copy).
+    fn labels(&self, mut scraped: Vec<(String, String)>) -> (Res<'t>, Vec<KeyValue>) {
+        let t: &'t TargetLabels = self.target;
         let target = [("job", &t.job), ("instance", &t.instance)]
             .into_iter()
             .map(|(k, v)| (k, v.as_str()))
             .chain(t.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        // Target labels the series gets, borrowed until they become
+        // attributes.
+        let mut added: Vec<(&'t str, &'t str)> = Vec::new();
         for (name, value) in target {
-            match labels.iter().position(|(n, _)| n == name) {
+            match scraped.iter().position(|(n, _)| n == name) {
                 Some(_) if t.honor_labels => {}
                 Some(i) => {
                     let mut renamed = format!("exported_{name}");
-                    while labels.iter().any(|(n, _)| *n == renamed) {
+                    while scraped.iter().any(|(n, _)| *n == renamed)
+                        || added.iter().any(|(n, _)| *n == renamed)
+                    {
                         renamed.insert_str(0, "exported_");
                     }
-                    labels[i].0 = renamed;
-                    labels.push((name.to_string(), value.to_string()));
+                    scraped[i].0 = renamed;
+                    added.push((name, value));
                 }
                 None if value.is_empty() => {}
-                None => labels.push((name.to_string(), value.to_string())),
+                None => added.push((name, value)),
             }
         }
-        let mut take = |name: &str| {
-            labels
-                .iter()
-                .position(|(n, _)| n == name)
-                .map(|i| labels.remove(i).1)
-                .unwrap_or_default()
+        let mut take = |name: &str| -> Cow<'t, str> {
+            if let Some(i) = scraped.iter().position(|(n, _)| n == name) {
+                return Cow::Owned(scraped.remove(i).1);
+            }
+            match added.iter().position(|(n, _)| *n == name) {
+                Some(i) => Cow::Borrowed(added.remove(i).1),
+                None => Cow::Borrowed(""),
+            }
         };
         let job = take("job");
         let instance = take("instance");
-        labels.sort();
-        let attributes = labels.into_iter().map(|(k, v)| kv(&k, v)).collect();
+        // Label names are unique here (a clash was renamed or honoured).
+        let mut attributes: Vec<KeyValue> = Vec::with_capacity(scraped.len() + added.len());
+        attributes.extend(scraped.into_iter().map(|(k, v)| kv_owned(k, v)));
+        attributes.extend(added.into_iter().map(|(k, v)| kv(k, v.to_string())));
+        attributes.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         ((job, instance), attributes)
     }
 
     fn push(
         &mut self,
-        resource: (String, String),
+        resource: Res<'_>,
         name: &str,
         unit: &str,
         help: &str,
         kind: Kind,
         point: Point,
     ) {
-        let out = match self.resources.iter().position(|(r, _)| *r == resource) {
-            Some(i) => &mut self.resources[i].1,
+        let ri = match self
+            .resources
+            .iter()
+            .position(|(r, _)| r.0 == resource.0 && r.1 == resource.1)
+        {
+            Some(i) => i,
             None => {
-                self.resources.push((resource, ResourceOut::default()));
-                &mut self.resources.last_mut().expect("just pushed").1
+                let owned = (resource.0.into_owned(), resource.1.into_owned());
+                self.resources.push((owned, ResourceOut::default()));
+                self.resources.len() - 1
             }
         };
-        let i = *out
-            .by_name
-            .entry((name.to_string(), kind))
-            .or_insert_with(|| {
-                out.metrics.push(Metric {
-                    name: name.to_string(),
-                    description: help.to_string(),
-                    unit: unit.to_string(),
-                    data: Some(empty(kind)),
-                    ..Default::default()
-                });
-                out.metrics.len() - 1
-            });
+        let out = &mut self.resources[ri].1;
+        let i = match self.last {
+            Some((r, m, k)) if r == ri && k == kind && out.metrics[m].name == name => m,
+            _ => *out
+                .by_name
+                .entry((name.to_string(), kind))
+                .or_insert_with(|| {
+                    out.metrics.push(Metric {
+                        name: name.to_string(),
+                        description: help.to_string(),
+                        unit: unit.to_string(),
+                        data: Some(empty(kind)),
+                        ..Default::default()
+                    });
+                    out.metrics.len() - 1
+                }),
+        };
+        self.last = Some((ri, i, kind));
         match (out.metrics[i].data.as_mut(), point) {
             (Some(Data::Gauge(g)), Point::Number(p)) => g.data_points.push(p),
             (Some(Data::Sum(s)), Point::Number(p)) => s.data_points.push(p),
@@ -471,9 +523,9 @@ fn by_series<'a>(samples: &'a [Sample], except: Option<&str>) -> Vec<Series<'a>>
     out
 }
 
-fn series_key(name: &str, resource: &(String, String), attributes: &[KeyValue]) -> u64 {
+fn series_key(name: &str, resource: (&str, &str), attributes: &[KeyValue]) -> u64 {
     let mut h = Xxh3::new();
-    for part in [name, &resource.0, &resource.1] {
+    for part in [name, resource.0, resource.1] {
         h.update(part.as_bytes());
         h.update(&[0xff]);
     }
@@ -525,8 +577,12 @@ fn as_count(v: f64) -> u64 {
 }
 
 fn kv(key: &str, value: String) -> KeyValue {
+    kv_owned(key.to_string(), value)
+}
+
+fn kv_owned(key: String, value: String) -> KeyValue {
     KeyValue {
-        key: key.to_string(),
+        key,
         value: Some(AnyValue {
             value: Some(any_value::Value::StringValue(value)),
         }),

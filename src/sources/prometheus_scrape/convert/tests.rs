@@ -295,6 +295,24 @@ fn job_and_instance_are_the_resource_and_clashes_follow_honor_labels() {
         ])
     );
     assert_eq!(point(&r), pairs(&[("a", "1"), ("site", "scraped")]));
+
+    // A renamed label never takes the name of a target label added before
+    // it: no attribute is given twice.
+    let r = convert(
+        "x{site=\"scraped\"} 1\n",
+        Format::Text,
+        &target(&[("exported_site", "t"), ("site", "p3")], false),
+        T,
+        &mut StartTimes::default(),
+    );
+    assert_eq!(
+        point(&r),
+        pairs(&[
+            ("exported_exported_site", "scraped"),
+            ("exported_site", "t"),
+            ("site", "p3")
+        ])
+    );
 }
 
 #[test]

@@ -5,11 +5,12 @@
 
 use super::{Format, Limits, What};
 
-/// A sample line, its parts borrowed from the body except unescaped values.
+/// A sample line, its name borrowed from the body; its labels owned, as
+/// the sample keeps them.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Line<'a> {
     pub name: &'a str,
-    pub labels: Vec<(&'a str, String)>,
+    pub labels: Vec<(String, String)>,
     pub value: f64,
     /// Unix nanoseconds, when the line gives a time.
     pub timestamp_ns: Option<i64>,
@@ -149,8 +150,8 @@ fn exemplar(c: &mut Cursor<'_>, limits: &Limits) -> Result<(), What> {
 }
 
 /// The labels after `{`, through `}`.
-fn label_set<'a>(c: &mut Cursor<'a>, limits: &Limits) -> Result<Vec<(&'a str, String)>, What> {
-    let mut labels: Vec<(&'a str, String)> = Vec::new();
+fn label_set(c: &mut Cursor<'_>, limits: &Limits) -> Result<Vec<(String, String)>, What> {
+    let mut labels: Vec<(String, String)> = Vec::new();
     loop {
         c.skip_spaces();
         if c.eat(b'}') {
@@ -179,10 +180,10 @@ fn label_set<'a>(c: &mut Cursor<'a>, limits: &Limits) -> Result<Vec<(&'a str, St
         if labels.len() >= limits.max_labels {
             return Err(What::TooManyLabels(limits.max_labels));
         }
-        if labels.iter().any(|(n, _)| *n == name) {
+        if labels.iter().any(|(n, _)| n == name) {
             return Err(What::Malformed(format!("label {name:?} given twice")));
         }
-        labels.push((name, value));
+        labels.push((name.to_string(), value));
         c.skip_spaces();
         if !c.eat(b',') {
             c.skip_spaces();

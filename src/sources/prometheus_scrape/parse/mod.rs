@@ -350,14 +350,9 @@ impl Parser<'_> {
         self.out.samples += 1;
         let l = line::sample(text, self.format, self.limits)?;
         let (i, suffix) = self.owner(l.name)?;
-        let labels = l
-            .labels
-            .into_iter()
-            .map(|(n, v)| (n.to_string(), v))
-            .collect();
         self.out.families[i].samples.push(Sample {
             suffix,
-            labels,
+            labels: l.labels,
             value: l.value,
             timestamp_ns: l.timestamp_ns,
         });
