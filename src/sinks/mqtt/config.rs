@@ -5,8 +5,8 @@
 //!
 //! The delivery keys are checked by the shared network check
 //! ([`Common`]) with the keys MQTT has no use for left out: no
-//! `batch_max_events` or `concurrency` (a batch is half of `max_in_flight`
-//! events, three batches at a time, started in log order), no
+//! `batch_max_events` or `concurrency` (a batch is a third of
+//! `max_in_flight` events, three batches at a time, started in log order), no
 //! `request_timeout` (rumqttc keeps every publish until its PUBACK, across
 //! reconnects), no `compression`, `auth`, `headers` (the connection keys
 //! say who the sink is).
@@ -207,9 +207,9 @@ impl RawMqttSink {
         if self.batch_timeout.is_none() {
             common.batch_timeout = defaults::BATCH_TIMEOUT;
         }
-        // Batches of half the window, three at a time, started in log
-        // order: see the module doc.
-        let batch = usize::from(max_in_flight).div_ceil(2);
+        // Batches of a third of the window, three at a time, started in
+        // log order: see the module doc.
+        let batch = usize::from(max_in_flight).div_ceil(3);
         common.concurrency = 3;
         common.adaptive_concurrency = false;
         common.batch_max_events = batch;
@@ -400,7 +400,7 @@ mod tests {
         };
         assert_eq!(o.payload, Payload::Json);
         assert_eq!(o.max_in_flight, 1000);
-        assert_eq!(o.common.batch_max_events, 500);
+        assert_eq!(o.common.batch_max_events, 334);
         assert_eq!(
             (o.common.concurrency, o.common.adaptive_concurrency),
             (3, false)

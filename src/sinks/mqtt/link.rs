@@ -365,8 +365,8 @@ pub(super) async fn run(
     let mut backoff = conn.backoff();
     let mut rng = rand::rngs::SmallRng::from_os_rng();
     // The channel holds what the batches submitted and the event loop has
-    // not taken yet: at most three half-window batches, so it never
-    // refuses a publish in practice.
+    // not taken yet: at most three batches of a third of the window, so it
+    // never refuses a publish in practice.
     let cap = 2 * usize::from(tuning.max_in_flight) + 16;
     loop {
         let made = match conn.protocol {
