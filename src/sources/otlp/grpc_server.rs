@@ -31,14 +31,9 @@ use tracing::debug;
 use super::config::GrpcListener;
 use super::grpc_call::{self, Listener};
 use super::grpc_calls::Calls;
-use super::grpc_read::ReadAhead;
-use super::grpc_turn::Turn;
 use crate::sources::listen::{ServerTls, Slot, Slots};
 use crate::sources::otlp_http::auth::ClientSubject;
 use crate::sources::otlp_http::source::Source;
-
-trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 /// Everything a gRPC connection needs.
 struct Conn {
@@ -132,23 +127,7 @@ where
     let g = &settings;
     let calls = Calls::default();
     let mut inline = calls.inline();
-    let x = |k: &str| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            .unwrap_or(0)
-    };
-    let (x_ra, x_turn, x_frame) = (x("HFX_RA"), x("HFX_TURN"), x("HFX_FRAME"));
-    let io: Box<dyn Io> = if x_ra == 1 {
-        Box::new(ReadAhead::new(io))
-    } else {
-        Box::new(io)
-    };
-    let mut b = http2::Builder::new(calls);
-    if x_frame > 0 {
-        b.max_frame_size(x_frame);
-    }
-    let conn = b
+    let conn = http2::Builder::new(calls)
         .timer(TokioTimer::new())
         // No gRPC client reads it: one header less to encode per answer.
         .auto_date_header(false)
@@ -178,7 +157,6 @@ where
         let mut conn = pin!(conn);
         let mut closing = pin!(closing);
         let mut closed = false;
-        let turn = Turn::new();
         poll_fn(|cx| {
             if !closed && closing.as_mut().poll(cx).is_ready() {
                 closed = true;
@@ -187,15 +165,6 @@ where
             // The inline call is polled after the connection, which hands
             // it over and delivers its frames; once it has ended, the
             // connection again, to send its answer in this same turn.
-            if x_turn == 1 {
-                return match turn.run(cx, |cx| match conn.as_mut().poll(cx) {
-                    Poll::Ready(r) => Ok(r),
-                    Poll::Pending => Err(inline.poll_call(cx)),
-                }) {
-                    Some(r) => Poll::Ready(r),
-                    None => Poll::Pending,
-                };
-            }
             loop {
                 if let Poll::Ready(r) = conn.as_mut().poll(cx) {
                     return Poll::Ready(r);

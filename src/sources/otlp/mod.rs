@@ -32,10 +32,8 @@ Shared at the top: `max_body_bytes` (the largest message), `request_timeout`,
 mod config;
 mod grpc_call;
 mod grpc_calls;
-mod grpc_read;
 mod grpc_server;
 mod grpc_status;
-mod grpc_turn;
 
 use std::sync::Arc;
 
