@@ -35,6 +35,19 @@ use crate::sources::listen::{ServerTls, Slot, Slots};
 use crate::sources::otlp_http::auth::ClientSubject;
 use crate::sources::otlp_http::source::Source;
 
+/// HTTP/2 flow control: how many bytes of DATA a client may send on one
+/// stream, and on the whole connection, before the server has read them.
+/// Bytes h2 holds for a call that has not read them yet are outside the
+/// source's memory budget (which counts what a call has read), so the
+/// connection window is what one connection may hold beyond it
+/// (docs/sources-otlp.md, "Bounds"). Both are hyper's defaults, written
+/// here so that the documented bound is ours rather than a dependency's.
+/// A window this size takes a 26 KB export in without a WINDOW_UPDATE
+/// per call (one per ~20 calls on the connection, as half the window
+/// is read).
+const STREAM_WINDOW: u32 = 1 << 20;
+const CONNECTION_WINDOW: u32 = 1 << 20;
+
 /// Everything a gRPC connection needs.
 struct Conn {
     src: Arc<Source>,
@@ -132,6 +145,8 @@ where
         // No gRPC client reads it: one header less to encode per answer.
         .auto_date_header(false)
         .max_concurrent_streams(g.max_concurrent_streams)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
         .keep_alive_interval(Some(g.keepalive_interval))
         .keep_alive_timeout(g.keepalive_timeout)
         .max_header_list_size(g.max_header_list_size)
