@@ -36,17 +36,21 @@ use crate::sources::otlp_http::auth::ClientSubject;
 use crate::sources::otlp_http::source::Source;
 
 /// HTTP/2 flow control: how many bytes of DATA a client may send on one
-/// stream, and on the whole connection, before the server has read them.
-/// Bytes h2 holds for a call that has not read them yet are outside the
-/// source's memory budget (which counts what a call has read), so the
-/// connection window is what one connection may hold beyond it
-/// (docs/sources-otlp.md, "Bounds"). Both are hyper's defaults, written
-/// here so that the documented bound is ours rather than a dependency's.
-/// A window this size takes a 26 KB export in without a WINDOW_UPDATE
-/// per call (one per ~20 calls on the connection, as half the window
-/// is read).
-const STREAM_WINDOW: u32 = 1 << 20;
-const CONNECTION_WINDOW: u32 = 1 << 20;
+/// stream, and on its whole connection, before the server has read them.
+/// What h2 holds for a call that has not read it yet is outside the
+/// source's memory budget (which counts what calls have read), so the
+/// listener's connections share one more budget between them: each gets
+/// `budget ÷ max_connections` (256 KiB with the defaults), between
+/// HTTP/2's initial 64 KiB and 1 MiB (hyper's default, past which a
+/// larger window gains nothing on a LAN) (docs/sources-otlp.md, "Bounds").
+/// The stream window is the same: a call can never use more than its
+/// connection's anyway. A 26 KB export fits many times over; a window is
+/// given back (WINDOW_UPDATE) as calls read.
+fn flow_window(budget_bytes: usize, max_connections: usize) -> u32 {
+    const MIN: usize = 65_535;
+    const MAX: usize = 1 << 20;
+    (budget_bytes / max_connections.max(1)).clamp(MIN, MAX) as u32
+}
 
 /// Everything a gRPC connection needs.
 struct Conn {
@@ -138,6 +142,7 @@ where
         }
     });
     let g = &settings;
+    let window = flow_window(src.budget.bytes(), g.listener.max_connections.get());
     let calls = Calls::default();
     let mut inline = calls.inline();
     let conn = http2::Builder::new(calls)
@@ -145,8 +150,8 @@ where
         // No gRPC client reads it: one header less to encode per answer.
         .auto_date_header(false)
         .max_concurrent_streams(g.max_concurrent_streams)
-        .initial_stream_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW)
+        .initial_stream_window_size(window)
+        .initial_connection_window_size(window)
         .keep_alive_interval(Some(g.keepalive_interval))
         .keep_alive_timeout(g.keepalive_timeout)
         .max_header_list_size(g.max_header_list_size)
@@ -193,4 +198,20 @@ where
     };
     ended(r);
     inline.finish().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flow_window;
+
+    #[test]
+    fn the_windows_of_all_connections_add_up_to_one_budget_at_most() {
+        // The defaults: a 64 MiB budget, 256 connections.
+        assert_eq!(flow_window(64 << 20, 256), 256 << 10);
+        assert!(256 * flow_window(64 << 20, 256) as usize <= 64 << 20);
+        // Never below HTTP/2's initial window, never above 1 MiB.
+        assert_eq!(flow_window(64 << 20, 100_000), 65_535);
+        assert_eq!(flow_window(1 << 30, 1), 1 << 20);
+        assert_eq!(flow_window(64 << 20, 0), 1 << 20);
+    }
 }
