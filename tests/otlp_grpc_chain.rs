@@ -14,9 +14,10 @@
 //! restarts it on the same data directory and port. At the end every line number is in
 //! the gateway's output, and the repeats are explained:
 //!
-//! * a kill of the edge resends at most what its sink had in flight plus one
-//!   cursor-save group (`2 × concurrency × batch_max_events`, as
-//!   tests/crash_repeats.rs measures for one sink);
+//! * a kill of the edge resends at most what its sink had in flight, plus
+//!   the batches committed while the log's writer was storing the cursors
+//!   if the kill fell then (`2 × concurrency × batch_max_events`, as
+//!   tests/crash_repeats.rs checks for one sink);
 //! * a kill of the gateway repeats at most the requests it had appended but
 //!   not yet answered (`concurrency × batch_max_events`): the edge resends
 //!   them; the gateway's file sink writes each of its log's events once.

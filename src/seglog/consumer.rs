@@ -112,10 +112,10 @@ impl Consumer {
 
     /// Records that every event below `next_seq` is done. Commits never move
     /// backwards (a lower value is ignored) and never past the acknowledged
-    /// end of the log. The log's writer writes them to the cursor file
-    /// promptly (surviving a crash of the process) and syncs them every
-    /// `cursor_sync_interval` (surviving a power cut), or at once with
-    /// [`Log::sync_cursors`].
+    /// end of the log. The commit is in the cursor file when this returns
+    /// (surviving a crash of the process; if the log's writer held the file,
+    /// it writes it right after) and synced every `cursor_sync_interval`
+    /// (surviving a power cut), or at once with [`Log::sync_cursors`].
     pub fn commit(&self, next_seq: u64) -> Result<()> {
         if self.log.is_read_only() {
             return Err(LogError::ReadOnly);
@@ -138,9 +138,23 @@ impl Consumer {
         }
         c.commit(next_seq);
         drop(st);
-        // Wakes the writer to write the cursor (and free a segment this
-        // commit passed); see `Writer::maintain`.
-        shared.cursors_moved.store(true, Ordering::Release);
+        // The cursor goes to the file now, unsynced, unless the writer
+        // thread is storing the cursors itself (then it is left to it, as
+        // is a write the slot rule would have to sync): a commit made while
+        // the writer is inside a group's fdatasync is in the file at once,
+        // so a kill -9 replays only what is in flight (`cursor_store.rs`).
+        let written = match shared.cursor_slots.try_lock() {
+            Ok(mut slots) => slots.store_unsynced(shared).unwrap_or_else(|e| {
+                warn!(consumer = %self.name, error = %e, "could not write the cursor file; the log's writer will retry");
+                false
+            }),
+            Err(_) => false,
+        };
+        if !written {
+            shared.cursors_moved.store(true, Ordering::Release);
+        }
+        // Wakes the writer to free a segment this commit passed (and write
+        // the cursor if it was left to it); see `Writer::maintain`.
         self.log.wake_writer();
         Ok(())
     }

@@ -1,9 +1,17 @@
-//! Storing the cursors from the writer thread: the slot rule that lets a
-//! commit reach the cursor file promptly without a sync
-//! (a kill -9 keeps it) while a power cut still finds the last synced
-//! cursors whole.
+//! Storing the cursors: the slot rule that lets a commit reach the cursor
+//! file promptly without a sync (a kill -9 keeps it) while a power cut
+//! still finds the last synced cursors whole.
+//!
+//! Two writers, one at a time ([`Shared::cursor_slots`] is their lock): the
+//! log's writer thread (syncs on the interval and at close, and writes what
+//! commits left to it), and a sink's own commit, which writes the cursors
+//! unsynced itself when nobody holds the lock. So a commit made while the
+//! writer is inside a group's write and fdatasync is in the file at once,
+//! and a kill -9 replays only what was in flight, however long that sync.
 
 use std::fs::File;
+use std::sync::atomic::Ordering;
+use std::sync::{MutexGuard, PoisonError};
 
 use super::cursor::{self, CursorMap};
 use super::error::{LogError, Result};
@@ -11,7 +19,39 @@ use super::segment;
 use super::state::{Shared, State};
 use super::writer::Writer;
 
-impl Writer {
+/// Which cursor slot holds what: the newest generation written, the cursors
+/// in it, and which slot is known synced.
+#[derive(Debug, Default)]
+pub struct CursorSlots {
+    /// The generation last written to a slot (synced or not).
+    generation: u64,
+    stored: CursorMap,
+    /// The slot holding the newest *synced* generation, if known. Unsynced
+    /// writes go only into the other slot, see [`CursorSlots::store`].
+    durable_slot: Option<usize>,
+    /// The newest generation was written but not synced.
+    unsynced: bool,
+    /// A slot file created by an unsynced write: its directory entry is not
+    /// durable until the directory is synced.
+    slot_needs_dir_sync: [bool; 2],
+}
+
+impl CursorSlots {
+    /// The slots as recovery found them: `generation` from the cursor
+    /// file, the cursors it holds in `st`, and no slot known synced yet
+    /// (see [`durable_slot`]).
+    pub fn recovered(generation: u64, st: &State) -> CursorSlots {
+        CursorSlots {
+            generation,
+            stored: recovered_cursors(st),
+            ..CursorSlots::default()
+        }
+    }
+
+    pub fn is_unsynced(&self) -> bool {
+        self.unsynced
+    }
+
     /// Writes every cursor into a slot, syncing it when `sync`.
     ///
     /// The slot rule: an unsynced write never goes into the slot holding
@@ -21,86 +61,136 @@ impl Writer {
     /// recovery always finds the last synced cursors (or newer ones). Were
     /// unsynced writes to alternate, one could land on the only durable
     /// slot while the other was still unsynced, and a cut could tear both.
-    pub(super) fn store_cursors(&mut self, sync: bool) -> Result<()> {
-        let current: CursorMap = {
-            let st = self.shared.lock();
-            st.consumers
-                .iter()
-                .map(|(n, c)| {
-                    let e = cursor::Entry {
-                        next: st.effective(c),
-                        lost: c.lost_all(),
-                        lost_through: c.lost_through,
-                        in_doubt: c.in_doubt,
-                        pending_in_doubt: c.pending_in_doubt(),
-                    };
-                    (n.clone(), e)
-                })
-                .collect()
-        };
-        if current == self.stored_cursors && self.cursor_generation > 0 {
-            if sync && self.cursors_unsynced {
-                return self.sync_cursor_slot();
+    pub fn store(&mut self, shared: &Shared, sync: bool) -> Result<()> {
+        let current = current_cursors(shared);
+        if current == self.stored && self.generation > 0 {
+            if sync && self.unsynced {
+                return self.sync_slot(shared);
             }
             return Ok(());
         }
         // Without a known durable slot (a sync at open failed), only a
         // synced write is safe, as before this rule.
-        let syncs = self.shared.opts.fsync.syncs_directory();
+        let syncs = shared.opts.fsync.syncs_directory();
         let sync = sync || (syncs && self.durable_slot.is_none());
         let slot = match self.durable_slot {
             Some(d) => 1 - d,
-            None => ((self.cursor_generation + 1) % 2) as usize,
+            None => ((self.generation + 1) % 2) as usize,
         };
-        let generation = cursor::next_generation(self.cursor_generation, slot);
-        let created = !cursor::slot_paths(&self.shared.dir)[slot].exists();
-        cursor::store(
-            &self.shared.fs,
-            &self.shared.dir,
-            generation,
-            &current,
-            sync,
-        )?;
-        self.cursor_generation = generation;
-        self.stored_cursors = current;
+        let generation = cursor::next_generation(self.generation, slot);
+        let created = !cursor::slot_paths(&shared.dir)[slot].exists();
+        cursor::store(&shared.fs, &shared.dir, generation, &current, sync)?;
+        self.generation = generation;
+        self.stored = current;
         if sync {
             if self.slot_needs_dir_sync[slot] {
-                segment::sync_dir(&self.shared.fs, &self.shared.dir)?;
+                segment::sync_dir(&shared.fs, &shared.dir)?;
                 self.slot_needs_dir_sync[slot] = false;
             }
             self.durable_slot = syncs.then_some(slot);
-            self.cursors_unsynced = false;
+            self.unsynced = false;
         } else {
-            self.cursors_unsynced = true;
+            self.unsynced = true;
             self.slot_needs_dir_sync[slot] |= created;
         }
         Ok(())
     }
 
+    /// [`store`](Self::store) without a sync, for a commit on a sink's
+    /// thread; `Ok(false)` where the slot rule would need a sync (no slot
+    /// known durable), which is the writer thread's to do.
+    pub fn store_unsynced(&mut self, shared: &Shared) -> Result<bool> {
+        if shared.opts.fsync.syncs_directory() && self.durable_slot.is_none() {
+            return Ok(false);
+        }
+        self.store(shared, false).map(|()| true)
+    }
+
+    /// The winning slot at open may hold an unsynced write that survived a
+    /// kill -9 in the page cache: synced, it is the durable slot no unsynced
+    /// write lands on. Left unknown if the sync fails (then writes sync).
+    pub fn sync_recovered(&mut self, shared: &Shared) {
+        if self.generation == 0 || !shared.opts.fsync.syncs_directory() {
+            return;
+        }
+        let slot = (self.generation % 2) as usize;
+        let path = &cursor::slot_paths(&shared.dir)[slot];
+        self.durable_slot = File::open(path)
+            .and_then(|f| shared.fs.sync_data(&f, path))
+            .ok()
+            .map(|()| slot);
+    }
+
     /// Syncs the slot holding the newest, unsynced generation: it becomes
     /// the durable slot.
-    pub(super) fn sync_cursor_slot(&mut self) -> Result<()> {
-        let slot = (self.cursor_generation % 2) as usize;
-        let dir = &self.shared.dir;
+    pub fn sync_slot(&mut self, shared: &Shared) -> Result<()> {
+        let slot = (self.generation % 2) as usize;
+        let dir = &shared.dir;
         let path = &cursor::slot_paths(dir)[slot];
         let f = File::open(path).map_err(|e| LogError::io("opening cursor file", path, e))?;
-        self.shared
+        shared
             .fs
             .sync_data(&f, path)
             .map_err(|e| LogError::io("syncing cursor file", path, e))?;
         if self.slot_needs_dir_sync[slot] {
-            segment::sync_dir(&self.shared.fs, dir)?;
+            segment::sync_dir(&shared.fs, dir)?;
             self.slot_needs_dir_sync[slot] = false;
         }
         self.durable_slot = Some(slot);
-        self.cursors_unsynced = false;
+        self.unsynced = false;
         Ok(())
     }
 }
 
+impl Shared {
+    /// Locks the cursor slots (see the module docs). A panic while they
+    /// were held left them consistent field by field, as for the state.
+    pub fn cursor_slots(&self) -> MutexGuard<'_, CursorSlots> {
+        self.cursor_slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Writer {
+    /// [`CursorSlots::store`] from the writer thread. A commit that found
+    /// the slots locked by this store left its cursor to the writer
+    /// (`cursors_moved`): written right after, not after the next group.
+    pub(super) fn store_cursors(&mut self, sync: bool) -> Result<()> {
+        let moved = &self.shared.cursors_moved;
+        moved.store(false, Ordering::Release);
+        self.shared.cursor_slots().store(&self.shared, sync)?;
+        if moved.swap(false, Ordering::AcqRel) {
+            if let Err(e) = self.shared.cursor_slots().store(&self.shared, false) {
+                moved.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Every consumer's cursor as it stands now.
+fn current_cursors(shared: &Shared) -> CursorMap {
+    let st = shared.lock();
+    st.consumers
+        .iter()
+        .map(|(n, c)| {
+            let e = cursor::Entry {
+                next: st.effective(c),
+                lost: c.lost_all(),
+                lost_through: c.lost_through,
+                in_doubt: c.in_doubt,
+                pending_in_doubt: c.pending_in_doubt(),
+            };
+            (n.clone(), e)
+        })
+        .collect()
+}
+
 /// The cursors as recovery loaded them: what the cursor file holds, so the
 /// first store writes only what changed since.
-pub(super) fn recovered_cursors(st: &State) -> CursorMap {
+fn recovered_cursors(st: &State) -> CursorMap {
     st.consumers
         .iter()
         .map(|(n, c)| {
@@ -114,21 +204,6 @@ pub(super) fn recovered_cursors(st: &State) -> CursorMap {
             (n.clone(), e)
         })
         .collect()
-}
-
-/// The winning slot may hold an unsynced write that survived a kill -9 in
-/// the page cache: sync it, so that it is the durable slot the writer never
-/// writes unsynced data over.
-pub(super) fn durable_slot(shared: &Shared, cursor_generation: u64) -> Option<usize> {
-    if cursor_generation == 0 || !shared.opts.fsync.syncs_directory() {
-        return None;
-    }
-    let slot = (cursor_generation % 2) as usize;
-    let path = &cursor::slot_paths(&shared.dir)[slot];
-    File::open(path)
-        .and_then(|f| shared.fs.sync_data(&f, path))
-        .ok()
-        .map(|()| slot)
 }
 
 #[cfg(test)]

@@ -104,12 +104,12 @@ directory as a power cut could leave it, checking that under
   must fit in one segment (`segment_bytes` − 60 bytes); uncompressed, its
   context and events in 64 MiB.
 * `max_bytes` must be at least two segments.
-* A commit wakes the writer, which writes the cursor file without syncing
-  it as soon as it is not inside a group's write and fdatasync (while it
-  waits for a group's appenders too); it syncs every
-  `cursor_sync_interval` and at [`Log::close`]. A kill -9 replays at most
-  the commits made during one write and fdatasync; a power cut at most `cursor_sync_interval` of progress
-  (at-least-once delivery either way).
+* A commit writes the cursor file itself, without syncing it, unless the
+  writer thread is storing the cursors at that moment (then the writer
+  writes it right after); the writer syncs the file every
+  `cursor_sync_interval` and at [`Log::close`]. A kill -9 replays no
+  committed event (only what a sink had in flight); a power cut at most
+  `cursor_sync_interval` of progress (at-least-once delivery either way).
 */
 
 mod active;
@@ -163,6 +163,7 @@ pub use options::{FsyncPolicy, LogOptions, WhenFull};
 pub use state::{Counters, LossReason, Outcome, FSYNC_BUCKETS_SECONDS};
 pub use stats::{ConsumerStats, LogStats, SegmentStats};
 
+use cursor_store::CursorSlots;
 use format::{EVENT_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use state::Shared;
 use writer::{AppendReq, Msg, Reply, Writer};
@@ -352,18 +353,20 @@ impl Log {
         };
         let next_seq = rec.state.next_seq;
         let (durable, _) = watch::channel(next_seq);
+        let cursor_slots = Mutex::new(CursorSlots::recovered(rec.cursor_generation, &rec.state));
         let shared = Arc::new(Shared {
             dir,
             opts,
             fs,
             state: Mutex::new(rec.state),
+            cursor_slots,
             durable,
             maintain_queued: AtomicBool::new(false),
             cursors_moved: AtomicBool::new(false),
             _lock: rec.lock,
         });
         let (tx, rx) = mpsc::channel();
-        let thread = Writer::new(shared.clone(), rx, active, rec.cursor_generation).spawn()?;
+        let thread = Writer::new(shared.clone(), rx, active).spawn()?;
         Ok(Log {
             inner: Arc::new(Inner {
                 shared,
@@ -390,6 +393,7 @@ impl Log {
             opts: LogOptions::default(),
             fs: io::Fs::default(),
             state: Mutex::new(state),
+            cursor_slots: Mutex::default(),
             durable,
             maintain_queued: AtomicBool::new(false),
             cursors_moved: AtomicBool::new(false),

@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
 
+use super::cursor_store::CursorSlots;
 use super::io::Fs;
 use super::options::LogOptions;
 use super::segment::Segment;
@@ -425,6 +426,9 @@ pub struct Shared {
     /// Every durable-state operation goes through here (the test seam).
     pub fs: Fs,
     pub state: Mutex<State>,
+    /// Where the cursors stand in the cursor file, locked by whoever writes
+    /// it (`cursor_store.rs`). Never locked while `state` is held.
+    pub cursor_slots: Mutex<CursorSlots>,
     /// The acknowledged end of the log (`State::next_seq`), for consumers
     /// waiting for new events.
     pub durable: watch::Sender<u64>,

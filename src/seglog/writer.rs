@@ -24,8 +24,6 @@ use tokio::sync::oneshot;
 use tracing::{error, warn};
 
 use super::active::ActiveSegment;
-use super::cursor::CursorMap;
-use super::cursor_store::{durable_slot, recovered_cursors};
 use super::error::{LogError, Result};
 use super::format::{FrameHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 use super::janitor::Janitor;
@@ -45,8 +43,7 @@ const TICK: Duration = Duration::from_millis(200);
 /// the last `fdatasync`).
 const MAX_GATHER: Duration = Duration::from_micros(500);
 
-/// The writer thread's state, made by [`Writer::new`]. The cursor fields
-/// are `cursor_store.rs`'s, which is why they are visible to the module.
+/// The writer thread's state, made by [`Writer::new`].
 pub struct Writer {
     pub(super) shared: Arc<Shared>,
     /// Deletes segment files on its own thread; drained when the writer ends.
@@ -58,17 +55,6 @@ pub struct Writer {
     /// When cursors were last stored on the `cursor_sync_interval` timer.
     last_cursor_sync: Instant,
     last_age_check: Instant,
-    /// The generation last written to a cursor slot (synced or not).
-    pub(super) cursor_generation: u64,
-    pub(super) stored_cursors: CursorMap,
-    /// The slot holding the newest *synced* generation, if known. Unsynced
-    /// writes go only into the other slot, see [`Writer::store_cursors`].
-    pub(super) durable_slot: Option<usize>,
-    /// The newest generation was written but not synced.
-    pub(super) cursors_unsynced: bool,
-    /// A slot file created by an unsynced write: its directory entry is not
-    /// durable until the directory is synced.
-    pub(super) slot_needs_dir_sync: [bool; 2],
     /// Set while the front of `pending` waits for space under `block`.
     blocked_since: Option<Instant>,
     gather: Gather,
@@ -105,22 +91,18 @@ pub struct Ending {
 }
 
 impl Writer {
-    /// The writer of the log recovery found: `shared` holds its state,
-    /// `active` the active segment opened for appending, and
-    /// `cursor_generation` the generation of the cursor slot it loaded.
-    /// Syncs that slot (see [`durable_slot`]) and starts the janitor.
-    pub fn new(
-        shared: Arc<Shared>,
-        rx: Receiver<Msg>,
-        active: File,
-        cursor_generation: u64,
-    ) -> Writer {
-        let (active, next_seq, stored_cursors) = {
+    /// The writer of the log recovery found: `shared` holds its state and
+    /// its cursor slots, `active` the active segment opened for appending.
+    /// Syncs the cursor slot recovery chose (see
+    /// [`CursorSlots::sync_recovered`](super::cursor_store::CursorSlots::sync_recovered))
+    /// and starts the janitor.
+    pub fn new(shared: Arc<Shared>, rx: Receiver<Msg>, active: File) -> Writer {
+        let (active, next_seq) = {
             let st = shared.lock();
             let active = ActiveSegment::resume(active, st.segments.back());
-            (active, st.next_seq, recovered_cursors(&st))
+            (active, st.next_seq)
         };
-        let durable_slot = durable_slot(&shared, cursor_generation);
+        shared.cursor_slots().sync_recovered(&shared);
         Writer {
             janitor: Janitor::start(
                 shared.dir.clone(),
@@ -135,11 +117,6 @@ impl Writer {
             last_cursor_sync: Instant::now(),
             // The first round checks ages at once.
             last_age_check: Instant::now() - Duration::from_secs(60),
-            cursor_generation,
-            stored_cursors,
-            durable_slot,
-            cursors_unsynced: false,
-            slot_needs_dir_sync: [false; 2],
             blocked_since: None,
             gather: Gather::default(),
             ending: Ending::default(),
@@ -237,7 +214,7 @@ impl Writer {
 
     fn wait_time(&self) -> Duration {
         let mut t = TICK;
-        if self.cursors_unsynced {
+        if self.shared.cursor_slots().is_unsynced() {
             t = t.min(
                 self.shared
                     .opts
@@ -290,12 +267,10 @@ impl Writer {
 
     /// Timers and retention: interval sync, cursor persistence, deletion of
     /// consumed segments, age and size eviction.
-    /// Writes the cursors, unsynced, if a commit moved one since they
-    /// were last written. A kill -9 keeps the page cache, so a crash then
-    /// replays only what was on the wire, not also what sinks committed
-    /// while the round waited for its appenders or its fdatasync (at full
-    /// speed, hundreds of events a round). One `pwrite` per commit, and
-    /// sinks commit per batch.
+    /// Writes the cursors, unsynced, if a commit left its cursor to the
+    /// writer (it found the cursor slots locked, or the slot rule wanted a
+    /// sync). A kill -9 keeps the page cache, so a crash then replays only
+    /// what was on the wire.
     fn write_moved_cursors(&mut self) {
         if self.shared.cursors_moved.swap(false, Ordering::AcqRel) {
             if let Err(e) = self.store_cursors(false) {
@@ -316,11 +291,11 @@ impl Writer {
                 }
             }
         }
-        // A commit that moved a cursor woke the writer: its slot is written
-        // now (and again after the group commit, and while a group gathers:
-        // `write_moved_cursors`), so a kill -9 (which keeps the page cache)
-        // replays at most the commits made during one write and fdatasync. The sync for power cuts
-        // waits for the interval.
+        // A commit writes its cursor itself unless the slots were locked
+        // (`cursor_store.rs`); one left to the writer is written now (and
+        // after the group commit, and while a group gathers:
+        // `write_moved_cursors`). The sync for power cuts waits for the
+        // interval.
         let moved = self.shared.cursors_moved.swap(false, Ordering::AcqRel);
         if self.last_cursor_sync.elapsed() >= opts.cursor_sync_interval {
             self.last_cursor_sync = Instant::now();
