@@ -66,15 +66,17 @@ fn metric(data: metric::Data) -> Metric {
     }
 }
 
-/// What prost decodes, in the reader's terms.
-fn prost_view(
-    bytes: &[u8],
-) -> (
+/// A metric's name, description, unit and points (time, value, flags,
+/// attributes as text): what the reader and prost are compared by.
+type View = (
     String,
     String,
     String,
     Vec<(u64, Option<Number>, u32, Vec<(String, String)>)>,
-) {
+);
+
+/// What prost decodes, in the reader's terms.
+fn prost_view(bytes: &[u8]) -> View {
     let m = Metric::decode(bytes).expect("prost decodes");
     let points = match m.data {
         Some(metric::Data::Gauge(g)) => g.data_points,
@@ -104,14 +106,7 @@ fn prost_view(
     (m.name, m.description, m.unit, points)
 }
 
-fn reader_view(
-    bytes: &[u8],
-) -> (
-    String,
-    String,
-    String,
-    Vec<(u64, Option<Number>, u32, Vec<(String, String)>)>,
-) {
+fn reader_view(bytes: &[u8]) -> View {
     let m = MetricPoints::read(bytes).expect("read in place");
     let points = m
         .points()
