@@ -46,7 +46,9 @@ mod stored;
 mod wire;
 
 pub use fields::{AttrValue, FieldWriter, LogFields, RawLogFields};
-pub use framing::{write_event, EventBuf, EventFields, OriginFields, WriteRecord};
+pub use framing::{
+    put_encoded_event, write_event, EventBuf, EventFields, OriginFields, WriteRecord,
+};
 pub use log_writer::LogRecordWriter;
 pub use metric_point::{Attribute, MetricPoints, Number, NumberKind, NumberPoint, ValueRef};
 pub use stored::{Context, Decoder, Group, Origin, Stored};
