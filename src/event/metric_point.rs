@@ -41,7 +41,8 @@ pub(super) fn fields(b: &[u8]) -> Fields<'_> {
     }
 }
 
-fn varint(b: &mut &[u8]) -> Option<u64> {
+/// A varint at the start of `b`, `b` moved past it.
+pub(super) fn varint(b: &mut &[u8]) -> Option<u64> {
     let mut v = 0u64;
     for i in 0..10 {
         let (&byte, rest) = b.split_first()?;
