@@ -26,8 +26,9 @@ it: sources and the processing chain write a record through
 [`LogFields`] (`fields.rs`; buffered by [`LogRecordWriter`],
 `log_writer.rs`) and frame it as an event through [`EventFields`] and
 [`write_event`] (`framing.rs`); sinks read single
-envelope fields without decoding through [`envelope_fields`], and whole
-events through [`Decoder`] (`stored.rs`). Their unit tests compare the
+envelope fields without decoding through [`envelope_fields`], whole
+events through [`Decoder`] (`stored.rs`), and gauge and sum points in
+place through [`MetricPoints`] (`metric_point.rs`). Their unit tests compare the
 bytes with prost's.
 */
 
@@ -40,12 +41,16 @@ pub mod envelope_fields;
 mod fields;
 mod framing;
 mod log_writer;
+mod metric_point;
 mod stored;
 mod wire;
 
 pub use fields::{AttrValue, FieldWriter, LogFields, RawLogFields};
-pub use framing::{write_event, EventBuf, EventFields, OriginFields, WriteRecord};
+pub use framing::{
+    put_encoded_event, write_event, EventBuf, EventFields, OriginFields, WriteRecord,
+};
 pub use log_writer::LogRecordWriter;
+pub use metric_point::{Attribute, MetricPoints, Number, NumberKind, NumberPoint, ValueRef};
 pub use stored::{Context, Decoder, Group, Origin, Stored};
 
 /// A record's stable identity: 16 bytes, shown as 32 lowercase hex digits.

@@ -10,13 +10,15 @@
 //! `group` and each group's `source` (format 2) here, per event and
 //! without allocating, instead of decoding envelopes it may not want.
 
+use super::metric_point::varint;
+
 /// [`Envelope`](super::Envelope) fields.
 pub(super) const ID: u32 = 1;
 pub(super) const SOURCE: u32 = 2;
 pub(super) const OBSERVED_TIME: u32 = 3;
 pub(super) const LOG_RECORD: u32 = 8;
-const SPAN: u32 = 9;
-const METRIC: u32 = 10;
+pub(super) const SPAN: u32 = 9;
+pub(super) const METRIC: u32 = 10;
 pub(super) const ORIGIN: u32 = 11;
 pub(super) const GROUP: u32 = 12;
 pub(super) const OBSERVED_DELTA: u32 = 13;
@@ -80,18 +82,6 @@ enum Field<'a> {
 /// Calls `f` with each field of the message in `b`; `None` if the bytes
 /// are not a protobuf message.
 fn walk<'a>(mut b: &'a [u8], mut f: impl FnMut(u32, Field<'a>)) -> Option<()> {
-    fn varint(b: &mut &[u8]) -> Option<u64> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let (&byte, rest) = b.split_first()?;
-            *b = rest;
-            v |= u64::from(byte & 0x7f) << (7 * i);
-            if byte & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    }
     while !b.is_empty() {
         let key = varint(&mut b)?;
         // A field number past u32 matches none of ours: handed out as 0.

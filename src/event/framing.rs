@@ -184,5 +184,14 @@ pub fn write_event(
     total
 }
 
+/// Appends one event encoded elsewhere (the OTLP split's) to `out`,
+/// behind its length, as [`write_event`] frames the events it writes.
+#[inline]
+pub fn put_encoded_event(event: &[u8], out: &mut impl EventBuf) {
+    out.reserve_event(4 + event.len());
+    out.put_u32_le(event.len() as u32);
+    out.put_slice(event);
+}
+
 #[cfg(test)]
 mod tests;

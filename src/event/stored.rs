@@ -19,14 +19,22 @@
 //!
 //! A format-1 event (an older log, or a quarantine file) is a whole
 //! envelope with an empty context; [`Decoder`] reads both.
+//!
+//! [`Decoder::decode_lean`] leaves a gauge or sum record in its stored
+//! bytes, for a sink that reads its points in place
+//! ([`Stored::metric_points`]): the envelope's other fields are decoded as
+//! always.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use opentelemetry_proto::tonic::common::v1::{InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::metrics::v1::Metric;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 
+use super::envelope_fields::{LOG_RECORD, METRIC, SPAN};
+use super::metric_point::{fields, MetricPoints, Wire};
 use super::{shared_fields_message, Envelope, EnvelopeError, EventId, FileOrigin, Record, Signal};
 
 /// What the events of one batch share, stored once per batch.
@@ -91,6 +99,10 @@ pub struct Stored {
     /// Index of the event's group in `ctx`, or `None` for a format-1 event
     /// (whose `env` is whole).
     group: Option<usize>,
+    /// The metric record's stored bytes when [`Decoder::decode_lean`] left
+    /// it undecoded (`env.record` is then `None`): a gauge or sum that
+    /// [`MetricPoints`] reads, checked when decoded.
+    points: Option<Bytes>,
 }
 
 /// A file record's position, shared parts and own parts together.
@@ -152,13 +164,23 @@ impl Stored {
         self.group().map_or(&[], |g| &g.attributes)
     }
 
-    /// The record, without the shared attributes.
+    /// The record, without the shared attributes; `None` for a metric left
+    /// in its stored bytes ([`Stored::metric_points`]).
     pub fn record(&self) -> Option<&Record> {
         self.env.record.as_ref()
     }
 
+    /// The gauge or sum [`Decoder::decode_lean`] left undecoded, read in
+    /// place.
+    pub fn metric_points(&self) -> Option<MetricPoints<'_>> {
+        MetricPoints::head(self.points.as_deref()?)
+    }
+
     pub fn signal(&self) -> Option<Signal> {
-        self.env.signal()
+        match &self.points {
+            Some(_) => Some(Signal::Metrics),
+            None => self.env.signal(),
+        }
     }
 
     pub fn observed_time_unix_nano(&self) -> u64 {
@@ -184,6 +206,10 @@ impl Stored {
     /// `file` sink and `dump`, which show or keep every event self-contained.
     pub fn to_envelope(&self) -> Envelope {
         let mut env = self.env.clone();
+        if let Some(b) = &self.points {
+            // Checked in place when decoded: prost reads it too.
+            env.record = Metric::decode(b.as_ref()).ok().map(Record::Metric);
+        }
         env.id = self.id.0.to_vec();
         env.group = 0;
         env.observed_delta = 0;
@@ -233,19 +259,55 @@ impl Decoder {
     ) -> Result<Stored, EnvelopeError> {
         if context.is_empty() {
             let env = Envelope::decode_event(data)?;
+            return self.complete(env, None, context, index);
+        }
+        let env = Envelope::decode(data)?;
+        if env.record.is_none() {
+            return Err(EnvelopeError::NoRecord);
+        }
+        self.complete(env, None, context, index)
+    }
+
+    /// Decodes one event as [`Decoder::decode`] does, but leaves a gauge
+    /// or sum record undecoded, for [`Stored::metric_points`] to read in
+    /// place; any other record is decoded.
+    pub fn decode_lean(
+        &mut self,
+        data: &Bytes,
+        context: &Bytes,
+        index: u64,
+    ) -> Result<Stored, EnvelopeError> {
+        let lean = without_metric(data).filter(|(_, r)| MetricPoints::read(r).is_some());
+        let Some((env, record)) = lean else {
+            return self.decode(data, context, index);
+        };
+        if context.is_empty() && env.id.len() != 16 {
+            return Err(EnvelopeError::BadId(env.id.len()));
+        }
+        let points = data.slice_ref(record);
+        self.complete(env, Some(points), context, index)
+    }
+
+    /// The event from its decoded envelope: the shared fields' group, the
+    /// observed times, the origin and the id filled in.
+    fn complete(
+        &mut self,
+        mut env: Envelope,
+        points: Option<Bytes>,
+        context: &Bytes,
+        index: u64,
+    ) -> Result<Stored, EnvelopeError> {
+        if context.is_empty() {
             let id = env.event_id().ok_or(EnvelopeError::BadId(env.id.len()))?;
             return Ok(Stored {
                 env,
                 id,
                 ctx: empty(),
                 group: None,
+                points,
             });
         }
         let ctx = self.context(context)?;
-        let mut env = Envelope::decode(data)?;
-        if env.record.is_none() {
-            return Err(EnvelopeError::NoRecord);
-        }
         let gi = env.group as usize;
         let Some(g) = ctx.groups.get(gi) else {
             return Err(EnvelopeError::NoGroup(env.group, ctx.groups.len()));
@@ -283,6 +345,7 @@ impl Decoder {
             id,
             ctx,
             group: Some(gi),
+            points,
         })
     }
 
@@ -300,6 +363,30 @@ impl Decoder {
         self.last = Some((bytes.clone(), c.clone()));
         Ok(c)
     }
+}
+
+/// An event's envelope decoded but for its metric record, and the
+/// record's bytes; `None` when it holds another record, the record twice
+/// (protobuf merges them), or is not well formed: prost decodes it then.
+fn without_metric(data: &[u8]) -> Option<(Envelope, &[u8])> {
+    let mut env = Envelope::default();
+    let mut record = None;
+    let mut it = fields(data);
+    let mut at = 0;
+    while let Some((field, v)) = it.next() {
+        let end = data.len() - it.remaining();
+        match (field, v) {
+            (METRIC, Wire::Bytes(b)) if record.is_none() => record = Some(b),
+            (METRIC | LOG_RECORD | SPAN, _) => return None,
+            // Each other field as prost decodes it, in place.
+            _ => env.merge(&data[at..end]).ok()?,
+        }
+        at = end;
+    }
+    if it.bad {
+        return None;
+    }
+    Some((env, record?))
 }
 
 fn empty() -> Arc<Context> {

@@ -184,3 +184,15 @@ fn format_1_stores_an_observed_time_of_0() {
     assert_eq!(got.len(), want.encoded_len() + 2 * 9);
     assert_eq!(Envelope::decode(got.as_slice()).unwrap(), want);
 }
+
+/// Events encoded elsewhere are framed as the log's batches take them.
+#[test]
+fn encoded_events_are_framed_behind_their_length() {
+    let mut out = Vec::new();
+    put_encoded_event(b"abc", &mut out);
+    put_encoded_event(b"", &mut out);
+    assert_eq!(out, [3, 0, 0, 0, b'a', b'b', b'c', 0, 0, 0, 0]);
+    let framed = bytes::Bytes::from(out);
+    assert!(crate::seglog::Batch::from_framed(framed.clone(), 2).is_some());
+    assert!(crate::seglog::Batch::from_framed(framed, 3).is_none());
+}

@@ -74,8 +74,14 @@ pub(crate) async fn deliver<T: Transport>(sh: Arc<Shared<T>>, raw: Vec<Raw>, mut
     // One decoder for the batch: the events of one log batch share their
     // context, decoded once here and borrowed by each event.
     let mut decoder = Decoder::new();
+    let lean = sh.transport.reads_points_in_place();
     for r in raw {
-        match decoder.decode(&r.data, &r.context, r.index) {
+        let decoded = if lean {
+            decoder.decode_lean(&r.data, &r.context, r.index)
+        } else {
+            decoder.decode(&r.data, &r.context, r.index)
+        };
+        match decoded {
             Ok(ev) => items.push(Item {
                 pos: r.pos,
                 data: r.data,

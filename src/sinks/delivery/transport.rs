@@ -160,6 +160,15 @@ pub(crate) trait Transport: Send + Sync + 'static {
         None
     }
 
+    /// Whether the transport reads gauge and sum points in place
+    /// ([`Stored::metric_points`]) rather than from a decoded record: the
+    /// delivery task then leaves such records undecoded
+    /// ([`crate::event::Decoder::decode_lean`]; `Stored::record` is `None`
+    /// for them), sparing what decoding them allocates.
+    fn reads_points_in_place(&self) -> bool {
+        false
+    }
+
     /// Whether the receiver needs each series' events in time order
     /// (remote write without an out-of-order window): pushback (429) then
     /// holds every batch like an outage, so that no newer event overtakes

@@ -48,6 +48,11 @@ pub(crate) trait HttpApi: Send + Sync + 'static {
         None
     }
 
+    /// See [`Transport::reads_points_in_place`].
+    fn reads_points_in_place(&self) -> bool {
+        false
+    }
+
     /// See [`Transport::in_order`].
     fn in_order(&self) -> bool {
         false

@@ -47,6 +47,10 @@ impl<A: HttpApi> Transport for HttpTransport<A> {
         self.api.foreknown(ev)
     }
 
+    fn reads_points_in_place(&self) -> bool {
+        self.api.reads_points_in_place()
+    }
+
     fn in_order(&self) -> bool {
         self.api.in_order()
     }

@@ -27,7 +27,9 @@ use super::naming::{label_name, metric_name, Kind};
 #[cfg(test)]
 use super::proto::WriteRequest;
 use super::proto::{MetricMetadata, MetricType};
-use crate::event::{Context, Record, Stored};
+use crate::event::{
+    Attribute, Context, MetricPoints, Number, NumberKind, Record, Stored, ValueRef,
+};
 
 /// Prometheus's staleness marker: a NaN with this exact bit pattern ends a
 /// series (`value.StaleNaN`), as the specification writes a point flagged
@@ -39,10 +41,19 @@ const NO_RECORDED_VALUE: u32 = 1;
 /// Why an event has no remote write 1.0 form, or `None`: the reason it
 /// is dropped (and counted) under.
 pub(crate) fn unsendable(ev: &Stored) -> Option<&'static str> {
+    let delta = AggregationTemporality::Delta as i32;
+    if let Some(m) = ev.metric_points() {
+        return match m.kind {
+            NumberKind::Sum {
+                monotonic: true,
+                temporality,
+            } if temporality == delta => Some("delta_temporality"),
+            _ => None,
+        };
+    }
     let Some(Record::Metric(m)) = ev.record() else {
         return Some("not_a_metric");
     };
-    let delta = AggregationTemporality::Delta as i32;
     match &m.data {
         None => Some("no_data_point"),
         Some(metric::Data::ExponentialHistogram(_)) => Some("exponential_histogram"),
@@ -61,6 +72,10 @@ pub(crate) fn unsendable(ev: &Stored) -> Option<&'static str> {
 
 /// The time of `ev`'s point in Unix milliseconds, as its samples carry it.
 pub(crate) fn point_millis(ev: &Stored) -> Option<i64> {
+    if let Some(m) = ev.metric_points() {
+        let t = m.points().next()?.time_unix_nano;
+        return Some(millis(t, ev.observed_time_unix_nano()));
+    }
     let Some(Record::Metric(m)) = ev.record() else {
         return None;
     };
@@ -131,14 +146,17 @@ struct Builder<'a> {
 
 impl<'a> Builder<'a> {
     fn event(&mut self, ev: &'a Stored) {
-        let Some(Record::Metric(m)) = ev.record() else {
-            return;
-        };
         let key = ev.shared_with().map(|(c, g)| (Arc::as_ptr(c), g));
         if key.is_none() || self.base.as_ref().map(|b| b.0) != Some(key) {
             self.base = Some((key, base_labels(ev, self.resource_to_labels)));
         }
         let observed = ev.observed_time_unix_nano();
+        if let Some(m) = ev.metric_points() {
+            return self.points_in_place(m, observed);
+        }
+        let Some(Record::Metric(m)) = ev.record() else {
+            return;
+        };
         match &m.data {
             Some(metric::Data::Gauge(g)) => {
                 for p in &g.data_points {
@@ -169,19 +187,44 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// The Prometheus name of `m` as `kind`, made once per request.
-    fn name(&mut self, m: &'a Metric, kind: Kind) -> Rc<str> {
-        if let Some((name, unit, k, made)) = &self.last_name {
-            if *k == kind && *name == m.name && *unit == m.unit {
+    /// A gauge or sum read in place: what [`Builder::number`] writes for
+    /// the same points decoded.
+    fn points_in_place(&mut self, m: MetricPoints<'a>, observed: u64) {
+        let kind = match m.kind {
+            NumberKind::Sum {
+                monotonic: true, ..
+            } => Kind::Counter,
+            _ => Kind::Gauge,
+        };
+        for p in m.points() {
+            let value = match p.value {
+                Some(Number::Double(v)) => v,
+                Some(Number::Int(v)) => v as f64,
+                None => f64::NAN,
+            };
+            let name = self.name(m.name, m.unit, kind);
+            self.labels(p.attributes().map(attribute_text));
+            let ts = millis(p.time_unix_nano, observed);
+            let value = stale_or(p.flags, value);
+            self.meta(&name, kind, m.description, m.unit);
+            self.sample(&name, None, value, ts);
+        }
+    }
+
+    /// The Prometheus name of metric `name` in `unit` as `kind`, made once
+    /// per request.
+    fn name(&mut self, name: &'a str, unit: &'a str, kind: Kind) -> Rc<str> {
+        if let Some((n, u, k, made)) = &self.last_name {
+            if *k == kind && *n == name && *u == unit {
                 return made.clone();
             }
         }
         let made = self
             .names
-            .entry((m.name.as_str(), m.unit.as_str(), kind))
-            .or_insert_with(|| metric_name(&m.name, &m.unit, kind).into())
+            .entry((name, unit, kind))
+            .or_insert_with(|| metric_name(name, unit, kind).into())
             .clone();
-        self.last_name = Some((&m.name, &m.unit, kind, made.clone()));
+        self.last_name = Some((name, unit, kind, made.clone()));
         made
     }
 
@@ -191,19 +234,19 @@ impl<'a> Builder<'a> {
             Some(number_data_point::Value::AsInt(v)) => v as f64,
             None => f64::NAN,
         };
-        let name = self.name(m, kind);
-        self.labels(&p.attributes);
+        let name = self.name(&m.name, &m.unit, kind);
+        self.labels(p.attributes.iter().map(attribute_pair));
         let ts = millis(p.time_unix_nano, observed);
         let value = stale_or(p.flags, value);
-        self.meta(&name, kind, m);
+        self.meta(&name, kind, &m.description, &m.unit);
         self.sample(&name, None, value, ts);
     }
 
     fn histogram(&mut self, m: &'a Metric, p: &'a HistogramDataPoint, observed: u64) {
-        let name = self.name(m, Kind::Histogram);
-        self.labels(&p.attributes);
+        let name = self.name(&m.name, &m.unit, Kind::Histogram);
+        self.labels(p.attributes.iter().map(attribute_pair));
         let ts = millis(p.time_unix_nano, observed);
-        self.meta(&name, Kind::Histogram, m);
+        self.meta(&name, Kind::Histogram, &m.description, &m.unit);
         let bucket = format!("{name}_bucket");
         let mut cumulative = 0u64;
         for (i, bound) in p.explicit_bounds.iter().enumerate() {
@@ -221,10 +264,10 @@ impl<'a> Builder<'a> {
     }
 
     fn summary(&mut self, m: &'a Metric, p: &'a SummaryDataPoint, observed: u64) {
-        let name = self.name(m, Kind::Summary);
-        self.labels(&p.attributes);
+        let name = self.name(&m.name, &m.unit, Kind::Summary);
+        self.labels(p.attributes.iter().map(attribute_pair));
         let ts = millis(p.time_unix_nano, observed);
-        self.meta(&name, Kind::Summary, m);
+        self.meta(&name, Kind::Summary, &m.description, &m.unit);
         for q in &p.quantile_values {
             let quantile = le_text(q.quantile);
             let v = stale_or(p.flags, q.value);
@@ -235,7 +278,7 @@ impl<'a> Builder<'a> {
         self.sample(&format!("{name}_count"), None, count, ts);
     }
 
-    fn meta(&mut self, name: &str, kind: Kind, m: &Metric) {
+    fn meta(&mut self, name: &str, kind: Kind, description: &str, unit: &str) {
         if self.metadata.contains_key(name) {
             return;
         }
@@ -250,8 +293,8 @@ impl<'a> Builder<'a> {
             MetricMetadata {
                 r#type: r#type as i32,
                 metric_family_name: name.to_string(),
-                help: m.description.clone(),
-                unit: m.unit.clone(),
+                help: description.to_string(),
+                unit: unit.to_string(),
             },
         );
     }
@@ -260,10 +303,10 @@ impl<'a> Builder<'a> {
     /// sanitized, then the base labels where the point has no label of
     /// that name (`job` and `instance` always the resource's, when it has
     /// them).
-    fn labels(&mut self, attributes: &'a [KeyValue]) {
+    fn labels(&mut self, attributes: impl Iterator<Item = (&'a str, Cow<'a, str>)> + Clone) {
         let point = &mut self.point;
         point.clear();
-        sanitized(attributes.iter(), point);
+        sanitized(attributes, point);
         let base: &[LabelText<'a>] = self.base.as_ref().map_or(&[], |b| &b.1);
         point.retain(|(k, _)| {
             !((k == "job" || k == "instance") && base.iter().any(|(b, _)| b == k))
@@ -354,12 +397,15 @@ fn base_labels(ev: &Stored, resource_to_labels: bool) -> Vec<LabelText<'_>> {
         out.push((Cow::Borrowed("instance"), instance));
     }
     if resource_to_labels {
-        let others = attrs.iter().filter(|a| {
-            !matches!(
-                a.key.as_str(),
-                "service.name" | "service.namespace" | "service.instance.id"
-            )
-        });
+        let others = attrs
+            .iter()
+            .filter(|a| {
+                !matches!(
+                    a.key.as_str(),
+                    "service.name" | "service.namespace" | "service.instance.id"
+                )
+            })
+            .map(attribute_pair);
         let mut labels = Vec::new();
         sanitized(others, &mut labels);
         for (k, v) in labels {
@@ -376,18 +422,17 @@ fn base_labels(ev: &Stored, resource_to_labels: bool) -> Vec<LabelText<'_>> {
 /// label); keys that sanitize to the same name have their values joined
 /// with `;` in the order of the original keys, as the specification says.
 fn sanitized<'a>(
-    attributes: impl Iterator<Item = &'a KeyValue> + Clone,
+    attributes: impl Iterator<Item = (&'a str, Cow<'a, str>)> + Clone,
     out: &mut Vec<LabelText<'a>>,
 ) {
     // The common case, no two keys with one label name: no map, no join.
     let mut clash = false;
-    for a in attributes.clone() {
-        let name = label_cow(&a.key);
+    for (key, v) in attributes.clone() {
+        let name = label_cow(key);
         if out.iter().any(|(n, _)| *n == name) {
             clash = true;
             break;
         }
-        let v = value_cow(a.value.as_ref());
         if !v.is_empty() {
             out.push((name, v));
         }
@@ -398,21 +443,39 @@ fn sanitized<'a>(
     }
     out.clear();
     let mut by_name: BTreeMap<String, Vec<(&str, String)>> = BTreeMap::new();
-    for a in attributes {
-        let v = value_text(a.value.as_ref());
+    for (key, v) in attributes {
         if v.is_empty() {
             continue;
         }
         by_name
-            .entry(label_name(&a.key))
+            .entry(label_name(key))
             .or_default()
-            .push((&a.key, v));
+            .push((key, v.into_owned()));
     }
     out.extend(by_name.into_iter().map(|(name, mut values)| {
         values.sort_by(|a, b| a.0.cmp(b.0));
         let joined: Vec<String> = values.into_iter().map(|(_, v)| v).collect();
         (Cow::Owned(name), Cow::Owned(joined.join(";")))
     }));
+}
+
+/// An attribute's key and its value as label text.
+fn attribute_pair(a: &KeyValue) -> (&str, Cow<'_, str>) {
+    (&a.key, value_cow(a.value.as_ref()))
+}
+
+/// [`attribute_pair`] of an attribute read in place.
+fn attribute_text(a: Attribute<'_>) -> (&str, Cow<'_, str>) {
+    let value = match a.value {
+        ValueRef::None => Cow::Borrowed(""),
+        ValueRef::Str(s) => Cow::Borrowed(s),
+        ValueRef::Other(b) => {
+            use prost::Message;
+            // Checked when the record was read: it decodes.
+            Cow::Owned(value_text(AnyValue::decode(b).ok().as_ref()))
+        }
+    };
+    (a.key, value)
 }
 
 /// [`label_name`], borrowing a key that is a label name as it is.

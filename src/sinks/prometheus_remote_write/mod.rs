@@ -88,6 +88,12 @@ impl HttpApi for RemoteWrite {
         convert::unsendable(ev)
     }
 
+    /// Gauges and sums (nearly every point scraped) are converted from
+    /// their stored bytes, never decoded.
+    fn reads_points_in_place(&self) -> bool {
+        true
+    }
+
     fn encode(&self, items: &[Item], _request: usize) -> Request {
         let request = convert::encode_request(items.iter().map(|i| &i.ev), self.resource_to_labels);
         Request {

@@ -7,10 +7,10 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
-use super::convert::{unsendable, write_request, STALE_NAN};
+use super::convert::{encode_request, point_millis, unsendable, write_request, STALE_NAN};
 use super::proto::{Label, MetricType, Sample, TimeSeries, WriteRequest};
 use super::*;
-use crate::event::{Envelope, EventId, Record};
+use crate::event::{Decoder, Envelope, EventId, Record, Stored};
 use crate::sinks::test_events;
 use prost::Message;
 
@@ -83,7 +83,29 @@ const HOST: &[(&str, &str)] = &[
     ("host.name", "edge-1"),
 ];
 
+/// The events as the sink's delivery task decodes them: gauges and sums
+/// left in their stored bytes.
+fn lean(items: &[Item]) -> Vec<Stored> {
+    let mut d = Decoder::new();
+    items
+        .iter()
+        .map(|i| {
+            d.decode_lean(&i.data, &i.context, i.index)
+                .expect("decodes")
+        })
+        .collect()
+}
+
+/// The request for `items`; every test also checks that points read in
+/// place give the bytes of the same points decoded.
 fn request(items: &[Item], resource_to_labels: bool) -> WriteRequest {
+    let decoded = encode_request(items.iter().map(|i| &i.ev), resource_to_labels);
+    let lean = lean(items);
+    assert_eq!(
+        encode_request(lean.iter(), resource_to_labels),
+        decoded,
+        "read in place or decoded, the same request"
+    );
     write_request(items.iter().map(|i| &i.ev), resource_to_labels)
 }
 
@@ -403,12 +425,32 @@ fn what_has_no_remote_write_form_is_named() {
     assert_eq!(unsendable(&expo.ev), Some("exponential_histogram"));
     assert_eq!(unsendable(&event(&[], delta).ev), Some("delta_temporality"));
     // A non-monotonic delta sum is a gauge: its value stands alone.
-    assert_eq!(unsendable(&event(&[], delta_gauge).ev), None);
+    assert_eq!(unsendable(&event(&[], delta_gauge.clone()).ev), None);
     let empty = Metric {
         name: "x".into(),
         ..Default::default()
     };
     assert_eq!(unsendable(&event(&[], empty).ev), Some("no_data_point"));
+    // Read in place, the same reasons.
+    let mut delta = sum("d", "", true, point(1, 1.0, &[]));
+    if let Some(metric::Data::Sum(s)) = &mut delta.data {
+        s.aggregation_temporality = AggregationTemporality::Delta as i32;
+    }
+    let items = [
+        log,
+        expo,
+        event(&[], delta),
+        event(&[], delta_gauge),
+        event(&[], gauge("g", "", point(3, 1.0, &[]))),
+    ];
+    let lean = lean(&items);
+    assert!(lean[2].metric_points().is_some() && lean[4].metric_points().is_some());
+    for (l, i) in lean.iter().zip(&items) {
+        assert_eq!(unsendable(l), unsendable(&i.ev));
+        assert_eq!(point_millis(l), point_millis(&i.ev));
+        // What the quarantine keeps is the whole event.
+        assert_eq!(l.to_envelope(), i.ev.to_envelope());
+    }
 }
 
 fn api() -> RemoteWrite {

@@ -58,7 +58,7 @@ pub async fn append(
     };
     let (events, bytes) = (collected.events, collected.bytes);
     // The log takes the batch it is given; a refused one is offered again
-    // from this copy (one copy of the encoded events, not of the request).
+    // from this one, whose events are shared bytes: a clone copies none.
     let batch = collected.batch;
     let make = || batch.clone();
     let mut backoff = RETRY_BACKOFF;
