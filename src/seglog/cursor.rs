@@ -211,6 +211,25 @@ pub fn next_generation(last: u64, slot: usize) -> u64 {
     }
 }
 
+/// Which cursor slot holds what: the newest generation written, the
+/// cursors in it, and which slot is known synced. One per log, in the
+/// log's shared state behind its own lock; `cursor_store.rs` writes the
+/// slots through it.
+#[derive(Debug, Default)]
+pub struct CursorSlots {
+    /// The generation last written to a slot (synced or not).
+    pub(super) generation: u64,
+    pub(super) stored: CursorMap,
+    /// The slot holding the newest *synced* generation, if known. Unsynced
+    /// writes go only into the other slot (`CursorSlots::store`).
+    pub(super) durable_slot: Option<usize>,
+    /// The newest generation was written but not synced.
+    pub(super) unsynced: bool,
+    /// A slot file created by an unsynced write: its directory entry is not
+    /// durable until the directory is synced.
+    pub(super) slot_needs_dir_sync: [bool; 2],
+}
+
 /// Writes `cursors` as generation `generation` into its slot, syncing it
 /// (and the directory, the first time the slot is created) when `sync`.
 pub fn store(fs: &Fs, dir: &Path, generation: u64, cursors: &CursorMap, sync: bool) -> Result<()> {

@@ -10,31 +10,12 @@
 //! and a kill -9 replays only what was in flight, however long that sync.
 
 use std::fs::File;
-use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, PoisonError};
 
-use super::cursor::{self, CursorMap};
+use super::cursor::{self, CursorMap, CursorSlots};
 use super::error::{LogError, Result};
 use super::segment;
 use super::state::{Shared, State};
-use super::writer::Writer;
-
-/// Which cursor slot holds what: the newest generation written, the cursors
-/// in it, and which slot is known synced.
-#[derive(Debug, Default)]
-pub struct CursorSlots {
-    /// The generation last written to a slot (synced or not).
-    generation: u64,
-    stored: CursorMap,
-    /// The slot holding the newest *synced* generation, if known. Unsynced
-    /// writes go only into the other slot, see [`CursorSlots::store`].
-    durable_slot: Option<usize>,
-    /// The newest generation was written but not synced.
-    unsynced: bool,
-    /// A slot file created by an unsynced write: its directory entry is not
-    /// durable until the directory is synced.
-    slot_needs_dir_sync: [bool; 2],
-}
 
 impl CursorSlots {
     /// The slots as recovery found them: `generation` from the cursor
@@ -149,24 +130,6 @@ impl Shared {
         self.cursor_slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Writer {
-    /// [`CursorSlots::store`] from the writer thread. A commit that found
-    /// the slots locked by this store left its cursor to the writer
-    /// (`cursors_moved`): written right after, not after the next group.
-    pub(super) fn store_cursors(&mut self, sync: bool) -> Result<()> {
-        let moved = &self.shared.cursors_moved;
-        moved.store(false, Ordering::Release);
-        self.shared.cursor_slots().store(&self.shared, sync)?;
-        if moved.swap(false, Ordering::AcqRel) {
-            if let Err(e) = self.shared.cursor_slots().store(&self.shared, false) {
-                moved.store(true, Ordering::Release);
-                return Err(e);
-            }
-        }
-        Ok(())
     }
 }
 

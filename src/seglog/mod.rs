@@ -163,7 +163,7 @@ pub use options::{FsyncPolicy, LogOptions, WhenFull};
 pub use state::{Counters, LossReason, Outcome, FSYNC_BUCKETS_SECONDS};
 pub use stats::{ConsumerStats, LogStats, SegmentStats};
 
-use cursor_store::CursorSlots;
+use cursor::CursorSlots;
 use format::{EVENT_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_PAYLOAD, SEGMENT_HEADER_LEN};
 use state::Shared;
 use writer::{AppendReq, Msg, Reply, Writer};

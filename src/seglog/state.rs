@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
 
-use super::cursor_store::CursorSlots;
+use super::cursor::CursorSlots;
 use super::io::Fs;
 use super::options::LogOptions;
 use super::segment::Segment;

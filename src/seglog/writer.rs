@@ -588,3 +588,22 @@ impl retention::Segments for Writer {
         self.janitor.delete(seg.path);
     }
 }
+
+impl Writer {
+    /// [`CursorSlots::store`](super::cursor::CursorSlots) from the writer
+    /// thread (`cursor_store.rs`). A commit that found the slots locked by
+    /// this store left its cursor to the writer (`cursors_moved`): written
+    /// right after, not after the next group.
+    pub(super) fn store_cursors(&mut self, sync: bool) -> Result<()> {
+        let moved = &self.shared.cursors_moved;
+        moved.store(false, Ordering::Release);
+        self.shared.cursor_slots().store(&self.shared, sync)?;
+        if moved.swap(false, Ordering::AcqRel) {
+            if let Err(e) = self.shared.cursor_slots().store(&self.shared, false) {
+                moved.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}
