@@ -9,7 +9,7 @@ use crate::config::{es_sink, file_source, log_section};
 use crate::holdfast_under_test::HoldfastUnderTest;
 use crate::input::Corpus;
 use crate::receiver::Receiver;
-use crate::syslog_ng_under_test::SyslogNgUnderTest;
+use crate::syslog_ng_under_test::{Buffer, SyslogNgUnderTest};
 use crate::table::{thousands, Table};
 use crate::PHASE_DEADLINE;
 
@@ -178,7 +178,12 @@ pub(crate) fn contenders(
         root.join(format!("{tag}-holdfast")),
         body,
     ))];
-    match SyslogNgUnderTest::new(root.join(format!("{tag}-syslog-ng")), input, receiver.addr) {
+    match SyslogNgUnderTest::new(
+        root.join(format!("{tag}-syslog-ng")),
+        input,
+        receiver.addr,
+        Buffer::Memory,
+    ) {
         Ok(s) => out.push(Box::new(s)),
         Err(why) => table.note(format!("  syslog-ng skipped: {why}")),
     }

@@ -113,5 +113,46 @@ pub(crate) fn steady_phase(table: &mut Table, root: &Path, receiver: &Receiver, 
         String::new(),
         None,
     );
+    table.row(
+        "functions of packaging/hot-text.order in the binary",
+        hot_text_coverage(),
+        String::new(),
+        None,
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// How many of the functions `packaging/hot-text.order` lists the binary
+/// under test has: the names carry hashes that move with the code, and a
+/// hot function the linker no longer finds there lands outside the packed
+/// region (a 64 KiB window of resident text for each). A low share says
+/// to run `packaging/hot-text.sh` again.
+fn hot_text_coverage() -> String {
+    let order = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/hot-text.order");
+    let Ok(order) = std::fs::read_to_string(&order) else {
+        return "no packaging/hot-text.order".into();
+    };
+    let nm = std::process::Command::new("nm")
+        .arg("--defined-only")
+        .arg(crate::bin())
+        .output();
+    let Some(nm) = nm.ok().filter(|o| o.status.success()) else {
+        return "unknown (nm failed: apt-get install binutils)".into();
+    };
+    let text = String::from_utf8_lossy(&nm.stdout);
+    let names: std::collections::HashSet<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    let listed: Vec<&str> = order.lines().filter(|l| !l.is_empty()).collect();
+    let found = listed.iter().filter(|n| names.contains(*n)).count();
+    format!(
+        "{found} of {}{}",
+        listed.len(),
+        if found * 100 < listed.len() * 98 {
+            "  (stale: run packaging/hot-text.sh)"
+        } else {
+            ""
+        }
+    )
 }

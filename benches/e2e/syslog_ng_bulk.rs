@@ -10,7 +10,7 @@ use crate::contender::Contender;
 use crate::input::Corpus;
 use crate::measure::{proc_sample, ProcSample};
 use crate::receiver::Receiver;
-use crate::syslog_ng_under_test::{SyslogNgUnderTest, SYSLOG_NG_HTTP_SETTINGS};
+use crate::syslog_ng_under_test::{Buffer, SyslogNgUnderTest};
 use crate::table::{thousands, Table};
 use crate::PHASE_DEADLINE;
 
@@ -22,6 +22,8 @@ pub(crate) struct FileFigures {
     pub(crate) body_bytes_per_doc: f64,
 }
 
+/// syslog-ng twice: keeping lines in memory (its default), then with a
+/// reliable disk buffer (its durable setting, the like of holdfast's log).
 pub(crate) fn syslog_ng_bulk_phase(
     table: &mut Table,
     root: &Path,
@@ -30,16 +32,37 @@ pub(crate) fn syslog_ng_bulk_phase(
     receiver: &Receiver,
     holdfast: Option<FileFigures>,
 ) {
-    table.head("syslog-ng for comparison: the same files -> the same _bulk receiver");
-    let mut ng = match SyslogNgUnderTest::new(root.join("syslog-ng-bulk"), input, receiver.addr) {
+    for buffer in [Buffer::Memory, Buffer::ReliableDisk] {
+        one_run(table, root, input, c, receiver, holdfast, buffer);
+    }
+}
+
+fn one_run(
+    table: &mut Table,
+    root: &Path,
+    input: &Path,
+    c: &Corpus,
+    receiver: &Receiver,
+    holdfast: Option<FileFigures>,
+    buffer: Buffer,
+) {
+    let what = match buffer {
+        Buffer::Memory => "in memory",
+        Buffer::ReliableDisk => "reliable disk buffer",
+    };
+    table.head(&format!(
+        "syslog-ng ({what}) for comparison: the same files -> the same _bulk receiver"
+    ));
+    let dir = root.join("syslog-ng-bulk");
+    let mut ng = match SyslogNgUnderTest::new(dir.clone(), input, receiver.addr, buffer) {
         Ok(ng) => ng,
         Err(why) => {
             table.note(format!("  {why}: skipped"));
             return;
         }
     };
-    eprintln!("phase syslog-ng -> _bulk ...");
-    table.note(format!("  {SYSLOG_NG_HTTP_SETTINGS}"));
+    eprintln!("phase syslog-ng ({what}) -> _bulk ...");
+    table.note(format!("  {}", buffer.settings()));
     receiver.reset(true);
     let recv_cpu0 = receiver.cpu_s();
     let started = ng.start();
@@ -123,5 +146,5 @@ pub(crate) fn syslog_ng_bulk_phase(
             Some(recv_ratio <= 2.0),
         );
     }
-    let _ = std::fs::remove_dir_all(root.join("syslog-ng-bulk"));
+    let _ = std::fs::remove_dir_all(dir);
 }

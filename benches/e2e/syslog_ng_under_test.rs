@@ -27,13 +27,14 @@ impl SyslogNgUnderTest {
         dir: PathBuf,
         input: &Path,
         receiver: SocketAddr,
+        buffer: Buffer,
     ) -> Result<SyslogNgUnderTest, String> {
         let bin =
             syslog_ng_bin().ok_or("syslog-ng is not installed (apt-get install syslog-ng-core)")?;
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let conf = dir.join("syslog-ng.conf");
-        std::fs::write(&conf, syslog_ng_http_conf(input, receiver)).unwrap();
+        std::fs::write(&conf, syslog_ng_http_conf(input, receiver, buffer, &dir)).unwrap();
         let check = Command::new(&bin)
             .arg("--syntax-only")
             .arg("-f")
@@ -60,12 +61,43 @@ impl SyslogNgUnderTest {
     }
 }
 
+/// Where syslog-ng keeps what its destination has not sent yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Buffer {
+    /// In memory, with flow control back to the file positions: a line is
+    /// read again after a crash, lost if its file was rotated away meanwhile.
+    Memory,
+    /// `disk-buffer(reliable(yes))`: every line written to the disk buffer
+    /// before it counts as received, syslog-ng's closest match to holdfast's
+    /// own log (`fsync = "always"`), and what its documentation offers for
+    /// "no message loss".
+    ReliableDisk,
+}
+
+impl Buffer {
+    pub(crate) fn settings(self) -> &'static str {
+        match self {
+            Buffer::Memory => SYSLOG_NG_HTTP_SETTINGS,
+            Buffer::ReliableDisk => SYSLOG_NG_HTTP_RELIABLE_SETTINGS,
+        }
+    }
+}
+
 /// The http() settings beside holdfast's sink defaults: batches of 1,000,
 /// 2 requests in flight. `max-files(10)`, not the syslog-ng phase's 100:
 /// `log-iw-size` is shared out over `max-files`, and a window of 1,000
 /// lines per file left its batches half full (5,000 lines/s). `time-reopen(1)` (default 60 s) and `retries`
 /// high so that an outage delays lines instead of dropping them.
-fn syslog_ng_http_conf(input: &Path, receiver: SocketAddr) -> String {
+fn syslog_ng_http_conf(input: &Path, receiver: SocketAddr, buffer: Buffer, dir: &Path) -> String {
+    // 1 GiB on disk (the whole input fits), the default 1,000 lines kept
+    // in memory beside it (`qout-size`).
+    let disk_buffer = match buffer {
+        Buffer::Memory => String::new(),
+        Buffer::ReliableDisk => format!(
+            "disk-buffer(reliable(yes) disk-buf-size(1073741824) mem-buf-size(16777216) dir(\"{}\")) ",
+            dir.display()
+        ),
+    };
     format!(
         "@version: 3.38\n\
          options {{ threaded(yes); stats-freq(0); log-msg-size(262144); time-reopen(1); }};\n\
@@ -73,7 +105,7 @@ fn syslog_ng_http_conf(input: &Path, receiver: SocketAddr) -> String {
          flags(no-parse) follow-freq(1) log-fetch-limit(10000) log-iw-size(100000) max-files(10)); }};\n\
          destination d_bulk {{ http(url(\"http://{receiver}/_bulk\") method(\"POST\") \
          headers(\"Content-Type: application/x-ndjson\") workers(2) batch-lines(1000) batch-timeout(100) \
-         retries(1000000) time-reopen(1) \
+         retries(1000000) time-reopen(1) {disk_buffer}\
          body(\"{{\\\"index\\\":{{}}}}\\n$(format-json message=${{MSG}})\") body-suffix(\"\\n\")); }};\n\
          log {{ source(s_files); destination(d_bulk); flags(flow-control); }};\n",
         input.display()
@@ -83,6 +115,10 @@ fn syslog_ng_http_conf(input: &Path, receiver: SocketAddr) -> String {
 /// What `syslog_ng_http_conf` says, for the table.
 pub(crate) const SYSLOG_NG_HTTP_SETTINGS: &str = "syslog-ng: wildcard-file (log-iw-size(100000) max-files(10)) -> http() _bulk, \
      flow-control, no disk-buffer, workers(2) batch-lines(1000) batch-timeout(100) retries(1000000) time-reopen(1)";
+
+/// What `syslog_ng_http_conf` says with a reliable disk buffer.
+pub(crate) const SYSLOG_NG_HTTP_RELIABLE_SETTINGS: &str = "syslog-ng: the same, with disk-buffer(reliable(yes) disk-buf-size(1 GiB) mem-buf-size(16 MiB)), \
+     every line on disk before it counts as received";
 
 impl Contender for SyslogNgUnderTest {
     fn name(&self) -> &'static str {
