@@ -83,8 +83,12 @@ impl Buffer {
     }
 }
 
-/// The http() settings beside holdfast's sink defaults: batches of 1,000,
-/// 2 requests in flight. `max-files(10)`, not the syslog-ng phase's 100:
+/// The http() settings beside holdfast's sink defaults: 2 requests in
+/// flight, a partial batch sent a second after it began (holdfast's
+/// `batch_timeout`: with 100 ms here, as before, the last lines of a run
+/// waited a tenth of holdfast's linger and the lines/s compared the two
+/// timeouts as much as the agents), batches of 1,000 lines (the issue's;
+/// holdfast's default is 500). `max-files(10)`, not the syslog-ng phase's 100:
 /// `log-iw-size` is shared out over `max-files`, and a window of 1,000
 /// lines per file left its batches half full (5,000 lines/s). `time-reopen(1)` (default 60 s) and `retries`
 /// high so that an outage delays lines instead of dropping them.
@@ -104,7 +108,7 @@ fn syslog_ng_http_conf(input: &Path, receiver: SocketAddr, buffer: Buffer, dir: 
          source s_files {{ wildcard-file(base-dir(\"{}\") filename-pattern(\"*.log\") recursive(no) \
          flags(no-parse) follow-freq(1) log-fetch-limit(10000) log-iw-size(100000) max-files(10)); }};\n\
          destination d_bulk {{ http(url(\"http://{receiver}/_bulk\") method(\"POST\") \
-         headers(\"Content-Type: application/x-ndjson\") workers(2) batch-lines(1000) batch-timeout(100) \
+         headers(\"Content-Type: application/x-ndjson\") workers(2) batch-lines(1000) batch-timeout(1000) \
          retries(1000000) time-reopen(1) {disk_buffer}\
          body(\"{{\\\"index\\\":{{}}}}\\n$(format-json message=${{MSG}})\") body-suffix(\"\\n\")); }};\n\
          log {{ source(s_files); destination(d_bulk); flags(flow-control); }};\n",
@@ -114,7 +118,7 @@ fn syslog_ng_http_conf(input: &Path, receiver: SocketAddr, buffer: Buffer, dir: 
 
 /// What `syslog_ng_http_conf` says, for the table.
 pub(crate) const SYSLOG_NG_HTTP_SETTINGS: &str = "syslog-ng: wildcard-file (log-iw-size(100000) max-files(10)) -> http() _bulk, \
-     flow-control, no disk-buffer, workers(2) batch-lines(1000) batch-timeout(100) retries(1000000) time-reopen(1)";
+     flow-control, no disk-buffer, workers(2) batch-lines(1000) batch-timeout(1000) retries(1000000) time-reopen(1)";
 
 /// What `syslog_ng_http_conf` says with a reliable disk buffer.
 pub(crate) const SYSLOG_NG_HTTP_RELIABLE_SETTINGS: &str = "syslog-ng: the same, with disk-buffer(reliable(yes) disk-buf-size(1 GiB) mem-buf-size(16 MiB)), \
