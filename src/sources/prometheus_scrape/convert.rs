@@ -455,10 +455,10 @@ fn pairs<K: AsRef<str>, V: AsRef<str>>(labels: &[(K, V)]) -> impl Iterator<Item 
 struct Series<'a> {
     /// Sorted.
     labels: Vec<(&'a str, &'a str)>,
-    samples: Vec<&'a Sample>,
+    samples: Vec<&'a Sample<'a>>,
 }
 
-fn by_series<'a>(samples: &'a [Sample], except: Option<&str>) -> Vec<Series<'a>> {
+fn by_series<'a>(samples: &'a [Sample<'a>], except: Option<&str>) -> Vec<Series<'a>> {
     let mut out: Vec<Series<'a>> = Vec::new();
     let mut index: HashMap<Vec<(&'a str, &'a str)>, usize> = HashMap::new();
     for s in samples {

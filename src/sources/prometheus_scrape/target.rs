@@ -86,11 +86,14 @@ async fn scrape(
     let time = unix_nanos();
     let fetched = shared.fetcher.fetch(&target.url).await;
     let mut b = Builder::new(&target.labels, encoder(ctx, SCOPE_NAME));
-    let (up, samples, result) = match fetched.map_err(|e| (e.reason(), e.to_string())).and_then(
-        |(body, format)| {
-            parse::parse(&body, format, &shared.limits).map_err(|e| (e.reason(), e.to_string()))
-        },
-    ) {
+    // The exposition borrows the body: the body outlives it.
+    let parsed = match &fetched {
+        Ok((body, format)) => {
+            parse::parse(body, *format, &shared.limits).map_err(|e| (e.reason(), e.to_string()))
+        }
+        Err(e) => Err((e.reason(), e.to_string())),
+    };
+    let (up, samples, result) = match parsed {
         Ok(exposition) => {
             let n = exposition.samples;
             b.exposition(exposition, time, starts);
