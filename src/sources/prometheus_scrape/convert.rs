@@ -358,8 +358,20 @@ impl<'t, O: Output> Builder<'t, O> {
         't: 's,
     {
         let t: &'t TargetLabels = self.target;
-        let mut scraped: Vec<(Cow<'s, str>, &'s str)> =
-            scraped.map(|(k, v)| (Cow::Borrowed(k), v)).collect();
+        let mut all = Vec::with_capacity(scraped.size_hint().0 + t.labels.len());
+        all.extend(scraped.map(|(k, v)| (Cow::Borrowed(k), v)));
+        let mut scraped: Vec<(Cow<'s, str>, &'s str)> = all;
+        // The usual series names no target label: it keeps its labels and
+        // gets the target's (the slow path below gives the same).
+        let clash = scraped
+            .iter()
+            .any(|(n, _)| n == "job" || n == "instance" || t.labels.iter().any(|(k, _)| k == n));
+        if !clash {
+            let others = t.labels.iter().filter(|(_, v)| !v.is_empty());
+            scraped.extend(others.map(|(k, v)| (Cow::Borrowed(k.as_str()), v.as_str())));
+            scraped.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            return ((t.job.as_str(), t.instance.as_str()), scraped);
+        }
         let target = [("job", &t.job), ("instance", &t.instance)]
             .into_iter()
             .map(|(k, v)| (k, v.as_str()))
