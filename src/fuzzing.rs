@@ -228,6 +228,7 @@ pub fn prometheus_exposition(
     max_label_bytes: usize,
 ) -> Result<(usize, u64), (usize, String)> {
     use crate::sources::prometheus_scrape::convert::{Builder, StartTimes, TargetLabels};
+    use crate::sources::prometheus_scrape::encode::Encoder;
     use crate::sources::prometheus_scrape::parse::{parse, Format, Limits};
     let format = if openmetrics {
         Format::OpenMetrics
@@ -248,10 +249,8 @@ pub fn prometheus_exposition(
         honor_labels: openmetrics,
         resource: Vec::new(),
     };
-    let mut b = Builder::new(&target, "fuzz");
+    let mut b = Builder::new(&target, Encoder::new("fuzz", 64 << 20));
     b.exposition(e, 1_700_000_000_000_000_000, &mut StartTimes::default());
-    let points = crate::sources::metric_points::collect(b.finish(), "fuzz", 1, 64 << 20)
-        .map(|c| c.events)
-        .unwrap_or(0);
+    let points = b.finish().finish("fuzz", 1).map(|c| c.events).unwrap_or(0);
     Ok((samples, points))
 }

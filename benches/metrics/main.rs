@@ -6,6 +6,7 @@
 //! cargo bench --bench metrics                                   # 2 min, a 10 min outage, 3 min after
 //! HOLDFAST_BENCH_OUTAGE_SECS=120 cargo bench --bench metrics    # a shorter outage
 //! HOLDFAST_BENCH_SERIES=10000 HOLDFAST_BENCH_QUICK=1 cargo bench --bench metrics   # smoke run
+//! HOLDFAST_BENCH_BIN=/path/to/old/holdfast cargo bench --bench metrics   # another build
 //! ```
 //!
 //! Not a pass/fail test: it prints one table.
@@ -192,6 +193,10 @@ endpoint = "{write}"
         list.join(", "),
         series * 2 + 10_000
     ));
+    // Another build to compare with, run in turns with this one.
+    if let Ok(bin) = std::env::var("HOLDFAST_BENCH_BIN") {
+        agent.bin = bin;
+    }
     agent.start();
     agent.wait_ready();
     agent

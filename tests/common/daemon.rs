@@ -84,6 +84,9 @@ pub struct Agent {
     child: Option<Child>,
     notify: Option<UnixDatagram>,
     pub notifications: Vec<String>,
+    /// The binary `start` runs: this build's, unless a bench compares
+    /// another (`HOLDFAST_BENCH_BIN`).
+    pub bin: String,
 }
 
 impl Agent {
@@ -104,6 +107,7 @@ impl Agent {
             child: None,
             notify: None,
             notifications: Vec::new(),
+            bin: BIN.to_string(),
         }
     }
 
@@ -129,7 +133,7 @@ impl Agent {
         let sock = UnixDatagram::bind(&sock_path).unwrap();
         sock.set_read_timeout(Some(Duration::from_millis(50)))
             .unwrap();
-        let child = Command::new(BIN)
+        let child = Command::new(&self.bin)
             .args(["run", "--config", self.config_arg()])
             .env("NOTIFY_SOCKET", &sock_path)
             .env("RUST_LOG", "info")

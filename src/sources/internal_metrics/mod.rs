@@ -22,7 +22,7 @@ use tokio::time::MissedTickBehavior;
 use tracing::warn;
 
 use crate::component::ComponentContext;
-use crate::sources::prometheus_scrape::append::{append, Outcome};
+use crate::sources::prometheus_scrape::append::{append, encoder, Outcome};
 use crate::sources::prometheus_scrape::convert::{Builder, StartTimes, TargetLabels};
 use crate::sources::prometheus_scrape::parse::{self, Format, Limits};
 
@@ -65,7 +65,7 @@ pub async fn run(ctx: ComponentContext, opts: InternalMetricsSettings) -> anyhow
                 continue;
             }
         };
-        let mut b = Builder::new(&target, SCOPE_NAME);
+        let mut b = Builder::new(&target, encoder(&ctx, SCOPE_NAME));
         b.exposition(exposition, time, &mut starts);
         if append(&ctx, b.finish(), time, "holdfast's own metrics").await? == Outcome::Stopped {
             return Ok(());

@@ -1,20 +1,22 @@
 //! A collection's one append, for both metric sources of this folder and
-//! `internal_metrics`: the OTLP request split into one batch
-//! (`metric_points::collect`), appended with the sources' retries. Under
+//! `internal_metrics`: the encoded points (`encode.rs`) as one batch,
+//! appended with the sources' retries. Under
 //! `when_full = "block"` the append waits, and so does the next
 //! collection of its target: collections are never queued in memory.
 
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use tracing::{error, warn};
 
 use crate::append_retry::{self, Appended, Retry};
 use crate::backoff::Backoff;
 use crate::component::ComponentContext;
 use crate::metrics::SourceLabels;
+use crate::seglog::Batch;
 use crate::seglog::LogError;
-use crate::sources::metric_points;
+use crate::sources::metric_points::{self, Collected};
+
+use super::encode::Encoder;
 
 const RETRY_BACKOFF: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
 /// A full log or failing disk: retried until the source stops.
@@ -35,20 +37,30 @@ pub enum Outcome {
     Stopped,
 }
 
-/// Appends `request`, observed at `observed` (Unix ns), as one batch.
-/// `what` names the collection in log lines (the target's URL).
+/// The encoder of one collection for `ctx`'s log: its points go to
+/// [`append`].
+pub fn encoder(ctx: &ComponentContext, scope: &'static str) -> Encoder {
+    Encoder::new(scope, metric_points::max_append_bytes(&ctx.log))
+}
+
+/// Appends the points of `encoded`, observed at `observed` (Unix ns), as
+/// one batch. `what` names the collection in log lines (the target's URL).
 pub async fn append(
     ctx: &ComponentContext,
-    request: ExportMetricsServiceRequest,
+    encoded: Encoder,
     observed: u64,
     what: &str,
 ) -> anyhow::Result<Outcome> {
     let name = &ctx.name;
     let component = format!("source:{name}");
-    let max = metric_points::max_append_bytes(&ctx.log);
-    let points = count_points(&request);
-    let collected = match metric_points::collect(request, name, observed, max) {
-        Ok(c) => c,
+    let points = encoded.points();
+    let collected = match encoded.finish(name, observed) {
+        Ok(e) => Collected {
+            // Framed by the encoder, one event per point.
+            batch: Batch::from_framed_trusted(e.framed, e.events as u32).with_context(e.context),
+            events: e.events,
+            bytes: e.bytes,
+        },
         Err(e) => {
             ctx.metrics.drop_events(&component, "too_large", points);
             error!(source = %name, target = %what, points, error = %e,
@@ -104,25 +116,4 @@ pub async fn append(
         }
         Appended::Failed(e) => Err(anyhow::anyhow!(e).context(format!("source {name}: appending"))),
     }
-}
-
-/// Data points a request holds.
-fn count_points(r: &ExportMetricsServiceRequest) -> u64 {
-    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
-    let mut n = 0;
-    for rm in &r.resource_metrics {
-        for sm in &rm.scope_metrics {
-            for m in &sm.metrics {
-                n += match &m.data {
-                    Some(Data::Gauge(g)) => g.data_points.len(),
-                    Some(Data::Sum(s)) => s.data_points.len(),
-                    Some(Data::Histogram(h)) => h.data_points.len(),
-                    Some(Data::ExponentialHistogram(h)) => h.data_points.len(),
-                    Some(Data::Summary(s)) => s.data_points.len(),
-                    None => 0,
-                } as u64;
-            }
-        }
-    }
-    n
 }

@@ -19,19 +19,19 @@ A cumulative point needs a start time: `_created` when the target gives
 it, else the first time this source saw the series ([`StartTimes`], kept
 per target in memory); a counter that went down restarted, and its start
 moves to just before the point.
+
+The points go to an [`Output`] as they are made, their labels borrowed
+from the parsed samples: the scrape's [`Encoder`](super::encode::Encoder)
+writes each one's event into the batch at once; no OTLP request is built.
 */
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{
-    metric::Data, number_data_point, summary_data_point::ValueAtQuantile, AggregationTemporality,
-    Gauge, Histogram, HistogramDataPoint, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics,
-    Sum, Summary, SummaryDataPoint,
+    summary_data_point::ValueAtQuantile, HistogramDataPoint, SummaryDataPoint,
 };
-use opentelemetry_proto::tonic::resource::v1::Resource;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::parse::{self, Exposition, Family, Kind, Sample};
@@ -84,43 +84,77 @@ impl StartTimes {
     }
 }
 
-/// One resource's metrics, by metric name.
-#[derive(Default)]
-struct ResourceOut {
-    metrics: Vec<Metric>,
-    /// By name and type: a gauge `x` and a counter `x_total` (trimmed to
-    /// `x`) are two metrics of one name, as the Collector makes them.
+/// A series' resource: its `job` and `instance`, borrowed from the target
+/// or from the series' own labels (`honor_labels`).
+type Res<'a> = (&'a str, &'a str);
+
+/// A point's attributes: label name (a renamed clash is owned) and value,
+/// sorted by name, each name once.
+pub(crate) type Attributes<'a> = [(Cow<'a, str>, &'a str)];
+
+/// A gauge's or counter's point, as the conversion hands it to its
+/// [`Output`].
+pub(crate) struct Number<'a> {
+    pub attributes: &'a Attributes<'a>,
+    /// 0 for a gauge.
+    pub start: u64,
+    pub time: u64,
+    pub value: f64,
+}
+
+/// Where the conversion's points go: one batch's bytes
+/// ([`Encoder`](super::encode::Encoder)) when scraping; an OTLP request
+/// (`convert/reference.rs`) in tests, the reference the bytes are
+/// compared with. Resources and metrics are numbered in the order they
+/// are declared, from 0; a point names the ones it belongs to.
+pub(crate) trait Output {
+    /// Declares a resource: `job` and `instance` (each empty when absent)
+    /// and `more` attributes.
+    fn resource(&mut self, job: &str, instance: &str, more: &[(String, String)]);
+    /// Declares a metric of resource `r`: a Gauge, a monotonic cumulative
+    /// Sum (`Counter`), a cumulative Histogram or a Summary.
+    fn metric(&mut self, r: usize, name: &str, help: &str, unit: &str, kind: Kind);
+    fn number(&mut self, r: usize, m: usize, p: &Number<'_>);
+    fn histogram(&mut self, r: usize, m: usize, p: HistogramDataPoint);
+    fn summary(&mut self, r: usize, m: usize, p: SummaryDataPoint);
+}
+
+/// One resource's metrics, by name and type: a gauge `x` and a counter
+/// `x_total` (trimmed to `x`) are two metrics of one name, as the
+/// Collector makes them.
+struct ResourceIndex {
+    job: String,
+    instance: String,
     by_name: HashMap<(String, Kind), usize>,
 }
 
-/// A series' resource: its `job` and `instance`, borrowed from the target
-/// unless the series' own labels give them (`honor_labels`).
-type Res<'t> = (Cow<'t, str>, Cow<'t, str>);
-
-/// The request being built: metrics per (job, instance).
-pub struct Builder<'t> {
+/// The collection being built: metrics per (job, instance), written to
+/// `O` as they come.
+pub struct Builder<'t, O: Output> {
     target: &'t TargetLabels,
-    scope: &'static str,
-    resources: Vec<((String, String), ResourceOut)>,
-    /// The metric the last point went to (resource, metric, kind): a
+    out: O,
+    resources: Vec<ResourceIndex>,
+    /// The metric the last point went to (resource, metric, kind, name): a
     /// family's points come together, so most find theirs here without
     /// a lookup by name.
     last: Option<(usize, usize, Kind)>,
+    last_name: String,
 }
 
-impl<'t> Builder<'t> {
-    pub fn new(target: &'t TargetLabels, scope: &'static str) -> Builder<'t> {
+impl<'t, O: Output> Builder<'t, O> {
+    pub fn new(target: &'t TargetLabels, out: O) -> Builder<'t, O> {
         Builder {
             target,
-            scope,
+            out,
             resources: Vec::new(),
             last: None,
+            last_name: String::new(),
         }
     }
 
     /// Adds every family of `e`; `time` is the scrape's start (Unix ns).
     pub fn exposition(&mut self, e: Exposition, time: u64, starts: &mut StartTimes) {
-        for f in e.families {
+        for f in &e.families {
             self.family(f, time, starts);
         }
         starts.forget_unseen();
@@ -129,56 +163,30 @@ impl<'t> Builder<'t> {
     /// Adds a gauge `name` with one point at `time`, for the target alone
     /// (`up`, `scrape_duration_seconds`, `scrape_samples_scraped`).
     pub fn synthetic(&mut self, name: &str, unit: &str, value: f64, time: u64) {
-        let (resource, attributes) = self.labels(Vec::new());
-        let point = number(attributes, time, 0, value);
-        self.push(resource, name, unit, "", Kind::Gauge, Point::Number(point));
+        let (resource, attributes) = self.labels(std::iter::empty());
+        let (r, m) = self.metric(resource, name, unit, "", Kind::Gauge);
+        let p = Number {
+            attributes: &attributes,
+            start: 0,
+            time,
+            value,
+        };
+        self.out.number(r, m, &p);
     }
 
-    /// The request: one ResourceMetrics per (job, instance).
-    pub fn finish(self) -> ExportMetricsServiceRequest {
-        let target = self.target;
-        let scope = self.scope;
-        let resource_metrics = self
-            .resources
-            .into_iter()
-            .map(|((job, instance), out)| {
-                let mut attributes = Vec::new();
-                if !job.is_empty() {
-                    attributes.push(kv("service.name", job));
-                }
-                if !instance.is_empty() {
-                    attributes.push(kv("service.instance.id", instance));
-                }
-                attributes.extend(target.resource.iter().map(|(k, v)| kv(k, v.clone())));
-                ResourceMetrics {
-                    resource: Some(Resource {
-                        attributes,
-                        ..Default::default()
-                    }),
-                    scope_metrics: vec![ScopeMetrics {
-                        scope: Some(InstrumentationScope {
-                            name: scope.to_string(),
-                            version: env!("CARGO_PKG_VERSION").to_string(),
-                            ..Default::default()
-                        }),
-                        metrics: out.metrics,
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }
-            })
-            .collect();
-        ExportMetricsServiceRequest { resource_metrics }
+    /// The output, every point written to it.
+    pub fn finish(self) -> O {
+        self.out
     }
 
-    fn family(&mut self, f: Family, time: u64, starts: &mut StartTimes) {
+    fn family(&mut self, f: &Family, time: u64, starts: &mut StartTimes) {
         match f.kind {
             Kind::Counter => self.counter(f, time, starts),
             Kind::Histogram => self.histogram(f, time, starts),
             Kind::Summary => self.summary(f, time, starts),
             Kind::Gauge | Kind::Unknown | Kind::StateSet | Kind::Info | Kind::GaugeHistogram => {
                 let mut suffixed = String::new();
-                for s in f.samples {
+                for s in &f.samples {
                     // A gauge histogram's and an info's series keep their
                     // whole names: OTLP has no type to carry them.
                     let name = if s.suffix.is_empty() {
@@ -189,28 +197,24 @@ impl<'t> Builder<'t> {
                         suffixed.push_str(s.suffix);
                         &suffixed
                     };
-                    let t = at(&s, time);
-                    // The sample's label strings move into its attributes.
-                    let (resource, attributes) = self.labels(s.labels);
-                    let point = number(attributes, t, 0, s.value);
-                    self.push(
-                        resource,
-                        name,
-                        &f.unit,
-                        &f.help,
-                        Kind::Gauge,
-                        Point::Number(point),
-                    );
+                    let (resource, attributes) = self.labels(pairs(&s.labels));
+                    let (r, m) = self.metric(resource, name, &f.unit, &f.help, Kind::Gauge);
+                    let p = Number {
+                        attributes: &attributes,
+                        start: 0,
+                        time: at(s, time),
+                        value: s.value,
+                    };
+                    self.out.number(r, m, &p);
                 }
             }
         }
     }
 
-    fn counter(&mut self, f: Family, time: u64, starts: &mut StartTimes) {
+    fn counter(&mut self, f: &Family, time: u64, starts: &mut StartTimes) {
         // `x_total` is the OTLP Sum `x` (as the Collector's receiver trims it).
         let name = f.name.strip_suffix("_total").unwrap_or(&f.name);
         for group in by_series(&f.samples, None) {
-            let (resource, attributes) = self.labels(group.labels.clone());
             let mut value = None;
             let mut created = None;
             let mut t = time;
@@ -224,28 +228,23 @@ impl<'t> Builder<'t> {
                 }
             }
             let Some(value) = value else { continue };
-            let start = created.unwrap_or_else(|| {
-                starts.start(
-                    series_key(name, (&resource.0, &resource.1), &attributes),
-                    t,
-                    value,
-                )
-            });
-            let point = number(attributes, t, start, value);
-            self.push(
-                resource,
-                name,
-                &f.unit,
-                &f.help,
-                Kind::Counter,
-                Point::Number(point),
-            );
+            let (resource, attributes) = self.labels(group.labels.iter().copied());
+            let start = created
+                .unwrap_or_else(|| starts.start(series_key(name, resource, &attributes), t, value));
+            let (r, m) = self.metric(resource, name, &f.unit, &f.help, Kind::Counter);
+            let p = Number {
+                attributes: &attributes,
+                start,
+                time: t,
+                value,
+            };
+            self.out.number(r, m, &p);
         }
     }
 
-    fn histogram(&mut self, f: Family, time: u64, starts: &mut StartTimes) {
+    fn histogram(&mut self, f: &Family, time: u64, starts: &mut StartTimes) {
         for group in by_series(&f.samples, Some("le")) {
-            let (resource, attributes) = self.labels(group.labels.clone());
+            let (resource, attributes) = self.labels(group.labels.iter().copied());
             let mut buckets: Vec<(f64, f64)> = Vec::new();
             let (mut sum, mut count, mut created) = (None, None, None);
             let mut t = time;
@@ -255,7 +254,7 @@ impl<'t> Builder<'t> {
                         let le = s
                             .labels
                             .iter()
-                            .find(|(n, _)| n == "le")
+                            .find(|(n, _)| *n == "le")
                             .and_then(|(_, v)| parse::number(v).ok());
                         if let Some(le) = le {
                             buckets.push((le, s.value));
@@ -283,14 +282,10 @@ impl<'t> Builder<'t> {
             }
             bucket_counts.push(as_count(count - below));
             let start = created.unwrap_or_else(|| {
-                starts.start(
-                    series_key(&f.name, (&resource.0, &resource.1), &attributes),
-                    t,
-                    count,
-                )
+                starts.start(series_key(&f.name, resource, &attributes), t, count)
             });
             let point = HistogramDataPoint {
-                attributes,
+                attributes: key_values(&attributes),
                 start_time_unix_nano: start,
                 time_unix_nano: t,
                 count: as_count(count),
@@ -299,20 +294,14 @@ impl<'t> Builder<'t> {
                 explicit_bounds: finite.into_iter().map(|b| b.0).collect(),
                 ..Default::default()
             };
-            self.push(
-                resource,
-                &f.name,
-                &f.unit,
-                &f.help,
-                Kind::Histogram,
-                Point::Histogram(point),
-            );
+            let (r, m) = self.metric(resource, &f.name, &f.unit, &f.help, Kind::Histogram);
+            self.out.histogram(r, m, point);
         }
     }
 
-    fn summary(&mut self, f: Family, time: u64, starts: &mut StartTimes) {
+    fn summary(&mut self, f: &Family, time: u64, starts: &mut StartTimes) {
         for group in by_series(&f.samples, Some("quantile")) {
-            let (resource, attributes) = self.labels(group.labels.clone());
+            let (resource, attributes) = self.labels(group.labels.iter().copied());
             let mut quantile_values = Vec::new();
             let (mut sum, mut count, mut created) = (0.0, 0.0, None);
             let mut t = time;
@@ -322,7 +311,7 @@ impl<'t> Builder<'t> {
                         let q = s
                             .labels
                             .iter()
-                            .find(|(n, _)| n == "quantile")
+                            .find(|(n, _)| *n == "quantile")
                             .and_then(|(_, v)| parse::number(v).ok());
                         if let Some(quantile) = q {
                             quantile_values.push(ValueAtQuantile {
@@ -342,14 +331,10 @@ impl<'t> Builder<'t> {
                 }
             }
             let start = created.unwrap_or_else(|| {
-                starts.start(
-                    series_key(&f.name, (&resource.0, &resource.1), &attributes),
-                    t,
-                    count,
-                )
+                starts.start(series_key(&f.name, resource, &attributes), t, count)
             });
             let point = SummaryDataPoint {
-                attributes,
+                attributes: key_values(&attributes),
                 start_time_unix_nano: start,
                 time_unix_nano: t,
                 count: as_count(count),
@@ -357,29 +342,41 @@ impl<'t> Builder<'t> {
                 quantile_values,
                 ..Default::default()
             };
-            self.push(
-                resource,
-                &f.name,
-                &f.unit,
-                &f.help,
-                Kind::Summary,
-                Point::Summary(point),
-            );
+            let (r, m) = self.metric(resource, &f.name, &f.unit, &f.help, Kind::Summary);
+            self.out.summary(r, m, point);
         }
     }
 
     /// A series' resource (job, instance) and attributes: its scraped
     /// labels and the target's, a clash settled by `honor_labels` as
-    /// Prometheus does.
-    /// Takes the scraped labels' strings into the attributes (no copy).
-    fn labels(&self, mut scraped: Vec<(String, String)>) -> (Res<'t>, Vec<KeyValue>) {
+    /// Prometheus does. Borrows every string but a renamed label's name.
+    fn labels<'s>(
+        &self,
+        scraped: impl Iterator<Item = (&'s str, &'s str)>,
+    ) -> (Res<'s>, Vec<(Cow<'s, str>, &'s str)>)
+    where
+        't: 's,
+    {
         let t: &'t TargetLabels = self.target;
+        let mut all = Vec::with_capacity(scraped.size_hint().0 + t.labels.len());
+        all.extend(scraped.map(|(k, v)| (Cow::Borrowed(k), v)));
+        let mut scraped: Vec<(Cow<'s, str>, &'s str)> = all;
+        // The usual series names no target label: it keeps its labels and
+        // gets the target's (the slow path below gives the same).
+        let clash = scraped
+            .iter()
+            .any(|(n, _)| n == "job" || n == "instance" || t.labels.iter().any(|(k, _)| k == n));
+        if !clash {
+            let others = t.labels.iter().filter(|(_, v)| !v.is_empty());
+            scraped.extend(others.map(|(k, v)| (Cow::Borrowed(k.as_str()), v.as_str())));
+            scraped.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            return ((t.job.as_str(), t.instance.as_str()), scraped);
+        }
         let target = [("job", &t.job), ("instance", &t.instance)]
             .into_iter()
             .map(|(k, v)| (k, v.as_str()))
             .chain(t.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        // Target labels the series gets, borrowed until they become
-        // attributes.
+        // Target labels the series gets.
         let mut added: Vec<(&'t str, &'t str)> = Vec::new();
         for (name, value) in target {
             match scraped.iter().position(|(n, _)| n == name) {
@@ -391,126 +388,96 @@ impl<'t> Builder<'t> {
                     {
                         renamed.insert_str(0, "exported_");
                     }
-                    scraped[i].0 = renamed;
+                    scraped[i].0 = Cow::Owned(renamed);
                     added.push((name, value));
                 }
                 None if value.is_empty() => {}
                 None => added.push((name, value)),
             }
         }
-        let mut take = |name: &str| -> Cow<'t, str> {
+        let mut take = |name: &str| -> &'s str {
             if let Some(i) = scraped.iter().position(|(n, _)| n == name) {
-                return Cow::Owned(scraped.remove(i).1);
+                return scraped.remove(i).1;
             }
             match added.iter().position(|(n, _)| *n == name) {
-                Some(i) => Cow::Borrowed(added.remove(i).1),
-                None => Cow::Borrowed(""),
+                Some(i) => added.remove(i).1,
+                None => "",
             }
         };
         let job = take("job");
         let instance = take("instance");
         // Label names are unique here (a clash was renamed or honoured).
-        let mut attributes: Vec<KeyValue> = Vec::with_capacity(scraped.len() + added.len());
-        attributes.extend(scraped.into_iter().map(|(k, v)| kv_owned(k, v)));
-        attributes.extend(added.into_iter().map(|(k, v)| kv(k, v.to_string())));
-        attributes.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        ((job, instance), attributes)
+        scraped.extend(added.into_iter().map(|(k, v)| (Cow::Borrowed(k), v)));
+        scraped.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        ((job, instance), scraped)
     }
 
-    fn push(
+    /// The (resource, metric) a point of `name` and `kind` goes to,
+    /// declared to the output when new.
+    fn metric(
         &mut self,
         resource: Res<'_>,
         name: &str,
         unit: &str,
         help: &str,
         kind: Kind,
-        point: Point,
-    ) {
+    ) -> (usize, usize) {
         let ri = match self
             .resources
             .iter()
-            .position(|(r, _)| r.0 == resource.0 && r.1 == resource.1)
+            .position(|r| r.job == resource.0 && r.instance == resource.1)
         {
             Some(i) => i,
             None => {
-                let owned = (resource.0.into_owned(), resource.1.into_owned());
-                self.resources.push((owned, ResourceOut::default()));
+                self.out
+                    .resource(resource.0, resource.1, &self.target.resource);
+                self.resources.push(ResourceIndex {
+                    job: resource.0.to_string(),
+                    instance: resource.1.to_string(),
+                    by_name: HashMap::new(),
+                });
                 self.resources.len() - 1
             }
         };
-        let out = &mut self.resources[ri].1;
         let i = match self.last {
-            Some((r, m, k)) if r == ri && k == kind && out.metrics[m].name == name => m,
-            _ => *out
-                .by_name
-                .entry((name.to_string(), kind))
-                .or_insert_with(|| {
-                    out.metrics.push(Metric {
-                        name: name.to_string(),
-                        description: help.to_string(),
-                        unit: unit.to_string(),
-                        data: Some(empty(kind)),
-                        ..Default::default()
-                    });
-                    out.metrics.len() - 1
-                }),
+            Some((r, m, k)) if r == ri && k == kind && self.last_name == name => m,
+            _ => {
+                let by_name = &mut self.resources[ri].by_name;
+                let next = by_name.len();
+                let i = *by_name.entry((name.to_string(), kind)).or_insert(next);
+                if i == next {
+                    self.out.metric(ri, name, help, unit, kind);
+                }
+                self.last_name.clear();
+                self.last_name.push_str(name);
+                i
+            }
         };
         self.last = Some((ri, i, kind));
-        match (out.metrics[i].data.as_mut(), point) {
-            (Some(Data::Gauge(g)), Point::Number(p)) => g.data_points.push(p),
-            (Some(Data::Sum(s)), Point::Number(p)) => s.data_points.push(p),
-            (Some(Data::Histogram(h)), Point::Histogram(p)) => h.data_points.push(p),
-            (Some(Data::Summary(s)), Point::Summary(p)) => s.data_points.push(p),
-            // Keyed by type above: a point always finds its own kind.
-            _ => {}
-        }
+        (ri, i)
     }
 }
 
-enum Point {
-    Number(NumberDataPoint),
-    Histogram(HistogramDataPoint),
-    Summary(SummaryDataPoint),
-}
-
-fn empty(kind: Kind) -> Data {
-    let cumulative = AggregationTemporality::Cumulative as i32;
-    match kind {
-        Kind::Counter => Data::Sum(Sum {
-            data_points: Vec::new(),
-            aggregation_temporality: cumulative,
-            is_monotonic: true,
-        }),
-        Kind::Histogram => Data::Histogram(Histogram {
-            data_points: Vec::new(),
-            aggregation_temporality: cumulative,
-        }),
-        Kind::Summary => Data::Summary(Summary {
-            data_points: Vec::new(),
-        }),
-        _ => Data::Gauge(Gauge {
-            data_points: Vec::new(),
-        }),
-    }
+/// A sample's labels as borrowed pairs.
+fn pairs<K: AsRef<str>, V: AsRef<str>>(labels: &[(K, V)]) -> impl Iterator<Item = (&str, &str)> {
+    labels.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))
 }
 
 /// The samples of one series of a family: same labels but `except`.
 struct Series<'a> {
-    labels: Vec<(String, String)>,
-    samples: Vec<&'a Sample>,
+    /// Sorted.
+    labels: Vec<(&'a str, &'a str)>,
+    samples: Vec<&'a Sample<'a>>,
 }
 
-fn by_series<'a>(samples: &'a [Sample], except: Option<&str>) -> Vec<Series<'a>> {
+fn by_series<'a>(samples: &'a [Sample<'a>], except: Option<&str>) -> Vec<Series<'a>> {
     let mut out: Vec<Series<'a>> = Vec::new();
-    let mut index: HashMap<Vec<(String, String)>, usize> = HashMap::new();
+    let mut index: HashMap<Vec<(&'a str, &'a str)>, usize> = HashMap::new();
     for s in samples {
-        let mut labels: Vec<(String, String)> = s
-            .labels
-            .iter()
-            .filter(|(n, _)| Some(n.as_str()) != except)
-            .cloned()
+        let mut labels: Vec<(&'a str, &'a str)> = pairs(&s.labels)
+            .filter(|(n, _)| Some(*n) != except)
             .collect();
-        labels.sort();
+        labels.sort_unstable();
         let i = *index.entry(labels.clone()).or_insert_with(|| {
             out.push(Series {
                 labels,
@@ -523,33 +490,27 @@ fn by_series<'a>(samples: &'a [Sample], except: Option<&str>) -> Vec<Series<'a>>
     out
 }
 
-fn series_key(name: &str, resource: (&str, &str), attributes: &[KeyValue]) -> u64 {
+fn series_key(name: &str, resource: Res<'_>, attributes: &Attributes<'_>) -> u64 {
     let mut h = Xxh3::new();
     for part in [name, resource.0, resource.1] {
         h.update(part.as_bytes());
         h.update(&[0xff]);
     }
-    for a in attributes {
-        h.update(a.key.as_bytes());
+    for (k, v) in attributes {
+        h.update(k.as_bytes());
         h.update(&[0xfe]);
-        if let Some(any_value::Value::StringValue(v)) =
-            a.value.as_ref().and_then(|v| v.value.as_ref())
-        {
-            h.update(v.as_bytes());
-        }
+        h.update(v.as_bytes());
         h.update(&[0xff]);
     }
     h.digest()
 }
 
-fn number(attributes: Vec<KeyValue>, time: u64, start: u64, value: f64) -> NumberDataPoint {
-    NumberDataPoint {
-        attributes,
-        start_time_unix_nano: start,
-        time_unix_nano: time,
-        value: Some(number_data_point::Value::AsDouble(value)),
-        ..Default::default()
-    }
+/// Attributes as OTLP key-values (for the points that prost encodes).
+pub(crate) fn key_values(attributes: &Attributes<'_>) -> Vec<KeyValue> {
+    attributes
+        .iter()
+        .map(|(k, v)| kv(k, v.to_string()))
+        .collect()
 }
 
 /// A sample's own time, else the scrape's.
@@ -576,13 +537,9 @@ fn as_count(v: f64) -> u64 {
     }
 }
 
-fn kv(key: &str, value: String) -> KeyValue {
-    kv_owned(key.to_string(), value)
-}
-
-fn kv_owned(key: String, value: String) -> KeyValue {
+pub(crate) fn kv(key: &str, value: String) -> KeyValue {
     KeyValue {
-        key,
+        key: key.to_string(),
         value: Some(AnyValue {
             value: Some(any_value::Value::StringValue(value)),
         }),
@@ -590,5 +547,7 @@ fn kv_owned(key: String, value: String) -> KeyValue {
     }
 }
 
+#[cfg(test)]
+pub(crate) mod reference;
 #[cfg(test)]
 mod tests;

@@ -8,8 +8,9 @@ per target per scrape.
                           target.rs      one task per target: its offset, its ticks, up and scrape_*
                           fetch.rs       HTTP(S) GET, Accept OpenMetrics then text, gzip, body cap
                           parse/         the text format and OpenMetrics, bounded
-                          convert.rs     families → OTLP metrics (job/instance → resource)
-                          append.rs      metric_points::collect → one append, retried
+                          convert.rs     families → OTLP metric points (job/instance → resource)
+                          encode.rs      each point's event written from its labels: one batch
+                          append.rs      the batch → one append, retried
 ```
 
 Each target runs in its own task, its deadline its own: a slow or silent
@@ -24,6 +25,7 @@ registry through the same parser, conversion and append.
 pub(crate) mod append;
 mod config;
 pub(crate) mod convert;
+pub(crate) mod encode;
 mod fetch;
 pub mod metrics;
 pub mod parse;

@@ -15,7 +15,7 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::append::{append, Outcome};
+use super::append::{append, encoder, Outcome};
 use super::convert::{Builder, StartTimes, TargetLabels};
 use super::fetch::Fetcher;
 use super::metrics::ScrapeMetrics;
@@ -85,12 +85,15 @@ async fn scrape(
     let began = Instant::now();
     let time = unix_nanos();
     let fetched = shared.fetcher.fetch(&target.url).await;
-    let mut b = Builder::new(&target.labels, SCOPE_NAME);
-    let (up, samples, result) = match fetched.map_err(|e| (e.reason(), e.to_string())).and_then(
-        |(body, format)| {
-            parse::parse(&body, format, &shared.limits).map_err(|e| (e.reason(), e.to_string()))
-        },
-    ) {
+    let mut b = Builder::new(&target.labels, encoder(ctx, SCOPE_NAME));
+    // The exposition borrows the body: the body outlives it.
+    let parsed = match &fetched {
+        Ok((body, format)) => {
+            parse::parse(body, *format, &shared.limits).map_err(|e| (e.reason(), e.to_string()))
+        }
+        Err(e) => Err((e.reason(), e.to_string())),
+    };
+    let (up, samples, result) = match parsed {
         Ok(exposition) => {
             let n = exposition.samples;
             b.exposition(exposition, time, starts);

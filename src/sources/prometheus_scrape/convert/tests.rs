@@ -1,3 +1,9 @@
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::metrics::v1::{
+    metric::Data, number_data_point, AggregationTemporality, Gauge, Metric, NumberDataPoint, Sum,
+};
+
+use super::reference::Request;
 use super::*;
 use crate::sources::prometheus_scrape::parse::{parse, Format, Limits};
 
@@ -24,9 +30,9 @@ fn convert(
     starts: &mut StartTimes,
 ) -> ExportMetricsServiceRequest {
     let e = parse(body, format, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
-    let mut b = Builder::new(t, "test");
+    let mut b = Builder::new(t, Request::new("test"));
     b.exposition(e, time, starts);
-    b.finish()
+    b.finish().finish()
 }
 
 fn metrics(r: &ExportMetricsServiceRequest) -> Vec<&Metric> {
@@ -318,10 +324,10 @@ fn job_and_instance_are_the_resource_and_clashes_follow_honor_labels() {
 #[test]
 fn synthetic_series_carry_the_target_s_labels() {
     let t = target(&[("site", "p3")], false);
-    let mut b = Builder::new(&t, "test");
+    let mut b = Builder::new(&t, Request::new("test"));
     b.synthetic("up", "", 0.0, T);
     b.synthetic("scrape_duration_seconds", "s", 0.25, T);
-    let r = b.finish();
+    let r = b.finish().finish();
     let up = &gauge(metric(&r, "up")).data_points[0];
     assert_eq!((value(up), up.time_unix_nano), (0.0, T));
     assert_eq!(attrs(&up.attributes), pairs(&[("site", "p3")]));

@@ -3,14 +3,16 @@
 //! and what a line may hold (labels, their length) is checked as it is
 //! read, so a hostile line costs no more than its bounds.
 
-use super::{Format, Limits, What};
+use std::borrow::Cow;
 
-/// A sample line, its name borrowed from the body; its labels owned, as
-/// the sample keeps them.
+use super::{Format, Labels, Limits, What};
+
+/// A sample line, its name and labels borrowed from the body (a label
+/// value with escapes is unescaped into its own string).
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Line<'a> {
     pub name: &'a str,
-    pub labels: Vec<(String, String)>,
+    pub labels: Labels<'a>,
     pub value: f64,
     /// Unix nanoseconds, when the line gives a time.
     pub timestamp_ns: Option<i64>,
@@ -150,8 +152,8 @@ fn exemplar(c: &mut Cursor<'_>, limits: &Limits) -> Result<(), What> {
 }
 
 /// The labels after `{`, through `}`.
-fn label_set(c: &mut Cursor<'_>, limits: &Limits) -> Result<Vec<(String, String)>, What> {
-    let mut labels: Vec<(String, String)> = Vec::new();
+fn label_set<'a>(c: &mut Cursor<'a>, limits: &Limits) -> Result<Labels<'a>, What> {
+    let mut labels: Labels<'a> = Vec::new();
     loop {
         c.skip_spaces();
         if c.eat(b'}') {
@@ -180,10 +182,10 @@ fn label_set(c: &mut Cursor<'_>, limits: &Limits) -> Result<Vec<(String, String)
         if labels.len() >= limits.max_labels {
             return Err(What::TooManyLabels(limits.max_labels));
         }
-        if labels.iter().any(|(n, _)| n == name) {
+        if labels.iter().any(|(n, _)| *n == name) {
             return Err(What::Malformed(format!("label {name:?} given twice")));
         }
-        labels.push((name.to_string(), value));
+        labels.push((name, value));
         c.skip_spaces();
         if !c.eat(b',') {
             c.skip_spaces();
@@ -197,11 +199,30 @@ fn label_set(c: &mut Cursor<'_>, limits: &Limits) -> Result<Vec<(String, String)
     }
 }
 
-/// A quoted label value after its `"`, unescaping `\\`, `\"` and `\n`.
-fn label_value(c: &mut Cursor<'_>, limits: &Limits) -> Result<String, What> {
-    let mut out = String::new();
+/// A quoted label value after its `"`, unescaping `\\`, `\"` and `\n`:
+/// borrowed from the line unless it holds an escape.
+fn label_value<'a>(c: &mut Cursor<'a>, limits: &Limits) -> Result<Cow<'a, str>, What> {
     let bytes = c.s.as_bytes();
-    let mut run = c.at;
+    let start = c.at;
+    // Most values have no escape: the line's bytes up to the quote.
+    while let Some(&b) = bytes.get(c.at) {
+        match b {
+            b'"' => {
+                if c.at - start > limits.max_label_bytes {
+                    return Err(What::LabelTooLong(c.at - start));
+                }
+                c.at += 1;
+                return Ok(Cow::Borrowed(&c.s[start..c.at - 1]));
+            }
+            b'\\' => break,
+            _ => c.at += 1,
+        }
+        if c.at - start > limits.max_label_bytes {
+            return Err(What::LabelTooLong(c.at - start));
+        }
+    }
+    let mut out = String::new();
+    let mut run = start;
     loop {
         let Some(&b) = bytes.get(c.at) else {
             return Err(What::Malformed(
@@ -239,7 +260,7 @@ fn label_value(c: &mut Cursor<'_>, limits: &Limits) -> Result<String, What> {
     if out.len() > limits.max_label_bytes {
         return Err(What::LabelTooLong(out.len()));
     }
-    Ok(out)
+    Ok(Cow::Owned(out))
 }
 
 /// A sample value: a float, `NaN`, `+Inf`, `-Inf` (`Inf` too).

@@ -24,6 +24,7 @@ Every error names the line (counted from 1) and what was wrong with it.
 
 mod line;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -105,12 +106,17 @@ impl Kind {
     }
 }
 
+/// A sample's labels (name, value), in the order written, borrowed from
+/// the body: a scrape of 100,000 series allocates no string per label
+/// (only a value with an escape is unescaped into its own).
+pub type Labels<'a> = Vec<(&'a str, Cow<'a, str>)>;
+
 /// One sample of a family.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub struct Sample<'a> {
     /// What the sample's name adds to its family's (`""`, `"_bucket"`, …).
     pub suffix: &'static str,
-    pub labels: Vec<(String, String)>,
+    pub labels: Labels<'a>,
     pub value: f64,
     /// Unix nanoseconds, when the line gives a time.
     pub timestamp_ns: Option<i64>,
@@ -118,20 +124,20 @@ pub struct Sample {
 
 /// One metric family.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Family {
+pub struct Family<'a> {
     /// The name `# TYPE` gives (a text-format counter's with its `_total`,
     /// an OpenMetrics one's without).
     pub name: String,
     pub kind: Kind,
     pub help: String,
     pub unit: String,
-    pub samples: Vec<Sample>,
+    pub samples: Vec<Sample<'a>>,
 }
 
-/// A parsed exposition.
+/// A parsed exposition, borrowing from the body it was read from.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Exposition {
-    pub families: Vec<Family>,
+pub struct Exposition<'a> {
+    pub families: Vec<Family<'a>>,
     /// Sample lines read (`_created` ones included).
     pub samples: usize,
 }
@@ -190,7 +196,11 @@ impl fmt::Display for ParseError {
 }
 
 /// Reads `body` as `format` within `limits`.
-pub fn parse(body: &str, format: Format, limits: &Limits) -> Result<Exposition, ParseError> {
+pub fn parse<'a>(
+    body: &'a str,
+    format: Format,
+    limits: &Limits,
+) -> Result<Exposition<'a>, ParseError> {
     Parser {
         format,
         limits,
@@ -201,18 +211,18 @@ pub fn parse(body: &str, format: Format, limits: &Limits) -> Result<Exposition, 
     .run(body)
 }
 
-struct Parser<'l> {
+struct Parser<'l, 'a> {
     format: Format,
     limits: &'l Limits,
-    out: Exposition,
+    out: Exposition<'a>,
     /// Family index by family name.
     by_name: HashMap<String, usize>,
     /// The family the last `#` line or sample was about.
     current: Option<usize>,
 }
 
-impl Parser<'_> {
-    fn run(mut self, body: &str) -> Result<Exposition, ParseError> {
+impl<'a> Parser<'_, 'a> {
+    fn run(mut self, body: &'a str) -> Result<Exposition<'a>, ParseError> {
         let mut eof = false;
         let mut n = 0;
         // The last line's newline ends it; it does not begin another.
@@ -343,7 +353,7 @@ impl Parser<'_> {
         Ok(i)
     }
 
-    fn sample(&mut self, text: &str) -> Result<(), What> {
+    fn sample(&mut self, text: &'a str) -> Result<(), What> {
         if self.out.samples >= self.limits.max_samples {
             return Err(What::TooManySamples(self.limits.max_samples));
         }

@@ -1,10 +1,10 @@
 use super::*;
 
-fn text(body: &str) -> Exposition {
+fn text(body: &str) -> Exposition<'_> {
     parse(body, Format::Text, &Limits::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn om(body: &str) -> Exposition {
+fn om(body: &str) -> Exposition<'_> {
     parse(body, Format::OpenMetrics, &Limits::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -15,17 +15,17 @@ fn err(body: &str, format: Format, limits: &Limits) -> ParseError {
     }
 }
 
-fn family<'a>(e: &'a Exposition, name: &str) -> &'a Family {
+fn family<'a>(e: &'a Exposition<'a>, name: &str) -> &'a Family<'a> {
     e.families
         .iter()
         .find(|f| f.name == name)
         .unwrap_or_else(|| panic!("no family {name} in {e:?}"))
 }
 
-fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+fn labels<'a>(pairs: &[(&'a str, &'a str)]) -> Labels<'a> {
     pairs
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (*k, std::borrow::Cow::Borrowed(*v)))
         .collect()
 }
 
@@ -160,6 +160,12 @@ fn label_escapes_and_special_values() {
             ("error", "Cannot find file:\n\"FILE.TXT\"")
         ])
     );
+    // Only a value with an escape is a string of its own.
+    assert!(matches!(s.labels[0].1, std::borrow::Cow::Owned(_)));
+    assert!(matches!(
+        family(&e, "d").samples[0].labels[0].1,
+        std::borrow::Cow::Borrowed("1")
+    ));
     assert_eq!(family(&e, "a").samples[0].value, f64::INFINITY);
     assert_eq!(family(&e, "b").samples[0].value, f64::NEG_INFINITY);
     assert!(family(&e, "c").samples[0].value.is_nan());
@@ -278,7 +284,7 @@ fn the_node_exporter_s_output_parses() {
     assert!(cpu
         .samples
         .iter()
-        .all(|s| s.labels.iter().any(|(n, _)| n == "mode")));
+        .all(|s| s.labels.iter().any(|(n, _)| *n == "mode")));
     assert_eq!(family(&e, "go_gc_duration_seconds").kind, Kind::Summary);
     assert_eq!(family(&e, "node_load1").kind, Kind::Gauge);
 }
@@ -315,8 +321,10 @@ mod proptest_round_trip {
             let e = parse(&body, format, &Limits::default()).map_err(|e| TestCaseError::fail(format!("{e}\n{body}")))?;
             let s = &e.families[0].samples[0];
             prop_assert_eq!(&e.families[0].name, &name);
+            let got: Vec<(String, String)> =
+                s.labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
             let want: Vec<(String, String)> = pairs.into_iter().collect();
-            prop_assert_eq!(&s.labels, &want);
+            prop_assert_eq!(&got, &want);
             prop_assert_eq!(s.value, value);
             prop_assert_eq!(s.timestamp_ns, ts.map(|ms| ms * 1_000_000));
         }
