@@ -9,14 +9,9 @@
 //! component runs, those pages are unmapped; the code that keeps running
 //! faults its own pages back from the page cache (no disk read: they are
 //! still cached), and the rest stay out of the agent's RSS.
-//!
-//! The shared libraries' code and constant data are handed back the same
-//! way: start-up faults in most of libc and libm, and all of libsystemd,
-//! libgcrypt and the compression libraries it links (1.5-2 MiB), of which
-//! the running agent uses a few windows.
 
-/// Unmaps the pages of the clean read-only mappings of the binary and its
-/// shared libraries (their code and read-only data) from this process. Best effort: any failure leaves the
+/// Unmaps the pages of the binary's clean read-only mappings (its code and
+/// read-only data) from this process. Best effort: any failure leaves the
 /// pages where they are, which costs memory and nothing else.
 pub fn release() {
     #[cfg(target_os = "linux")]
@@ -54,7 +49,7 @@ fn release_linux() -> std::io::Result<()> {
     Ok(())
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 struct Map {
     start: usize,
     len: usize,
@@ -85,8 +80,7 @@ fn clean_read_only_maps(smaps: &str, exe: &str) -> Vec<Map> {
             ) else {
                 continue;
             };
-            let program = path == exe || is_shared_object(path);
-            if program && (perms == "r-xp" || perms == "r--p") && end > start {
+            if path == exe && (perms == "r-xp" || perms == "r--p") && end > start {
                 current = Some(Map {
                     start,
                     len: end - start,
@@ -101,17 +95,6 @@ fn clean_read_only_maps(smaps: &str, exe: &str) -> Vec<Map> {
     }
     finish(current, clean, &mut out);
     out
-}
-
-/// A shared library's path (`/usr/lib/x86_64-linux-gnu/libc.so.6`,
-/// `ld-linux-x86-64.so.2`), not a data file the agent maps (a log segment
-/// is `….seg`).
-fn is_shared_object(path: &str) -> bool {
-    path.starts_with('/')
-        && path
-            .rsplit('/')
-            .next()
-            .is_some_and(|name| name.ends_with(".so") || name.contains(".so."))
 }
 
 #[cfg(test)]
@@ -133,65 +116,28 @@ Anonymous:           292 kB
 Anonymous:            12 kB
 7f9865929000-7f9865a7f000 r-xp 00026000 fe:00 326279                     /usr/lib/x86_64-linux-gnu/libc.so.6
 Anonymous:             0 kB
-7f9865a7f000-7f9865ad3000 r--p 0017c000 fe:00 326279                     /usr/lib/x86_64-linux-gnu/libc.so.6
-Anonymous:             0 kB
-7f9865ad3000-7f9865ad7000 r--p 001d0000 fe:00 326279                     /usr/lib/x86_64-linux-gnu/libc.so.6
-Private_Dirty:        16 kB
-Anonymous:            16 kB
-7f9865ad7000-7f9865ad9000 rw-p 001d4000 fe:00 326279                     /usr/lib/x86_64-linux-gnu/libc.so.6
-Anonymous:             8 kB
 7f9865b00000-7f9865b01000 rw-p 00000000 00:00 0
 Anonymous:             4 kB
-7f9866000000-7f9866400000 r--s 00000000 fe:00 4242                       /var/lib/holdfast/log/00000000000000000000.seg
-Anonymous:             0 kB
-7f9866400000-7f9866800000 r--p 00000000 fe:00 4243                       /var/lib/holdfast/log/00000000000000000001.seg
-Anonymous:             0 kB
 ";
 
     #[test]
-    fn only_the_clean_read_only_maps_of_the_binary_and_libraries_are_released() {
-        let program = vec![
-            Map {
-                start: 0x559de37fd000,
-                len: 0x559de3a2d000 - 0x559de37fd000,
-            },
-            Map {
-                start: 0x559de3a2d000,
-                len: 0x559de40e8000 - 0x559de3a2d000,
-            },
-        ];
-        let libc = vec![
-            Map {
-                start: 0x7f9865929000,
-                len: 0x7f9865a7f000 - 0x7f9865929000,
-            },
-            Map {
-                start: 0x7f9865a7f000,
-                len: 0x7f9865ad3000 - 0x7f9865a7f000,
-            },
-        ];
+    fn only_the_binarys_clean_read_only_maps_are_released() {
         let maps = clean_read_only_maps(SMAPS, "/usr/bin/holdfast");
         assert_eq!(
             maps,
-            [program, libc.clone()].concat(),
-            "relocated read-only data, writable data, anonymous memory and log segments stay"
+            vec![
+                Map {
+                    start: 0x559de37fd000,
+                    len: 0x559de3a2d000 - 0x559de37fd000
+                },
+                Map {
+                    start: 0x559de3a2d000,
+                    len: 0x559de40e8000 - 0x559de3a2d000
+                },
+            ],
+            "the relocated read-only data and the writable data stay"
         );
-        assert_eq!(clean_read_only_maps(SMAPS, "/usr/bin/other"), libc);
-    }
-
-    #[test]
-    fn shared_objects_are_told_from_data_files() {
-        assert!(is_shared_object("/usr/lib/x86_64-linux-gnu/libc.so.6"));
-        assert!(is_shared_object("/lib64/ld-linux-x86-64.so.2"));
-        assert!(is_shared_object(
-            "/usr/lib/x86_64-linux-gnu/libsystemd.so.0.35.0"
-        ));
-        assert!(is_shared_object("/opt/x/libfoo.so"));
-        assert!(!is_shared_object(
-            "/var/lib/holdfast/log/00000000000000000000.seg"
-        ));
-        assert!(!is_shared_object("/var/lib/holdfast/so.data"));
-        assert!(!is_shared_object("[vdso]"));
+        assert!(clean_read_only_maps(SMAPS, "/usr/bin/other").is_empty());
     }
 
     #[test]
