@@ -537,6 +537,24 @@ fn as_count(v: f64) -> u64 {
     }
 }
 
+/// A collection's resource attributes: `job` and `instance` as the
+/// service's name and instance id (left out when empty), then `more`.
+pub(crate) fn resource_attributes(
+    job: &str,
+    instance: &str,
+    more: &[(String, String)],
+) -> Vec<KeyValue> {
+    let mut attributes = Vec::new();
+    if !job.is_empty() {
+        attributes.push(kv("service.name", job.to_string()));
+    }
+    if !instance.is_empty() {
+        attributes.push(kv("service.instance.id", instance.to_string()));
+    }
+    attributes.extend(more.iter().map(|(k, v)| kv(k, v.clone())));
+    attributes
+}
+
 pub(crate) fn kv(key: &str, value: String) -> KeyValue {
     KeyValue {
         key: key.to_string(),
@@ -550,4 +568,4 @@ pub(crate) fn kv(key: &str, value: String) -> KeyValue {
 #[cfg(test)]
 pub(crate) mod reference;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -36,7 +36,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::encoding::{encode_varint, encoded_len_varint};
 use prost::Message;
 
-use super::convert::{kv, Number, Output};
+use super::convert::{resource_attributes, Number, Output};
 use super::parse::Kind;
 use crate::event::envelope_fields::{put_context_group_head, put_group, METRIC_KEY};
 use crate::event::{EventId, Group};
@@ -248,14 +248,7 @@ impl Encoder {
 
 impl Output for Encoder {
     fn resource(&mut self, job: &str, instance: &str, more: &[(String, String)]) {
-        let mut attributes = Vec::new();
-        if !job.is_empty() {
-            attributes.push(kv("service.name", job.to_string()));
-        }
-        if !instance.is_empty() {
-            attributes.push(kv("service.instance.id", instance.to_string()));
-        }
-        attributes.extend(more.iter().map(|(k, v)| kv(k, v.clone())));
+        let attributes = resource_attributes(job, instance, more);
         let group = Group {
             resource: Some(Resource {
                 attributes,

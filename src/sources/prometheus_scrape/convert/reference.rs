@@ -12,7 +12,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
-use super::{key_values, kv, Kind, Number, Output};
+use super::{key_values, resource_attributes, Kind, Number, Output};
 
 /// The request being built.
 pub(crate) struct Request {
@@ -67,14 +67,7 @@ impl Request {
 
 impl Output for Request {
     fn resource(&mut self, job: &str, instance: &str, more: &[(String, String)]) {
-        let mut attributes = Vec::new();
-        if !job.is_empty() {
-            attributes.push(kv("service.name", job.to_string()));
-        }
-        if !instance.is_empty() {
-            attributes.push(kv("service.instance.id", instance.to_string()));
-        }
-        attributes.extend(more.iter().map(|(k, v)| kv(k, v.clone())));
+        let attributes = resource_attributes(job, instance, more);
         self.resources.push((attributes, Vec::new()));
     }
 

@@ -9,7 +9,8 @@ use crate::sources::prometheus_scrape::parse::{parse, Format, Limits};
 
 const T: u64 = 1_700_000_000_000_000_000;
 
-fn target(labels: &[(&str, &str)], honor: bool) -> TargetLabels {
+/// The node exporter's target with `labels`, for the encoder's tests too.
+pub(crate) fn target(labels: &[(&str, &str)], honor: bool) -> TargetLabels {
     TargetLabels {
         job: "node".into(),
         instance: "127.0.0.1:9100".into(),

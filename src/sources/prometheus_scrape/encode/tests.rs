@@ -10,24 +10,12 @@ use crate::event::{put_encoded_event, Context};
 use crate::sources::otlp_http::decode::Decoded;
 use crate::sources::otlp_http::split::split_as;
 use crate::sources::prometheus_scrape::convert::reference::Request;
+use crate::sources::prometheus_scrape::convert::tests::target;
 use crate::sources::prometheus_scrape::convert::{Builder, StartTimes, TargetLabels};
 use crate::sources::prometheus_scrape::parse::{parse, Exposition, Format, Limits};
 
 const T: u64 = 1_700_000_000_000_000_000;
 const SCOPE: &str = "holdfast.sources.prometheus_scrape";
-
-fn target(labels: &[(&str, &str)], honor: bool) -> TargetLabels {
-    TargetLabels {
-        job: "node".into(),
-        instance: "127.0.0.1:9100".into(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        honor_labels: honor,
-        resource: Vec::new(),
-    }
-}
 
 /// One scrape as `target.rs` makes it: the exposition, then the
 /// synthetic series.
