@@ -42,6 +42,16 @@ pub struct DeliveryOptions {
     pub replay_scan_interval: Duration,
 }
 
+/// After a full batch, how long reading may find nothing new before the
+/// batch forming goes without waiting out `batch_timeout`: the tail of a
+/// burst (a backlog drained after an outage, a file read to its end) is
+/// at the receiver now rather than a second later. A trickle never fills a
+/// batch, so it keeps its few large requests; a steady flow that fills
+/// batches reads again within milliseconds (a group commit), so it is not
+/// cut short; a flow with pauses longer than this costs at most one
+/// smaller request per full one.
+pub(crate) const BURST_TAIL_LULL: Duration = Duration::from_millis(50);
+
 /// Defaults, shared with the config's documentation and checks.
 pub mod defaults {
     use std::time::Duration;

@@ -3,10 +3,10 @@
 //! and the replay inbox.
 //!
 //! ```text
-//!  log ──read──▶ forming batch ──(full | batch_timeout)──▶ deliver task ×limit
-//!   ▲              ▲      ▲                                  │    │ finished events
-//!   │     replay inbox   retry queue ◀──── events to retry ──┘    ▼
-//!   └──── commit(watermark) ◀──────────────── Watermark ◀──── done channel
+//!  log ──read──▶ forming batch ──(full | batch_timeout | burst tail)──▶ deliver task ×limit
+//!   ▲              ▲      ▲                                               │    │ finished events
+//!   │     replay inbox   retry queue ◀──── events to retry ───────────────┘    ▼
+//!   └──── commit(watermark) ◀───────────────────────────── Watermark ◀──── done channel
 //! ```
 //!
 //! The loop owns the consumer, the forming batch, the retry queue and the
@@ -56,7 +56,7 @@ use tracing::{debug, info, warn};
 use super::deliver::deliver;
 use super::item::{Pos, Raw};
 use super::limit::Limit;
-use super::options::DeliveryOptions;
+use super::options::{DeliveryOptions, BURST_TAIL_LULL};
 use super::quarantining::retry_parked;
 use super::retry::Policy;
 use super::retry_queue::{Probe, RetryQueue};
@@ -80,6 +80,22 @@ struct Forming {
     bytes: usize,
     /// When it must go, whatever its size.
     due: Option<Instant>,
+    /// The batch before it went because it was full.
+    after_full: bool,
+    /// When reading last returned events.
+    last_read: Instant,
+}
+
+impl Forming {
+    /// When the batch goes unless it fills first.
+    fn send_at(&self) -> Option<Instant> {
+        let tail =
+            (self.after_full && !self.events.is_empty()).then(|| self.last_read + BURST_TAIL_LULL);
+        match (self.due, tail) {
+            (Some(d), Some(t)) => Some(d.min(t)),
+            (d, t) => d.or(t),
+        }
+    }
 }
 
 /// Replay files being sent: id → (path, events not yet finished).
@@ -144,6 +160,8 @@ pub(crate) async fn run<T: Transport>(
         events: Vec::with_capacity(opts.batch_max_events),
         bytes: 0,
         due: None,
+        after_full: false,
+        last_read: Instant::now(),
     };
     let mut replays = Replays::default();
     let mut filter = SourceFilter::new(&opts.inputs);
@@ -188,7 +206,7 @@ pub(crate) async fn run<T: Transport>(
         }
         let full =
             forming.events.len() >= opts.batch_max_events || forming.bytes >= opts.batch_max_bytes;
-        let due = forming.due.is_some_and(|d| d <= Instant::now());
+        let due = forming.send_at().is_some_and(|d| d <= Instant::now());
         let limit = shared.limit.current();
         if held.is_some_and(|h| h <= Instant::now()) {
             held = None;
@@ -200,6 +218,7 @@ pub(crate) async fn run<T: Transport>(
             );
             forming.bytes = 0;
             forming.due = None;
+            forming.after_full = full;
             lanes.spawn(deliver(shared.clone(), batch, turns.next()));
             shared.limit.started(lanes.len());
             probe.sent(Instant::now());
@@ -212,7 +231,7 @@ pub(crate) async fn run<T: Transport>(
             .max(1);
         let room_bytes = opts.batch_max_bytes.saturating_sub(forming.bytes).max(1);
         let timer = forming
-            .due
+            .send_at()
             .filter(|_| lanes.len() < limit)
             .map(|d| held.map_or(d, |h| d.max(h)));
         // A retry coming due is worth waking for only if it fits a batch.
@@ -254,6 +273,7 @@ pub(crate) async fn run<T: Transport>(
             }
             read = consumer.read_wait(room_events, room_bytes), if can_read => match read {
                 Ok(events) => {
+                    forming.last_read = Instant::now();
                     let mut skipped = Vec::new();
                     for e in events {
                         tracker.register(e.seq);

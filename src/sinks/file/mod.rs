@@ -41,6 +41,7 @@ use tracing::{info, warn};
 use crate::event::{self, Decoder, Stored};
 use crate::metrics::{Metrics, SinkLabels};
 use crate::seglog::{Event, Log, Outcome, StartAt};
+use crate::sinks::delivery::options::BURST_TAIL_LULL;
 
 /// What a `file` sink needs to run (validated settings).
 #[derive(Debug, Clone, PartialEq)]
@@ -293,6 +294,9 @@ pub async fn run(
     // Decodes each batch context once, for all the batch's events.
     let mut decoder = Decoder::new();
 
+    // The batch before went because it was full: this one is the next of
+    // a burst, and goes once reading finds nothing new for a moment.
+    let mut after_full = false;
     loop {
         let mut events: Vec<Event> = tokio::select! {
             _ = stop.cancelled() => break,
@@ -306,7 +310,10 @@ pub async fn run(
                 events.extend(more);
                 continue;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let mut left = deadline.saturating_duration_since(Instant::now());
+            if after_full {
+                left = left.min(BURST_TAIL_LULL);
+            }
             if left.is_zero() || stop.is_cancelled() {
                 break;
             }
@@ -316,6 +323,7 @@ pub async fn run(
                 _ = stop.cancelled() => break,
             }
         }
+        after_full = events.len() >= opts.batch_max_events;
         let Some(last) = events.last().map(|e| e.seq) else {
             continue;
         };
