@@ -22,6 +22,9 @@ use crate::{proc_cpu, self_cpu, wire};
 
 const CLIENTS: usize = 16;
 
+/// The log's fdatasync calls so far (a histogram's count).
+const SYNCS: &str = "holdfast_log_fsync_duration_seconds_count";
+
 #[derive(Clone, Copy, PartialEq)]
 enum Protocol {
     Http,
@@ -222,6 +225,10 @@ fn measure_one(sc: &Scenario, warmup: Duration, measure: Duration, label: &str) 
          [sources.otlp.grpc]\nlisten = \"{grpc}\"\nmax_connections_per_peer = 256\n\n\
          [sources.otlp.http]\nlisten = \"{http}\"\nmax_connections_per_peer = 256\n"
     ));
+    // Another build to compare with (main's, say), run as this one is.
+    if let Ok(bin) = std::env::var("HOLDFAST_BENCH_BIN") {
+        agent.bin = bin;
+    }
     agent.start();
     agent.wait_ready();
     let pid = agent.pid() as u32;
@@ -233,6 +240,11 @@ fn measure_one(sc: &Scenario, warmup: Duration, measure: Duration, label: &str) 
     let stop = Arc::new(AtomicBool::new(false));
     let clients = run_clients(addr, sc, measuring.clone(), stop.clone());
     std::thread::sleep(warmup);
+    // fsync = "always": one fdatasync per group commit. Records per sync
+    // shows whether a difference in CPU per record is per request or per
+    // group (a slower client makes smaller groups, each paying a sync).
+    let syncs = || agent.metric(SYNCS).unwrap_or(f64::NAN);
+    let syncs0 = syncs();
     let srv0 = proc_cpu(pid);
     let cli0 = self_cpu();
     let t0 = Instant::now();
@@ -241,6 +253,7 @@ fn measure_one(sc: &Scenario, warmup: Duration, measure: Duration, label: &str) 
     measuring.store(false, Ordering::Relaxed);
     let secs = t0.elapsed().as_secs_f64();
     let srv = proc_cpu(pid) - srv0;
+    let synced = syncs() - syncs0;
     let cli = self_cpu() - cli0;
     stop.store(true, Ordering::Relaxed);
     let res = clients.join().unwrap();
@@ -252,7 +265,7 @@ fn measure_one(sc: &Scenario, warmup: Duration, measure: Duration, label: &str) 
     let per_k = |s: f64| s * 1e3 / (records / 1e3).max(1e-9);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "{:<14} {:>9.0} {:>11.0} {:>8.2} {:>8.2} {:>8.2} {:>9.3} {:>9.3} {:>7}",
+        "{:<14} {:>9.0} {:>11.0} {:>8.2} {:>8.2} {:>8.2} {:>9.3} {:>9.3} {:>8.0} {:>7}",
         label,
         reqs / secs,
         records / secs,
@@ -261,6 +274,7 @@ fn measure_one(sc: &Scenario, warmup: Duration, measure: Duration, label: &str) 
         ms(lat.last().copied().unwrap_or_default()),
         per_k(srv),
         per_k(cli),
+        records / synced,
         res.errors,
     );
     assert!(agent.stop().success(), "{}", agent.stderr());
@@ -304,7 +318,7 @@ pub fn run(quick: bool) {
         if quick { " — QUICK smoke run, figures are not meaningful" } else { "" }
     );
     println!(
-        "{:<14} {:>9} {:>11} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}",
+        "{:<14} {:>9} {:>11} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>7}",
         "scenario",
         "req/s",
         "records/s",
@@ -313,6 +327,7 @@ pub fn run(quick: bool) {
         "max ms",
         "srv/1k",
         "cli/1k",
+        "rec/sync",
         "errors"
     );
     let scenarios = scenarios();
@@ -339,7 +354,7 @@ pub fn run(quick: bool) {
                 .collect(),
         );
     }
-    println!("srv/1k, cli/1k: CPU milliseconds per 1,000 records of the holdfast process and of the clients");
+    println!("srv/1k, cli/1k: CPU milliseconds per 1,000 records of the holdfast process and of the clients; rec/sync: records per fdatasync (group commit)");
     // Scenarios come in pairs: HTTP, then gRPC on the same request.
     for pair in (0..scenarios.len()).step_by(2) {
         let (h, g) = (pair, pair + 1);

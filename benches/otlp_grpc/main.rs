@@ -8,6 +8,7 @@
 //! HOLDFAST_BENCH_ONLY=in HOLDFAST_BENCH_ROUNDS=3 cargo bench --bench otlp_grpc  # in, 3 rounds taking turns
 //! HOLDFAST_BENCH_ONLY=in HOLDFAST_BENCH_PAIRS=protobuf cargo bench --bench otlp_grpc  # in, uncompressed pair only
 //! HOLDFAST_BENCH_ONLY=out cargo bench --bench otlp_grpc        # only gRPC out vs HTTP out
+//! HOLDFAST_BENCH_BIN=/path/to/old/holdfast HOLDFAST_BENCH_ONLY=in cargo bench --bench otlp_grpc  # in, another build
 //! ```
 //!
 //! Not a pass/fail test: it prints two tables.
