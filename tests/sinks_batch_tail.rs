@@ -14,67 +14,69 @@ use std::time::Duration;
 use harness::Harness;
 use receivers::Api;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_tail_of_a_burst_goes_without_waiting_out_batch_timeout() {
+/// An `elasticsearch` sink of batches of 100, one request at a time.
+async fn sink(batch_timeout: Duration) -> Harness {
     let mut h = Harness::new(Api::Elasticsearch).await;
     h.options.batch_max_events = 100;
     h.options.concurrency = 1;
+    h.options.batch_timeout = batch_timeout;
+    h
+}
+
+/// Ten events a tenth of a second apart: pauses longer than the tail's
+/// lull, all well inside one batch_timeout.
+async fn trickle(h: &mut Harness) {
+    for _ in 0..10 {
+        h.append(1).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The number of events of each request the receiver saw, in order.
+fn request_sizes(h: &Harness) -> Vec<usize> {
+    h.receiver.state().batches.iter().map(Vec::len).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tail_of_a_burst_goes_without_waiting_out_batch_timeout() {
     // Far longer than the wait below: the last 50 can only have gone as
     // the tail of the burst.
-    h.options.batch_timeout = Duration::from_secs(600);
+    let mut h = sink(Duration::from_secs(600)).await;
     h.append(250).await;
     h.start();
     h.wait_caught_up().await;
     h.stop().await;
     h.assert_nothing_lost();
-    let sizes: Vec<usize> = h.receiver.state().batches.iter().map(Vec::len).collect();
-    assert_eq!(sizes, [100, 100, 50]);
+    assert_eq!(request_sizes(&h), [100, 100, 50]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trickle_that_never_fills_a_batch_waits_for_batch_timeout() {
-    let mut h = Harness::new(Api::Elasticsearch).await;
-    h.options.batch_max_events = 100;
-    h.options.concurrency = 1;
-    h.options.batch_timeout = Duration::from_secs(5);
+    let mut h = sink(Duration::from_secs(5)).await;
     h.start();
-    // Ten events a tenth of a second apart: pauses longer than the tail's
-    // lull, all well inside one batch_timeout.
-    for _ in 0..10 {
-        h.append(1).await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    trickle(&mut h).await;
     h.wait_caught_up().await;
     h.stop().await;
     h.assert_nothing_lost();
-    let st = h.receiver.state();
-    let sizes: Vec<usize> = st.batches.iter().map(Vec::len).collect();
-    assert_eq!(sizes, [10], "one request for the whole trickle");
+    assert_eq!(request_sizes(&h), [10], "one request for the whole trickle");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_the_tail_of_a_burst_a_trickle_waits_again() {
-    let mut h = Harness::new(Api::Elasticsearch).await;
-    h.options.batch_max_events = 100;
-    h.options.concurrency = 1;
-    h.options.batch_timeout = Duration::from_secs(5);
+    let mut h = sink(Duration::from_secs(5)).await;
     h.append(130).await;
     h.start();
     h.wait_for("the burst at the receiver", Duration::from_secs(20), |h| {
         h.receiver.state().stored.len() == 130
     })
     .await;
-    for _ in 0..10 {
-        h.append(1).await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    trickle(&mut h).await;
     h.wait_caught_up().await;
     h.stop().await;
     h.assert_nothing_lost();
-    let sizes: Vec<usize> = h.receiver.state().batches.iter().map(Vec::len).collect();
     // The burst's tail (30) went at once; the trickle after it was not cut
     // into a request per event.
-    assert_eq!(sizes, [100, 30, 10]);
+    assert_eq!(request_sizes(&h), [100, 30, 10]);
 }
 
 /// The `file` sink follows the same rule: its burst's tail is written
