@@ -29,10 +29,11 @@
 //! Crash repeats: the loop commits after every finished batch, and the log
 //! writes each commit to its cursor file as soon as its writer is not inside
 //! a group's write and fdatasync (synced every `cursor_sync_interval`). After
-//! a kill -9 a receiver sees again, with the same ids, at most the batches in
-//! flight (`concurrency` × `batch_max_events`) plus those committed during
-//! the one write and fdatasync the writer was in; only while an event is stuck can the events
-//! finished behind it (up to the window) add to that. After a power cut, the
+//! a kill -9 a receiver sees again, with the same ids, the batches in flight
+//! (`concurrency` × `batch_max_events`), those finished behind the oldest of
+//! them (a request slower than the next one holds the watermark back; while
+//! an event is stuck, up to the window) and those committed during the one
+//! write and fdatasync the writer was in. After a power cut, the
 //! progress since the last cursor sync.
 //!
 //! Input filtering reads only the envelope's `source` field (a few bytes of
