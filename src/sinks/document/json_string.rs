@@ -32,8 +32,7 @@ pub(crate) fn string(out: &mut Vec<u8>, s: &str) {
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        if let Some(block) = bytes.get(i..i + BLOCK) {
-            let block: &[u8; BLOCK] = block.try_into().unwrap_or(&[0; BLOCK]);
+        if let Some(block) = bytes[i..].first_chunk::<BLOCK>() {
             if !block_needs_escape(block) {
                 i += BLOCK;
                 continue;
