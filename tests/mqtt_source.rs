@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use daemon::{wait_for, Agent};
+use daemon::{http_get, wait_for, Agent};
 use file_sink_out::{lines, string_attr, Tail};
 use mosquitto::{Broker, BrokerOptions, Paho, PahoTls, TlsMode};
 use serde_json::Value;
@@ -466,9 +466,10 @@ fn tls_client_certificate_password_file_and_a_wrong_password() {
         &tls(&good),
         &format!("\n[sources.wrong]\ntype = \"mqtt\"\n{}\n", tls(&bad)),
     );
-    // The sink reads `m` only; `wrong` never connects.
+    // The sink reads `m` only; `wrong` never connects, so `/readyz`
+    // answers 503 naming it, as soon as the broker first refuses it.
     a.start();
-    a.wait_ready();
+    a.wait_started();
     wait_for("subscribed over TLS", ARRIVE, || {
         (a.metric("holdfast_mqtt_source_connected{source=\"m\"}") == Some(1.0)).then_some(())
     });
@@ -491,6 +492,11 @@ fn tls_client_certificate_password_file_and_a_wrong_password() {
     wait_for("two refusals of the wrong password", ARRIVE, || {
         (a.metric(refused).unwrap_or(0.0) >= 2.0).then_some(())
     });
+    let (_, why) = http_get(a.api, "/readyz").expect("/readyz answers");
+    assert!(
+        why.contains("wrong is stuck: the MQTT broker refused the connection"),
+        "/readyz: {why}"
+    );
     let log = a.stderr();
     assert!(
         log.contains("the MQTT broker refused the connection (check username, password_file"),

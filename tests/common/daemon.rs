@@ -159,6 +159,16 @@ impl Agent {
 
     /// Waits for READY=1 and a 200 from /readyz.
     pub fn wait_ready(&mut self) {
+        self.wait_started();
+        let api = self.api;
+        wait_for("/readyz to answer 200", Duration::from_secs(10), || {
+            http_get(api, "/readyz").filter(|(s, _)| *s == 200)
+        });
+    }
+
+    /// Waits for READY=1 only: for a config where a source is meant to
+    /// fail, so `/readyz` rightly answers 503.
+    pub fn wait_started(&mut self) {
         let end = Instant::now() + Duration::from_secs(30);
         loop {
             self.poll_notifications();
@@ -181,10 +191,6 @@ impl Agent {
                 self.stderr()
             );
         }
-        let api = self.api;
-        wait_for("/readyz to answer 200", Duration::from_secs(10), || {
-            http_get(api, "/readyz").filter(|(s, _)| *s == 200)
-        });
     }
 
     pub fn pid(&self) -> i32 {
