@@ -36,20 +36,43 @@ use crate::sources::otlp_http::auth::ClientSubject;
 use crate::sources::otlp_http::source::Source;
 
 /// HTTP/2 flow control: how many bytes of DATA a client may send on one
-/// stream, and on its whole connection, before the server has read them.
+/// stream, and on its whole connection, before the server has read them,
+/// and the largest frame it may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Flow {
+    window: u32,
+    frame: u32,
+}
+
 /// What h2 holds for a call that has not read it yet is outside the
 /// source's memory budget (which counts what calls have read), so the
 /// listener's connections share one more budget between them: each gets
-/// `budget ÷ max_connections` (256 KiB with the defaults), between
-/// HTTP/2's initial 64 KiB and 1 MiB (hyper's default, past which a
-/// larger window gains nothing on a LAN) (docs/sources-otlp.md, "Bounds").
-/// The stream window is the same: a call can never use more than its
-/// connection's anyway. A 26 KB export fits many times over; a window is
-/// given back (WINDOW_UPDATE) as calls read.
-fn flow_window(budget_bytes: usize, max_connections: usize) -> u32 {
-    const MIN: usize = 65_535;
-    const MAX: usize = 1 << 20;
-    (budget_bytes / max_connections.max(1)).clamp(MIN, MAX) as u32
+/// `budget ÷ max_connections` (256 KiB with the defaults) for its window
+/// and the frame it may be reading (h2 reads a frame whole before flow
+/// control counts it) (docs/sources-otlp.md, "Bounds").
+///
+/// The frame: up to 64 KiB, so that an export up to that size from a
+/// client that honours SETTINGS_MAX_FRAME_SIZE (h2, as in tonic and hyper;
+/// gRPC's C core) arrives as one frame, which h2 hands over as one buffer:
+/// no frames to join for the decoder (a copy of the whole message) and
+/// fewer to read and parse. The window: the rest, between HTTP/2's
+/// initial 64 KiB and 1 MiB (hyper's default, past which a larger window
+/// gains nothing on a LAN); the stream window is the same, since a call
+/// can never use more than its connection's anyway. A 26 KB export fits
+/// many times over; a window is given back (WINDOW_UPDATE) as calls read.
+fn flow(budget_bytes: usize, max_connections: usize) -> Flow {
+    const MIN_WINDOW: usize = 65_535;
+    const MAX_WINDOW: usize = 1 << 20;
+    // HTTP/2's smallest SETTINGS_MAX_FRAME_SIZE, and ours at most.
+    const MIN_FRAME: usize = 16 << 10;
+    const MAX_FRAME: usize = 64 << 10;
+    let share = budget_bytes / max_connections.max(1);
+    let frame = share.saturating_sub(MIN_WINDOW).clamp(MIN_FRAME, MAX_FRAME);
+    let window = share.saturating_sub(frame).clamp(MIN_WINDOW, MAX_WINDOW);
+    Flow {
+        window: window as u32,
+        frame: frame as u32,
+    }
 }
 
 /// Everything a gRPC connection needs.
@@ -142,7 +165,7 @@ where
         }
     });
     let g = &settings;
-    let window = flow_window(src.budget.bytes(), g.listener.max_connections.get());
+    let flow = flow(src.budget.bytes(), g.listener.max_connections.get());
     let calls = Calls::default();
     let mut inline = calls.inline();
     let conn = http2::Builder::new(calls)
@@ -150,8 +173,9 @@ where
         // No gRPC client reads it: one header less to encode per answer.
         .auto_date_header(false)
         .max_concurrent_streams(g.max_concurrent_streams)
-        .initial_stream_window_size(window)
-        .initial_connection_window_size(window)
+        .initial_stream_window_size(flow.window)
+        .initial_connection_window_size(flow.window)
+        .max_frame_size(flow.frame)
         .keep_alive_interval(Some(g.keepalive_interval))
         .keep_alive_timeout(g.keepalive_timeout)
         .max_header_list_size(g.max_header_list_size)
@@ -202,16 +226,40 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::flow_window;
+    use super::{flow, Flow};
 
     #[test]
-    fn the_windows_of_all_connections_add_up_to_one_budget_at_most() {
+    fn the_windows_and_frames_of_all_connections_add_up_to_one_budget_at_most() {
         // The defaults: a 64 MiB budget, 256 connections.
-        assert_eq!(flow_window(64 << 20, 256), 256 << 10);
-        assert!(256 * flow_window(64 << 20, 256) as usize <= 64 << 20);
-        // Never below HTTP/2's initial window, never above 1 MiB.
-        assert_eq!(flow_window(64 << 20, 100_000), 65_535);
-        assert_eq!(flow_window(1 << 30, 1), 1 << 20);
-        assert_eq!(flow_window(64 << 20, 0), 1 << 20);
+        let f = flow(64 << 20, 256);
+        assert_eq!(
+            f,
+            Flow {
+                window: 192 << 10,
+                frame: 64 << 10
+            }
+        );
+        assert!(256 * (f.window + f.frame) as usize <= 64 << 20);
+        // Never below HTTP/2's initial window and smallest frame, never
+        // above 1 MiB and 64 KiB.
+        let small = flow(64 << 20, 100_000);
+        assert_eq!((small.window, small.frame), (65_535, 16 << 10));
+        assert_eq!(
+            flow(1 << 30, 1),
+            Flow {
+                window: 1 << 20,
+                frame: 64 << 10
+            }
+        );
+        assert_eq!(
+            flow(64 << 20, 0),
+            Flow {
+                window: 1 << 20,
+                frame: 64 << 10
+            }
+        );
+        // Between, the frame grows before the window does.
+        let mid = flow(100 << 10, 1);
+        assert_eq!((mid.window, mid.frame), (65_535, (100 << 10) - 65_535));
     }
 }
