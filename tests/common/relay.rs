@@ -21,7 +21,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Relays every connection made to `port` to `target`.
@@ -36,9 +36,9 @@ pub struct Relay {
 /// the target, `to_target[t]` from the client; `dup` publishes with DUP set.
 #[derive(Default, Debug)]
 pub struct Counts {
-    pub to_client: Mutex<[u64; 16]>,
-    pub to_target: Mutex<[u64; 16]>,
-    pub dup: Mutex<u64>,
+    pub to_client: [AtomicU64; 16],
+    pub to_target: [AtomicU64; 16],
+    pub dup: AtomicU64,
 }
 
 impl Relay {
@@ -116,13 +116,14 @@ fn pump(mut from: TcpStream, mut to: TcpStream, counts: &Counts, to_client: bool
         };
         frames.feed(&buf[..n], |head| {
             let t = usize::from(head >> 4);
-            if to_client {
-                counts.to_client.lock().unwrap()[t] += 1;
-                if t == 3 && head & 0x08 != 0 {
-                    *counts.dup.lock().unwrap() += 1;
-                }
+            let by_type = if to_client {
+                &counts.to_client
             } else {
-                counts.to_target.lock().unwrap()[t] += 1;
+                &counts.to_target
+            };
+            by_type[t].fetch_add(1, Ordering::Relaxed);
+            if to_client && t == 3 && head & 0x08 != 0 {
+                counts.dup.fetch_add(1, Ordering::Relaxed);
             }
         });
         if open && to.write_all(&buf[..n]).is_err() {
